@@ -1,0 +1,37 @@
+#include "cli/app.h"
+
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <iostream>
+
+#include "cli/commands.h"
+
+namespace ifusim::cli {
+
+int run(int argc, char** argv) {
+  CLI::App app{"ifusim: integral-field spectroscopy datacubes from cosmological simulations"};
+  app.set_version_flag("--version", std::string("ifusim ") + IFUSIM_VERSION);
+  app.require_subcommand(1);
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "Log debugging detail");
+  app.parse_complete_callback([&] {
+    spdlog::set_pattern("[%H:%M:%S] [%^%l%$] %v");
+    spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
+  });
+
+  int exit_code = 0;
+  register_commands(app, exit_code);
+  try {
+    app.parse(argc, argv);  // runs the chosen subcommand's callback
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::cerr << "ifusim: error: " << e.what() << "\n";
+    return 1;
+  }
+  return exit_code;
+}
+
+}  // namespace ifusim::cli

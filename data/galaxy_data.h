@@ -1,0 +1,97 @@
+#pragma once
+// GalaxyData: the project's RubixData. A galaxy record plus structure-of-arrays particle sets.
+// Each particle set declares its fields once, in for_each_field beside the members: name, unit,
+// components, sharding and whether the field comes from the input or is derived by a stage.
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "data/cosmology.h"
+#include "data/sharded_array.h"
+
+namespace ifusim {
+
+struct FieldSpec {
+  const char* name;
+  const char* unit;  // "" for dimensionless
+  int components;
+  Sharding::Kind sharding;
+  bool derived;  // filled by a stage, not read from the input
+};
+
+struct Galaxy {
+  std::string simulation;  // e.g. "L75n1820TNG"
+  int snapshot = -1;
+  long long subhalo_id = -1;
+  double redshift = 0.0;      // of the snapshot
+  double scale_factor = 1.0;  // of the snapshot
+  Cosmology cosmology;        // the snapshot's own
+  std::array<double, 3> center_kpc{0, 0, 0};  // physical, in the box frame
+  double halfmass_radius_stars_kpc = 0.0;
+};
+
+struct Stars {
+  ShardedArray<float> position_kpc;       // (N, 3) physical, relative to the centre
+  ShardedArray<float> velocity_kms;       // (N, 3) peculiar, relative to the galaxy
+  ShardedArray<float> initial_mass_msun;  // what SSP spectra are normalised to
+  ShardedArray<float> mass_msun;          // current mass
+  ShardedArray<float> metallicity;        // mass fraction Z
+  ShardedArray<float> age_gyr;            // at the snapshot's own epoch
+  ShardedArray<std::int32_t> spaxel_index;  // derived: -1 outside the field of view
+
+  std::size_t count() const { return mass_msun.rows(); }
+
+  template <class Self, class F>
+  static void for_each_field(Self& s, F&& f) {
+    using K = Sharding::Kind;
+    f(FieldSpec{"position_kpc", "kpc", 3, K::sharded, false}, s.position_kpc);
+    f(FieldSpec{"velocity_kms", "km/s", 3, K::sharded, false}, s.velocity_kms);
+    f(FieldSpec{"initial_mass_msun", "Msun", 1, K::sharded, false}, s.initial_mass_msun);
+    f(FieldSpec{"mass_msun", "Msun", 1, K::sharded, false}, s.mass_msun);
+    f(FieldSpec{"metallicity", "", 1, K::sharded, false}, s.metallicity);
+    f(FieldSpec{"age_gyr", "Gyr", 1, K::sharded, false}, s.age_gyr);
+    f(FieldSpec{"spaxel_index", "", 1, K::sharded, true}, s.spaxel_index);
+  }
+};
+
+struct Gas {
+  ShardedArray<float> position_kpc;           // (N, 3)
+  ShardedArray<float> velocity_kms;           // (N, 3)
+  ShardedArray<float> mass_msun;
+  ShardedArray<float> density_msun_per_kpc3;
+  ShardedArray<float> internal_energy_km2_s2;  // specific, (km/s)^2
+  ShardedArray<float> electron_abundance;      // n_e / n_H
+  ShardedArray<float> metallicity;             // mass fraction Z
+  ShardedArray<float> metals;                  // (N, 10) GFM_Metals mass fractions
+  ShardedArray<float> sfr_msun_per_yr;
+  ShardedArray<float> temperature_k;           // derived
+  ShardedArray<std::int32_t> spaxel_index;     // derived
+
+  std::size_t count() const { return mass_msun.rows(); }
+
+  template <class Self, class F>
+  static void for_each_field(Self& s, F&& f) {
+    using K = Sharding::Kind;
+    f(FieldSpec{"position_kpc", "kpc", 3, K::sharded, false}, s.position_kpc);
+    f(FieldSpec{"velocity_kms", "km/s", 3, K::sharded, false}, s.velocity_kms);
+    f(FieldSpec{"mass_msun", "Msun", 1, K::sharded, false}, s.mass_msun);
+    f(FieldSpec{"density_msun_per_kpc3", "Msun/kpc^3", 1, K::sharded, false},
+      s.density_msun_per_kpc3);
+    f(FieldSpec{"internal_energy_km2_s2", "km^2/s^2", 1, K::sharded, false},
+      s.internal_energy_km2_s2);
+    f(FieldSpec{"electron_abundance", "", 1, K::sharded, false}, s.electron_abundance);
+    f(FieldSpec{"metallicity", "", 1, K::sharded, false}, s.metallicity);
+    f(FieldSpec{"metals", "", 10, K::sharded, false}, s.metals);
+    f(FieldSpec{"sfr_msun_per_yr", "Msun/yr", 1, K::sharded, false}, s.sfr_msun_per_yr);
+    f(FieldSpec{"temperature_k", "K", 1, K::sharded, true}, s.temperature_k);
+    f(FieldSpec{"spaxel_index", "", 1, K::sharded, true}, s.spaxel_index);
+  }
+};
+
+struct GalaxyData {
+  Galaxy galaxy;
+  Stars stars;
+  Gas gas;
+};
+
+}  // namespace ifusim

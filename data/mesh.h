@@ -1,0 +1,36 @@
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/device.h"
+
+namespace ifusim {
+
+// The devices of a run along the named axis "particles" (jax.make_mesh((n,), ("particles",))).
+// Devices live at stable addresses for the mesh's lifetime: buffers refer to them.
+class Mesh {
+ public:
+  Mesh(Backend backend, std::vector<Device> devices, std::string axis_name = "particles");
+  ~Mesh();
+  Mesh(const Mesh&) = delete;
+  Mesh& operator=(const Mesh&) = delete;
+
+  Backend backend() const { return backend_; }
+  const std::string& axis_name() const { return axis_name_; }
+  std::size_t size() const { return devices_.size(); }
+  const Device& device(std::size_t i) const { return *devices_.at(i); }
+  std::string describe() const;  // one line per device
+
+ private:
+  Backend backend_;
+  std::string axis_name_;
+  std::vector<std::unique_ptr<Device>> devices_;
+};
+
+// Runs fn once per device, concurrently, each on a host thread bound to its device
+// (jax.shard_map's per-device program). Rethrows the first exception after all have finished.
+void shard_map(const Mesh& mesh, const std::function<void(const Device&)>& fn);
+
+}  // namespace ifusim

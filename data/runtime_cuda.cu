@@ -1,0 +1,77 @@
+// The CUDA side of the runtime: device discovery, streams, memory. Every call is checked.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+#include "data/cuda_impl.h"
+
+namespace ifusim::cuda_impl {
+namespace {
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(err));
+}
+cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+}  // namespace
+
+int device_count(std::string* reason) {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    if (reason) *reason = std::string("no usable CUDA GPU: ") + cudaGetErrorString(err);
+    cudaGetLastError();  // clear the sticky error state
+    return 0;
+  }
+  if (n == 0 && reason) *reason = "no CUDA GPU found";
+  return n;
+}
+
+std::string device_name(int gpu_ordinal) {
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, gpu_ordinal), "cudaGetDeviceProperties");
+  return prop.name;
+}
+
+void* create_stream(int gpu_ordinal) {
+  check(cudaSetDevice(gpu_ordinal), "cudaSetDevice");
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  return stream;
+}
+
+void destroy_stream(int gpu_ordinal, void* stream) noexcept {
+  if (cudaSetDevice(gpu_ordinal) == cudaSuccess) cudaStreamDestroy(as_stream(stream));
+}
+
+void set_device(int gpu_ordinal) { check(cudaSetDevice(gpu_ordinal), "cudaSetDevice"); }
+
+void* allocate(int gpu_ordinal, std::size_t bytes) {
+  check(cudaSetDevice(gpu_ordinal), "cudaSetDevice");
+  void* ptr = nullptr;
+  check(cudaMalloc(&ptr, bytes), "cudaMalloc");
+  return ptr;
+}
+
+void release(int gpu_ordinal, void* ptr) noexcept {
+  if (cudaSetDevice(gpu_ordinal) == cudaSuccess) cudaFree(ptr);
+}
+
+void copy(int gpu_ordinal, void* stream, void* dst, const void* src, std::size_t bytes) {
+  check(cudaSetDevice(gpu_ordinal), "cudaSetDevice");
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(stream)), "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(as_stream(stream)), "cudaStreamSynchronize");
+}
+
+void fill_zero(int gpu_ordinal, void* stream, void* dst, std::size_t bytes) {
+  check(cudaSetDevice(gpu_ordinal), "cudaSetDevice");
+  check(cudaMemsetAsync(dst, 0, bytes, as_stream(stream)), "cudaMemsetAsync");
+}
+
+void synchronize(int gpu_ordinal, void* stream) {
+  check(cudaSetDevice(gpu_ordinal), "cudaSetDevice");
+  check(cudaStreamSynchronize(as_stream(stream)), "cudaStreamSynchronize");
+}
+
+}  // namespace ifusim::cuda_impl

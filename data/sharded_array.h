@@ -1,0 +1,185 @@
+#pragma once
+// ShardedArray<T>: a global (rows x components) array laid out on a mesh as a list of shards
+// (jax.Array). Host-side data is row-major (rows, components) as in HDF5 and numpy; on devices
+// each shard stores its rows component-major (one plane per component: structure of arrays).
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "data/buffer.h"
+#include "data/mesh.h"
+#include "data/sharding.h"
+
+namespace ifusim {
+
+template <class T>
+struct Shard {
+  const Device* device = nullptr;
+  IndexRange range;     // global rows this shard holds
+  int replica_id = 0;   // which copy this is: 0..D-1 for replicated data, 0 for sharded
+  DeviceBuffer<T> buffer;  // range.size() * components elements, component-major
+};
+
+template <class T>
+class ShardedArray {
+ public:
+  ShardedArray() = default;
+
+  // Allocates every device's shard (uninitialised) for a global array of `rows` x `components`.
+  ShardedArray(const Mesh& mesh, std::size_t rows, int components, Sharding sharding)
+      : rows_(rows), components_(components), sharding_(std::move(sharding)) {
+    if (components < 1) throw std::invalid_argument("ShardedArray: components must be >= 1");
+    const auto ranges = sharding_.kind() == Sharding::Kind::sharded
+                            ? split_evenly(rows, mesh.size())
+                            : std::vector<IndexRange>(mesh.size(), IndexRange{0, rows});
+    shards_.resize(mesh.size());
+    for (std::size_t d = 0; d < mesh.size(); ++d) {
+      auto& s = shards_[d];
+      s.device = &mesh.device(d);
+      s.range = ranges[d];
+      s.replica_id = sharding_.kind() == Sharding::Kind::sharded ? 0 : static_cast<int>(d);
+      s.buffer = DeviceBuffer<T>(*s.device, s.range.size() * static_cast<std::size_t>(components));
+    }
+  }
+
+  std::size_t rows() const { return rows_; }
+  int components() const { return components_; }
+  const Sharding& sharding() const { return sharding_; }
+  const std::vector<Shard<T>>& shards() const { return shards_; }
+  std::vector<Shard<T>>& shards() { return shards_; }
+  bool empty() const { return shards_.empty(); }
+
+  Shard<T>& shard(const Device& device) { return shards_.at(static_cast<std::size_t>(device.id)); }
+  const Shard<T>& shard(const Device& device) const {
+    return shards_.at(static_cast<std::size_t>(device.id));
+  }
+  // Component c of this device's shard: what kernels receive.
+  Span<T> local(const Device& device, int c = 0) const {
+    const auto& s = shard(device);
+    const std::size_t n = s.range.size();
+    return {s.buffer.data() + static_cast<std::size_t>(c) * n, n};
+  }
+
+  // Fills one shard from a row-major host block of its rows (transposed to component planes).
+  void upload_shard(const Device& device, const T* host_rows) {
+    auto& s = shard(device);
+    const std::size_t n = s.range.size(), k = static_cast<std::size_t>(components_);
+    if (n == 0) return;
+    if (k == 1) return s.buffer.upload(host_rows, n);
+    std::vector<T> planes(n * k);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t c = 0; c < k; ++c) planes[c * n + i] = host_rows[i * k + c];
+    s.buffer.upload(planes.data(), planes.size());
+  }
+
+  // Row-major copy of one shard's rows.
+  std::vector<T> download_shard(const Device& device) const {
+    const auto& s = shard(device);
+    const std::size_t n = s.range.size(), k = static_cast<std::size_t>(components_);
+    std::vector<T> planes(n * k), rows(n * k);
+    s.buffer.download(planes.data(), planes.size());
+    if (k == 1) return planes;
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t c = 0; c < k; ++c) rows[i * k + c] = planes[c * n + i];
+    return rows;
+  }
+
+  // The whole array on the host, row-major. Sharded: the shards concatenated; replicated:
+  // replica 0. A partial array has no single value until psum reduces it.
+  std::vector<T> to_host() const {
+    if (sharding_.kind() == Sharding::Kind::partial)
+      throw std::logic_error("to_host of a partial (unreduced) array: psum it first");
+    if (sharding_.kind() == Sharding::Kind::replicated) return download_shard(*shards_.at(0).device);
+    std::vector<T> out;
+    out.reserve(rows_ * static_cast<std::size_t>(components_));
+    for (const auto& s : shards_) {
+      const auto part = download_shard(*s.device);
+      out.insert(out.end(), part.begin(), part.end());
+    }
+    return out;
+  }
+
+  // After a collective has made every shard hold the same full value (psum).
+  void mark_replicated() { sharding_ = Sharding::replicated(); }
+
+ private:
+  std::size_t rows_ = 0;
+  int components_ = 1;
+  Sharding sharding_ = Sharding::replicated();
+  std::vector<Shard<T>> shards_;
+};
+
+// Each device fills its own shard: callback(range, rows_out) writes the global rows
+// [range.begin, range.end) row-major into rows_out (range.size() * components elements). The
+// callbacks of a sharded array run concurrently, one per non-idle device (the hook for
+// per-device HDF5 hyperslab reads); a replicated array calls it once and copies the result to
+// every device (jax GlobalDeviceArray.from_callback).
+template <class T, class Callback>
+ShardedArray<T> from_callback(const Mesh& mesh, std::size_t rows, int components,
+                              const Sharding& sharding, Callback&& callback) {
+  ShardedArray<T> array(mesh, rows, components, sharding);
+  const std::size_t k = static_cast<std::size_t>(components);
+  if (sharding.kind() == Sharding::Kind::sharded) {
+    shard_map(mesh, [&](const Device& device) {
+      const IndexRange range = array.shard(device).range;
+      if (range.empty()) return;  // an idle device reads nothing
+      std::vector<T> block(range.size() * k);
+      callback(range, block.data());
+      array.upload_shard(device, block.data());
+    });
+  } else {
+    std::vector<T> block(rows * k);
+    if (rows) callback(IndexRange{0, rows}, block.data());
+    for (std::size_t d = 0; d < mesh.size(); ++d) array.upload_shard(mesh.device(d), block.data());
+  }
+  return array;
+}
+
+// Places a row-major host array (rows x components) on the mesh (jax.device_put).
+template <class T>
+ShardedArray<T> device_put(const Mesh& mesh, const std::vector<T>& host_rows, int components,
+                           const Sharding& sharding) {
+  const std::size_t k = static_cast<std::size_t>(components);
+  if (components < 1 || host_rows.size() % k != 0)
+    throw std::invalid_argument("device_put: host array size is not a multiple of components");
+  return from_callback<T>(mesh, host_rows.size() / k, components, sharding,
+                          [&](IndexRange r, T* out) {
+                            std::copy(host_rows.begin() + static_cast<std::ptrdiff_t>(r.begin * k),
+                                      host_rows.begin() + static_cast<std::ptrdiff_t>(r.end * k),
+                                      out);
+                          });
+}
+
+// Element type names for describe_sharding.
+template <class T> constexpr const char* type_name() {
+  if constexpr (std::is_same_v<T, float>) return "float32";
+  else if constexpr (std::is_same_v<T, double>) return "float64";
+  else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
+  else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
+  else if constexpr (std::is_same_v<T, std::uint64_t>) return "uint64";
+  else return "?";
+}
+
+// A text picture of which device holds which rows (jax.debug.visualize_array_sharding).
+struct ShardLayout {
+  std::string device;
+  IndexRange range;
+  int replica_id;
+};
+std::string describe_sharding(const std::string& name, const std::string& dtype, std::size_t rows,
+                              int components, const Sharding& sharding,
+                              const std::vector<ShardLayout>& shards);
+
+template <class T>
+std::string describe_sharding(const std::string& name, const ShardedArray<T>& array) {
+  std::vector<ShardLayout> layout;
+  for (const auto& s : array.shards())
+    layout.push_back({s.device->description.substr(0, s.device->description.find(' ')), s.range,
+                      s.replica_id});
+  return describe_sharding(name, type_name<T>(), array.rows(), array.components(),
+                           array.sharding(), layout);
+}
+
+}  // namespace ifusim

@@ -1,0 +1,119 @@
+#include "io/json_params.h"
+
+#include <cmath>
+
+namespace ifusim {
+
+JsonParams::JsonParams(const nlohmann::json& object, std::string path)
+    : object_(object), path_(std::move(path)) {
+  if (!object_.is_object())
+    throw ConfigError((path_.empty() ? std::string("config") : path_) +
+                      ": expected a JSON object, got " + object_.dump());
+}
+
+std::string JsonParams::key_path(const std::string& key) const {
+  return path_.empty() ? key : path_ + "." + key;
+}
+
+bool JsonParams::has(const std::string& key) const { return object_.contains(key); }
+
+const nlohmann::json* JsonParams::find(const std::string& key) const {
+  used_.insert(key);
+  auto it = object_.find(key);
+  return it == object_.end() ? nullptr : &*it;
+}
+
+const nlohmann::json& JsonParams::raw(const std::string& key) const {
+  const auto* v = find(key);
+  if (!v) fail(key, "a value (the key is required)", nullptr);
+  return *v;
+}
+
+void JsonParams::fail(const std::string& key, const std::string& expected,
+                      const nlohmann::json* got) const {
+  throw ConfigError(key_path(key) + ": expected " + expected +
+                    (got ? ", got " + got->dump() : std::string(", but the key is missing")));
+}
+
+void JsonParams::require(bool ok, const std::string& key, const std::string& expected,
+                         const nlohmann::json& got) const {
+  if (!ok) fail(key, expected, &got);
+}
+
+double JsonParams::number(const std::string& key, std::optional<double> fallback) {
+  const auto* v = find(key);
+  if (!v) {
+    if (fallback) return *fallback;
+    fail(key, "a number", nullptr);
+  }
+  if (!v->is_number() || !std::isfinite(v->get<double>())) fail(key, "a finite number", v);
+  return v->get<double>();
+}
+
+long long JsonParams::integer(const std::string& key, std::optional<long long> fallback) {
+  const auto* v = find(key);
+  if (!v) {
+    if (fallback) return *fallback;
+    fail(key, "an integer", nullptr);
+  }
+  if (!v->is_number_integer()) fail(key, "an integer", v);
+  return v->get<long long>();
+}
+
+bool JsonParams::boolean(const std::string& key, std::optional<bool> fallback) {
+  const auto* v = find(key);
+  if (!v) {
+    if (fallback) return *fallback;
+    fail(key, "true or false", nullptr);
+  }
+  if (!v->is_boolean()) fail(key, "true or false", v);
+  return v->get<bool>();
+}
+
+std::string JsonParams::string(const std::string& key, std::optional<std::string> fallback) {
+  const auto* v = find(key);
+  if (!v) {
+    if (fallback) return *fallback;
+    fail(key, "a string", nullptr);
+  }
+  if (!v->is_string()) fail(key, "a string", v);
+  return v->get<std::string>();
+}
+
+std::string JsonParams::choice(const std::string& key, const std::vector<std::string>& choices,
+                               std::optional<std::string> fallback) {
+  const std::string value = string(key, std::move(fallback));
+  for (const auto& c : choices)
+    if (c == value) return value;
+  std::string expected = "one of";
+  for (std::size_t i = 0; i < choices.size(); ++i)
+    expected += (i ? ", \"" : " \"") + choices[i] + "\"";
+  const nlohmann::json got = value;
+  fail(key, expected, &got);
+}
+
+std::vector<double> JsonParams::numbers(const std::string& key, std::size_t count) {
+  const auto& v = raw(key);
+  const std::string expected = "an array of " + std::to_string(count) + " numbers";
+  if (!v.is_array() || v.size() != count) fail(key, expected, &v);
+  std::vector<double> out;
+  for (const auto& x : v) {
+    if (!x.is_number() || !std::isfinite(x.get<double>())) fail(key, expected, &v);
+    out.push_back(x.get<double>());
+  }
+  return out;
+}
+
+JsonParams JsonParams::object(const std::string& key) {
+  const auto& v = raw(key);
+  if (!v.is_object()) fail(key, "a JSON object", &v);
+  return JsonParams(v, key_path(key));
+}
+
+void JsonParams::finish() const {
+  for (auto it = object_.begin(); it != object_.end(); ++it)
+    if (!used_.count(it.key()))
+      throw ConfigError(key_path(it.key()) + ": unknown key (misspelt, or not valid here)");
+}
+
+}  // namespace ifusim

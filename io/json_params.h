@@ -1,0 +1,52 @@
+#pragma once
+// Reads one JSON object of parameters, checking types and ranges, and naming the key's path in
+// every error ("stages[1].params.spaxel_size_kpc: expected a number > 0, got -2"). finish()
+// rejects keys that were never read, so a misspelt key is an error rather than a silent default.
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "io/config_error.h"
+
+namespace ifusim {
+
+class JsonParams {
+ public:
+  // `path` is the object's own path, e.g. "stages[0].params"; "" for the root.
+  JsonParams(const nlohmann::json& object, std::string path);
+
+  std::string key_path(const std::string& key) const;
+  const std::string& path() const { return path_; }
+  bool has(const std::string& key) const;
+  const nlohmann::json& raw(const std::string& key) const;  // marks the key used
+
+  double number(const std::string& key, std::optional<double> fallback = std::nullopt);
+  long long integer(const std::string& key, std::optional<long long> fallback = std::nullopt);
+  bool boolean(const std::string& key, std::optional<bool> fallback = std::nullopt);
+  std::string string(const std::string& key, std::optional<std::string> fallback = std::nullopt);
+  // A string that must be one of `choices`.
+  std::string choice(const std::string& key, const std::vector<std::string>& choices,
+                     std::optional<std::string> fallback = std::nullopt);
+  std::vector<double> numbers(const std::string& key, std::size_t count);
+  JsonParams object(const std::string& key);  // a nested object (must exist)
+
+  // Range checks that name the key: require(v > 0, "spaxel_size_kpc", "a number > 0").
+  void require(bool ok, const std::string& key, const std::string& expected,
+               const nlohmann::json& got) const;
+
+  void finish() const;  // every key must have been read
+
+ private:
+  const nlohmann::json* find(const std::string& key) const;
+  [[noreturn]] void fail(const std::string& key, const std::string& expected,
+                         const nlohmann::json* got) const;
+  const nlohmann::json& object_;
+  std::string path_;
+  mutable std::set<std::string> used_;
+};
+
+}  // namespace ifusim

@@ -1,0 +1,50 @@
+#include "pipeline/devices.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "data/runtime.h"
+
+namespace ifusim {
+
+std::unique_ptr<Mesh> make_mesh(Backend backend, int n_devices) {
+  if (n_devices < 0) throw std::invalid_argument("--devices: expected a count >= 1");
+  std::vector<Device> devices;
+  if (backend == Backend::cpu) {
+    const int count = std::max(1, n_devices);
+    const int threads = std::max(1, omp_get_max_threads());
+    for (int i = 0; i < count; ++i) {
+      Device d;
+      d.backend = Backend::cpu;
+      // Threads are dealt out like particles: threads / count each, one more to the first few.
+      d.n_threads = std::max(1, threads / count + (i < threads % count ? 1 : 0));
+      d.description = "cpu:" + std::to_string(i) + " (" + std::to_string(d.n_threads) +
+                      " thread" + (d.n_threads == 1 ? ")" : "s)");
+      devices.push_back(std::move(d));
+    }
+  } else {
+    const int gpus = runtime::cuda_device_count();
+    if (gpus == 0)
+      throw std::runtime_error("the cuda backend has no GPU to run on: " +
+                               runtime::cuda_unavailable_reason());
+    const int count = n_devices == 0 ? gpus : n_devices;
+    for (int i = 0; i < count; ++i) {
+      Device d;
+      d.backend = Backend::cuda;
+      d.gpu_ordinal = i % gpus;
+      d.logical_on_gpu = i / gpus;
+      d.stream = runtime::create_stream(d.gpu_ordinal);
+      const int sharing = count / gpus + (d.gpu_ordinal < count % gpus ? 1 : 0);
+      d.description = "cuda:" + std::to_string(i) + " (GPU " + std::to_string(d.gpu_ordinal) +
+                      " " + runtime::cuda_device_name(d.gpu_ordinal) + ", logical " +
+                      std::to_string(d.logical_on_gpu) + " of " + std::to_string(sharing) + ")";
+      devices.push_back(std::move(d));
+    }
+  }
+  return std::make_unique<Mesh>(backend, std::move(devices));
+}
+
+}  // namespace ifusim

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The second README command: installs what is missing, builds both backends (CUDA wherever nvcc
+# exists) and runs the whole test suite, then an ASan/UBSan build of the CPU tests.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+"$root/scripts/setup.sh"
+export IFUSIM_DATA_DIR="${IFUSIM_DATA_DIR:-$root/../shared/data}"
+
+echo "== build (Release, CUDA backend where nvcc exists)"
+"$root/scripts/build.sh" "$root/build"
+echo "== tests"
+ctest --test-dir "$root/build" --output-on-failure -j2
+
+echo "== build (ASan + UBSan, CPU backend)"
+"$root/scripts/build.sh" "$root/build-sanitize" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DIFUSIM_SANITIZE=ON -DIFUSIM_CUDA=OFF
+echo "== tests under ASan + UBSan"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir "$root/build-sanitize" --output-on-failure -j2

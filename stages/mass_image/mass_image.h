@@ -1,0 +1,28 @@
+#pragma once
+// The walking skeleton's accumulation: a mass-weighted image (a cube with one wavelength plane)
+// built per device in 64-bit fixed point from the stars' spaxel indices, psum'd later.
+#include <cstdint>
+#include <memory>
+
+#include "data/buffer.h"
+#include "io/json_params.h"
+#include "stages/dispatch.h"
+#include "stages/stage.h"
+
+namespace ifusim {
+
+struct MassImageParams {
+  bool initial_mass = false;  // weight by initial rather than current mass
+  static MassImageParams from_json(JsonParams params);
+};
+
+std::unique_ptr<Stage> make_mass_image_stage(const nlohmann::json& params,
+                                             const std::string& path);
+
+}  // namespace ifusim
+
+IFUSIM_DECLARE_BACKENDS(
+    float max_abs(const Device& device, Span<const float> values);
+    void accumulate_mass_image(const Device& device, Span<const float> mass_msun,
+                               Span<const std::int32_t> spaxel_index, double counts_per_unit,
+                               Span<std::int64_t> image_sums);)

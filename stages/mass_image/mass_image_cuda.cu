@@ -1,0 +1,4 @@
+#include "data/backend/cuda_system.cuh"
+#include "data/fixed_point.h"
+#include "stages/mass_image/mass_image.h"
+#include "stages/mass_image/kernels.inl"

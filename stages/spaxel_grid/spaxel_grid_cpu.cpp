@@ -1,0 +1,3 @@
+#include "data/backend/cpu_system.h"
+#include "stages/spaxel_grid/spaxel_grid.h"
+#include "stages/spaxel_grid/kernels.inl"

@@ -1,0 +1,50 @@
+#pragma once
+// Shared test fixtures: random star sets (never all-zero) placed on a mesh.
+#include <random>
+#include <vector>
+
+#include "data/galaxy_data.h"
+
+namespace ifusim::test {
+
+struct HostStars {
+  std::vector<float> position_kpc;  // (N, 3)
+  std::vector<float> velocity_kms;  // (N, 3)
+  std::vector<float> mass_msun;
+  std::vector<float> initial_mass_msun;
+  std::vector<float> metallicity;
+  std::vector<float> age_gyr;
+  std::size_t size() const { return mass_msun.size(); }
+};
+
+// Positions in a Gaussian blob of `scale_kpc`, log-normal masses around 1e6 Msun.
+inline HostStars random_stars(std::size_t n, unsigned seed, double scale_kpc = 5.0) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> pos(0.0, scale_kpc), vel(0.0, 150.0), logm(6.0, 0.3);
+  std::uniform_real_distribution<double> age(0.05, 13.0), z(0.0005, 0.04);
+  HostStars s;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (int c = 0; c < 3; ++c) s.position_kpc.push_back(static_cast<float>(pos(rng)));
+    for (int c = 0; c < 3; ++c) s.velocity_kms.push_back(static_cast<float>(vel(rng)));
+    const double m = std::pow(10.0, logm(rng));
+    s.mass_msun.push_back(static_cast<float>(m));
+    s.initial_mass_msun.push_back(static_cast<float>(m * 1.6));
+    s.metallicity.push_back(static_cast<float>(z(rng)));
+    s.age_gyr.push_back(static_cast<float>(age(rng)));
+  }
+  return s;
+}
+
+inline Stars put_stars(const Mesh& mesh, const HostStars& h) {
+  Stars s;
+  const auto sh = Sharding::sharded();
+  s.position_kpc = device_put(mesh, h.position_kpc, 3, sh);
+  s.velocity_kms = device_put(mesh, h.velocity_kms, 3, sh);
+  s.mass_msun = device_put(mesh, h.mass_msun, 1, sh);
+  s.initial_mass_msun = device_put(mesh, h.initial_mass_msun, 1, sh);
+  s.metallicity = device_put(mesh, h.metallicity, 1, sh);
+  s.age_gyr = device_put(mesh, h.age_gyr, 1, sh);
+  return s;
+}
+
+}  // namespace ifusim::test

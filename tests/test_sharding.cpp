@@ -1,0 +1,154 @@
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <mutex>
+#include <numeric>
+
+#include "data/galaxy_data.h"
+#include "data/sharded_array.h"
+#include "pipeline/devices.h"
+
+using namespace ifusim;
+
+TEST_CASE("split_evenly: N / D each, one more to the first N % D devices", "[sharding]") {
+  for (std::size_t d = 1; d <= 8; ++d) {
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, d - 1, d, d + 1, std::size_t{1000003}}) {
+      const auto ranges = split_evenly(n, d);
+      REQUIRE(ranges.size() == d);
+      std::size_t next = 0;
+      for (std::size_t i = 0; i < d; ++i) {
+        CHECK(ranges[i].begin == next);
+        CHECK(ranges[i].size() == n / d + (i < n % d ? 1 : 0));
+        next = ranges[i].end;
+      }
+      CHECK(next == n);
+    }
+  }
+  CHECK_THROWS(split_evenly(5, 0));
+}
+
+TEST_CASE("device_put: shards hold exactly their rows; idle devices hold nothing", "[sharding]") {
+  for (int d : {1, 2, 3, 5, 8}) {
+    auto mesh = make_mesh(Backend::cpu, d);
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t(d - 1), std::size_t(d + 1), std::size_t{1000}}) {
+      std::vector<float> host(n * 3);
+      std::iota(host.begin(), host.end(), 1.0f);
+      auto array = device_put(*mesh, host, 3, Sharding::sharded());
+      REQUIRE(array.rows() == n);
+      REQUIRE(array.shards().size() == static_cast<std::size_t>(d));
+      for (const auto& shard : array.shards()) {
+        CHECK(shard.replica_id == 0);
+        CHECK(shard.buffer.size() == shard.range.size() * 3);  // never padded
+        const auto rows = array.download_shard(*shard.device);
+        for (std::size_t i = 0; i < shard.range.size(); ++i)
+          for (int c = 0; c < 3; ++c)
+            CHECK(rows[i * 3 + c] == host[(shard.range.begin + i) * 3 + c]);
+        // Component planes on the device: x of every row, then y, then z.
+        const auto y = array.local(*shard.device, 1);
+        for (std::size_t i = 0; i < y.size; ++i) CHECK(y[i] == host[(shard.range.begin + i) * 3 + 1]);
+      }
+      CHECK(array.to_host() == host);
+    }
+  }
+}
+
+TEST_CASE("replicated arrays: one full copy per device with replica ids 0..D-1", "[sharding]") {
+  auto mesh = make_mesh(Backend::cpu, 4);
+  const std::vector<double> table = {3540.5, 3541.4, 3542.3};
+  auto array = device_put(*mesh, table, 1, Sharding::replicated());
+  for (std::size_t d = 0; d < 4; ++d) {
+    const auto& shard = array.shards()[d];
+    CHECK(shard.replica_id == static_cast<int>(d));
+    CHECK(shard.range == IndexRange{0, 3});
+    CHECK(array.download_shard(*shard.device) == table);
+  }
+}
+
+TEST_CASE("from_callback: each device is asked for exactly its own range", "[sharding]") {
+  for (int d : {1, 3, 7}) {
+    auto mesh = make_mesh(Backend::cpu, d);
+    const std::size_t n = 10;  // 7 devices: 2,2,2,1,1,1,1
+    std::mutex m;
+    std::vector<IndexRange> asked;
+    auto array = from_callback<std::int64_t>(*mesh, n, 2, Sharding::sharded(), [&](IndexRange r, std::int64_t* out) {
+      {
+        std::lock_guard lock(m);
+        asked.push_back(r);
+      }
+      for (std::size_t i = r.begin; i < r.end; ++i) {
+        out[(i - r.begin) * 2] = static_cast<std::int64_t>(i);
+        out[(i - r.begin) * 2 + 1] = -static_cast<std::int64_t>(i);
+      }
+    });
+    std::sort(asked.begin(), asked.end(), [](auto a, auto b) { return a.begin < b.begin; });
+    CHECK(asked == split_evenly(n, d));
+    for (const auto& shard : array.shards()) {
+      const auto rows = array.download_shard(*shard.device);
+      for (std::size_t i = 0; i < shard.range.size(); ++i)
+        CHECK(rows[2 * i] == static_cast<std::int64_t>(shard.range.begin + i));
+    }
+  }
+  SECTION("more devices than rows: the idle ones are never asked") {
+    auto mesh = make_mesh(Backend::cpu, 5);
+    std::atomic<int> calls{0};
+    auto array = from_callback<float>(*mesh, 2, 1, Sharding::sharded(), [&](IndexRange r, float* out) {
+      ++calls;
+      REQUIRE(r.size() == 1);
+      out[0] = 1.0f;
+    });
+    CHECK(calls == 2);
+    CHECK(array.shards()[4].range.empty());
+    CHECK(array.shards()[4].buffer.data() == nullptr);
+  }
+}
+
+TEST_CASE("describe_sharding draws which device holds which rows", "[sharding]") {
+  auto mesh = make_mesh(Backend::cpu, 3);
+  auto array = device_put(*mesh, std::vector<float>(10, 1.0f), 1, Sharding::sharded());
+  CHECK(describe_sharding("stars.mass_msun", array) ==
+        "stars.mass_msun: float32[10] Sharded(particles) over 3 devices\n"
+        "  cpu:0 |################........................| [0, 4) 4 rows\n"
+        "  cpu:1 |................############............| [4, 7) 3 rows\n"
+        "  cpu:2 |............................############| [7, 10) 3 rows\n");
+  auto idle = device_put(*mesh, std::vector<float>(2, 1.0f), 1, Sharding::sharded());
+  CHECK(describe_sharding("x", idle) ==
+        "x: float32[2] Sharded(particles) over 3 devices\n"
+        "  cpu:0 |####################....................| [0, 1) 1 rows\n"
+        "  cpu:1 |....................####################| [1, 2) 1 rows\n"
+        "  cpu:2 |........................................| idle\n");
+  auto table = device_put(*mesh, std::vector<double>(6, 1.0), 2, Sharding::replicated());
+  CHECK(describe_sharding("grid", table) ==
+        "grid: float64[3, 2] Replicated over 3 devices\n"
+        "  cpu:0 |########################################| [0, 3) 3 rows, replica 0\n"
+        "  cpu:1 |########################################| [0, 3) 3 rows, replica 1\n"
+        "  cpu:2 |########################################| [0, 3) 3 rows, replica 2\n");
+}
+
+TEST_CASE("the data model declares every field's sharding once", "[sharding]") {
+  int n_fields = 0, n_derived = 0;
+  Stars stars;
+  Stars::for_each_field(stars, [&](const FieldSpec& spec, auto&) {
+    ++n_fields;
+    n_derived += spec.derived;
+    CHECK(spec.sharding == Sharding::Kind::sharded);  // particle fields are split
+  });
+  CHECK(n_fields == 7);
+  CHECK(n_derived == 1);
+  Gas gas;
+  int gas_fields = 0;
+  Gas::for_each_field(gas, [&](const FieldSpec& spec, auto&) {
+    ++gas_fields;
+    CHECK(spec.components >= 1);
+  });
+  CHECK(gas_fields == 11);
+}
+
+TEST_CASE("cpu meshes deal the threads out among host devices", "[devices]") {
+  auto mesh = make_mesh(Backend::cpu, 3);
+  REQUIRE(mesh->size() == 3);
+  for (std::size_t d = 0; d < 3; ++d) {
+    CHECK(mesh->device(d).id == static_cast<int>(d));
+    CHECK(mesh->device(d).n_threads >= 1);
+  }
+  CHECK(mesh->describe().find("cpu:2") != std::string::npos);
+}
