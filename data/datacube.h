@@ -27,9 +27,24 @@ struct PartialCube {
   ShardedArray<std::int64_t> sums;  // rows = n_voxels, one component
 };
 
+// Where a cube's pixels lie: on the sky (a tangent-plane grid of square spaxels centred on the
+// reference position) and in wavelength (a linear grid in the observed frame).
+struct CubeAxes {
+  double spaxel_arcsec = 0.0;
+  double wave_start_angstrom = 0.0;  // centre of the first wavelength pixel
+  double wave_step_angstrom = 0.0;
+  std::string wavelength_medium = "air";  // FITS AWAV for air, WAVE for vacuum
+  double ra_deg = 0.0;   // sky position of the cube's centre
+  double dec_deg = 0.0;
+  double wavelength_angstrom(int k) const { return wave_start_angstrom + k * wave_step_angstrom; }
+};
+
 // The reduced cube on the host, in double precision.
 struct Cube {
   CubeShape shape;
+  CubeAxes axes;
+  // Key / value pairs written into file headers: the run's config, version, snapshot, ...
+  std::vector<std::pair<std::string, std::string>> provenance;
   std::vector<double> data;      // n_voxels, spaxel-major
   std::vector<double> variance;  // empty until a noise stage fills it
   std::string unit;              // BUNIT-style, e.g. "Msun" or "erg/s/cm2/Angstrom"
