@@ -3,6 +3,7 @@
 // made (nothing runs until every stage of a run is made), then run() on the run's state, using
 // shard_map for per-device work. Stages are listed explicitly in pipeline/registry.cpp.
 #include <memory>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,10 +14,28 @@
 
 namespace ifusim {
 
+// How the galaxy is observed: set up by the pipeline from the run config before any stage runs.
+struct Observation {
+  double redshift = 0.0;  // the galaxy's observed (cosmological) redshift
+  Cosmology cosmology;
+  double luminosity_distance_mpc = 0.0;
+  double kpc_per_arcsec = 0.0;            // proper kpc per arcsec at `redshift`
+  CubeAxes axes;                          // spaxel size, observed wavelength grid, sky position
+  double telescope_lsf_fwhm_angstrom = 0.0;  // the instrument's line-spread function (observed)
+  double template_fwhm_angstrom = 0.0;       // the SSP library's own resolution (rest frame)
+  std::uint64_t seed = 0;                    // for anything random (noise)
+};
+
 // What a run carries from stage to stage.
+//
+// Units through the run: the partial cube and, after psum, the cube hold luminosity density
+// per observed-frame Angstrom (L_sun / A): each star's rest-frame spectrum is redshifted and
+// resampled conserving its energy, so the (1 + z)(1 + v/c) stretch is already applied. The flux
+// stage divides by 4 pi D_L^2 to give erg / s / cm^2 / A.
 struct RunState {
   const Mesh& mesh;
   GalaxyData data;
+  Observation observation;
   CubeShape spaxels;                   // set by the spaxel stage (n_wave = 0 until spectra)
   std::optional<PartialCube> partial;  // per-device partial sums, until psum
   std::optional<Cube> cube;            // the reduced cube, after psum
