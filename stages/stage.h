@@ -38,6 +38,8 @@ struct RunState {
   Observation observation;
   CubeShape spaxels;                   // set by the spaxel stage (n_wave = 0 until spectra)
   std::optional<PartialCube> partial;  // per-device partial sums, until psum
+  // Per-spaxel sums of mass, mass * v_los and mass * v_los^2 (n_wave = 3), until psum.
+  std::optional<PartialCube> kinematics;
   std::optional<Cube> cube;            // the reduced cube, after psum
 };
 

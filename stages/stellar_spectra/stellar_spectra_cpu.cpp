@@ -1,0 +1,4 @@
+#include "data/backend/cpu_system.h"
+#include "data/fixed_point.h"
+#include "stages/stellar_spectra/stellar_spectra.h"
+#include "stages/stellar_spectra/kernels.inl"
