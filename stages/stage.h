@@ -11,6 +11,7 @@
 #include "data/datacube.h"
 #include "data/galaxy_data.h"
 #include "data/mesh.h"
+#include "data/telescope.h"
 
 namespace ifusim {
 
@@ -20,6 +21,7 @@ struct Observation {
   Cosmology cosmology;
   double luminosity_distance_mpc = 0.0;
   double kpc_per_arcsec = 0.0;            // proper kpc per arcsec at `redshift`
+  Telescope telescope;
   CubeAxes axes;                          // spaxel size, observed wavelength grid, sky position
   double telescope_lsf_fwhm_angstrom = 0.0;  // the instrument's line-spread function (observed)
   double template_fwhm_angstrom = 0.0;       // the SSP library's own resolution (rest frame)

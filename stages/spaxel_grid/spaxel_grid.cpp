@@ -22,23 +22,48 @@ class SpaxelGridStage final : public Stage {
   std::vector<std::string> needs() const override { return {"stars.position_kpc"}; }
   std::vector<std::string> provides() const override { return {"stars.spaxel_index", "spaxels"}; }
 
-  void run(RunState& state) const override {
-    Stars& stars = state.data.stars;
-    stars.spaxel_index =
-        ShardedArray<std::int32_t>(state.mesh, stars.count(), 1, Sharding::sharded());
-    shard_map(state.mesh, [&](const Device& device) {
-      IFUSIM_DISPATCH(device, assign_spaxels, device, params_.grid,
-                      stars.position_kpc.local(device, 0), stars.position_kpc.local(device, 1),
-                      stars.spaxel_index.local(device));
-    });
-    state.spaxels = {params_.grid.n_side, params_.grid.n_side, 0};
-  }
+  void run(RunState& state) const override { assign_stars_to_grid(state, params_.grid, 0); }
 
  private:
   SpaxelGridParams params_;
 };
 
+class ApertureStage final : public Stage {
+ public:
+  std::string name() const override { return "aperture"; }
+  std::vector<std::string> needs() const override { return {"stars.position_kpc"}; }
+  std::vector<std::string> provides() const override { return {"stars.spaxel_index", "spaxels"}; }
+
+  void run(RunState& state) const override {
+    const Telescope& t = state.observation.telescope;
+    const double kpc_per_arcsec = state.observation.kpc_per_arcsec;
+    if (!(kpc_per_arcsec > 0) || !(t.spaxel_arcsec > 0))
+      throw std::logic_error("aperture: the observation has no angular scale or telescope");
+    SpaxelGrid grid;
+    grid.n_side = t.n_spaxels_side();
+    grid.spaxel_size_kpc = t.spaxel_arcsec * kpc_per_arcsec;
+    grid.aperture = static_cast<int>(t.aperture);
+    grid.aperture_kpc = t.fov_arcsec * kpc_per_arcsec;
+    assign_stars_to_grid(state, grid, t.n_wave());
+  }
+};
+
 }  // namespace
+
+void assign_stars_to_grid(RunState& state, const SpaxelGrid& grid, int n_wave) {
+  Stars& stars = state.data.stars;
+  stars.spaxel_index = ShardedArray<std::int32_t>(state.mesh, stars.count(), 1, Sharding::sharded());
+  shard_map(state.mesh, [&](const Device& device) {
+    IFUSIM_DISPATCH(device, assign_spaxels, device, grid, stars.position_kpc.local(device, 0),
+                    stars.position_kpc.local(device, 1), stars.spaxel_index.local(device));
+  });
+  state.spaxels = {grid.n_side, grid.n_side, n_wave};
+}
+
+std::unique_ptr<Stage> make_aperture_stage(const nlohmann::json& params, const std::string& path) {
+  JsonParams(params, path).finish();  // everything comes from the telescope
+  return std::make_unique<ApertureStage>();
+}
 
 std::unique_ptr<Stage> make_spaxel_grid_stage(const nlohmann::json& params,
                                               const std::string& path) {

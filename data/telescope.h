@@ -1,0 +1,36 @@
+#pragma once
+#include <cmath>
+#include <string>
+
+namespace ifusim {
+
+enum class ApertureShape { square, circular, hexagonal };
+
+// An IFU: its field, spaxels, wavelength coverage and resolution. Presets are JSON files in
+// configs/telescopes/; a run config may also describe its own.
+struct Telescope {
+  std::string name;
+  double fov_arcsec = 0.0;     // side of the square grid; diameter of a circular aperture;
+                               // corner-to-corner width of a hexagonal one
+  double spaxel_arcsec = 0.0;  // side of a square spaxel
+  ApertureShape aperture = ApertureShape::square;
+  double wave_start_angstrom = 0.0;  // centre of the first pixel
+  double wave_end_angstrom = 0.0;    // the grid stops before this (exclusive, as numpy.arange)
+  double wave_step_angstrom = 0.0;
+  std::string wavelength_medium = "air";
+  double lsf_fwhm_angstrom = 0.0;  // line-spread function (observed frame)
+  double psf_fwhm_arcsec = 0.0;    // typical seeing or diffraction limit, used when a run's PSF
+                                   // stage gives none
+
+  // Spaxels per side: fov / spaxel, rounded when it is within 1e-6 of an integer, else up.
+  int n_spaxels_side() const {
+    const double r = fov_arcsec / spaxel_arcsec;
+    return std::abs(r - std::round(r)) < 1e-6 ? static_cast<int>(std::round(r))
+                                              : static_cast<int>(std::ceil(r));
+  }
+  int n_wave() const {
+    return static_cast<int>(std::ceil((wave_end_angstrom - wave_start_angstrom) / wave_step_angstrom - 1e-9));
+  }
+};
+
+}  // namespace ifusim

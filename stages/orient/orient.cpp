@@ -1,0 +1,148 @@
+#include "stages/orient/orient.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+
+#include "stages/stellar_spectra/stellar_spectra.h"
+
+namespace ifusim {
+
+OrientParams OrientParams::from_json(JsonParams p) {
+  OrientParams out;
+  out.align_face_on = p.boolean("align_face_on", true);
+  if (p.has("orientation") && p.raw("orientation").is_string()) {
+    const std::string preset = p.choice("orientation", {"face-on", "edge-on"});
+    if (preset == "edge-on") out.alpha_deg = 90.0;
+  } else if (p.has("orientation")) {
+    JsonParams angles = p.object("orientation");
+    out.alpha_deg = angles.number("alpha_deg", 0.0);
+    out.beta_deg = angles.number("beta_deg", 0.0);
+    out.gamma_deg = angles.number("gamma_deg", 0.0);
+    angles.finish();
+  }
+  p.finish();
+  return out;
+}
+
+Matrix3 euler_rotation(double alpha_deg, double beta_deg, double gamma_deg) {
+  const double d = std::numbers::pi / 180.0;
+  const Eigen::Matrix3d r = (Eigen::AngleAxisd(gamma_deg * d, Eigen::Vector3d::UnitZ()) *
+                             Eigen::AngleAxisd(beta_deg * d, Eigen::Vector3d::UnitY()) *
+                             Eigen::AngleAxisd(alpha_deg * d, Eigen::Vector3d::UnitX()))
+                                .toRotationMatrix();
+  Matrix3 out;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) out[i * 3 + j] = r(i, j);
+  return out;
+}
+
+Matrix3 face_on_rotation(const std::array<double, 6>& s, const std::array<double, 3>& l) {
+  Eigen::Matrix3d inertia;
+  inertia << s[0], s[3], s[4], s[3], s[1], s[5], s[4], s[5], s[2];
+  const Eigen::SelfAdjointEigenSolver<Eigen::Matrix3d> solver(inertia);
+  if (solver.info() != Eigen::Success) throw std::runtime_error("orient: inertia tensor eigen-decomposition failed");
+  // Eigenvalues ascending: the new x, y, z axes are the eigenvectors in that order; the largest
+  // (the disc's normal) along the angular momentum; x with its largest component positive;
+  // y completes a right-handed frame.
+  Eigen::Vector3d ex = solver.eigenvectors().col(0), ez = solver.eigenvectors().col(2);
+  if (ez.dot(Eigen::Vector3d(l[0], l[1], l[2])) < 0) ez = -ez;
+  Eigen::Index largest = 0;
+  ex.cwiseAbs().maxCoeff(&largest);
+  if (ex(largest) < 0) ex = -ex;
+  const Eigen::Vector3d ey = ez.cross(ex);
+  Matrix3 out;
+  for (int j = 0; j < 3; ++j) {
+    out[j] = ex(j);
+    out[3 + j] = ey(j);
+    out[6 + j] = ez(j);
+  }
+  return out;
+}
+
+namespace {
+
+Matrix3 multiply(const Matrix3& a, const Matrix3& b) {
+  Matrix3 c{};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 3; ++k) c[i * 3 + j] += a[i * 3 + k] * b[k * 3 + j];
+  return c;
+}
+
+class OrientStage final : public Stage {
+ public:
+  explicit OrientStage(OrientParams params) : params_(params) {}
+  std::string name() const override { return "orient"; }
+  std::vector<std::string> needs() const override {
+    return {"stars.position_kpc", "stars.velocity_kms", "stars.mass_msun"};
+  }
+  std::vector<std::string> provides() const override { return {"oriented"}; }
+
+  void run(RunState& state) const override {
+    Matrix3 rotation = euler_rotation(params_.alpha_deg, params_.beta_deg, params_.gamma_deg);
+    if (params_.align_face_on) rotation = multiply(rotation, face_on(state));
+    RotationMatrix r;
+    std::copy(rotation.begin(), rotation.end(), r.m);
+    auto rotate = [&](ShardedArray<float>& field) {
+      if (field.empty()) return;
+      shard_map(state.mesh, [&](const Device& d) {
+        IFUSIM_DISPATCH(d, rotate_vectors, d, r, field.local(d, 0), field.local(d, 1), field.local(d, 2));
+      });
+    };
+    rotate(state.data.stars.position_kpc);
+    rotate(state.data.stars.velocity_kms);
+    rotate(state.data.gas.position_kpc);
+    rotate(state.data.gas.velocity_kms);
+  }
+
+ private:
+  Matrix3 face_on(RunState& state) const {
+    const Mesh& mesh = state.mesh;
+    const Stars& stars = state.data.stars;
+    const double radius = state.data.galaxy.halfmass_radius_stars_kpc;
+    if (!(radius > 0))
+      throw std::runtime_error("orient: the galaxy has no stellar half-mass radius to align within");
+    std::vector<float> m_max(mesh.size()), v_max(mesh.size());
+    shard_map(mesh, [&](const Device& d) {
+      m_max[d.id] = IFUSIM_DISPATCH(d, max_abs_value, d, stars.mass_msun.local(d));
+      for (int c = 0; c < 3; ++c)
+        v_max[d.id] = std::max(v_max[d.id], IFUSIM_DISPATCH(d, max_abs_value, d, stars.velocity_kms.local(d, c)));
+    });
+    // |each term| <= m r^2 (tensor) or m r |v| sqrt(2) (angular momentum), r <= radius.
+    const double per_star = *std::max_element(m_max.begin(), m_max.end()) * radius *
+                            std::max(radius, 1.5 * *std::max_element(v_max.begin(), v_max.end()));
+    const FixedPointScale scale = FixedPointScale::for_bound(static_cast<double>(stars.count()) * per_star);
+    ShardedArray<std::int64_t> sums(mesh, 9, 1, Sharding::partial());
+    shard_map(mesh, [&](const Device& d) {
+      sums.shard(d).buffer.zero();
+      const auto& p = stars.position_kpc;
+      const auto& v = stars.velocity_kms;
+      IFUSIM_DISPATCH(d, accumulate_inertia, d, p.local(d, 0), p.local(d, 1), p.local(d, 2),
+                      v.local(d, 0), v.local(d, 1), v.local(d, 2), stars.mass_msun.local(d),
+                      radius, scale.counts_per_unit, sums.local(d));
+    });
+    std::vector<std::int64_t> total(9, 0);
+    for (const auto& shard : sums.shards()) {
+      const auto part = sums.download_shard(*shard.device);
+      for (int t = 0; t < 9; ++t) total[t] += part[t];
+    }
+    std::array<double, 6> inertia;
+    std::array<double, 3> angular_momentum;
+    for (int t = 0; t < 6; ++t) inertia[t] = total[t] * scale.quantum();
+    for (int t = 0; t < 3; ++t) angular_momentum[t] = total[6 + t] * scale.quantum();
+    return face_on_rotation(inertia, angular_momentum);
+  }
+
+  OrientParams params_;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_orient_stage(const nlohmann::json& params, const std::string& path) {
+  return std::make_unique<OrientStage>(OrientParams::from_json(JsonParams(params, path)));
+}
+
+}  // namespace ifusim
