@@ -1,0 +1,183 @@
+#include "io/run_config.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "io/json_params.h"
+#include "io/telescope.h"
+
+namespace ifusim {
+namespace fs = std::filesystem;
+
+std::string data_dir() {
+  if (const char* dir = std::getenv("IFUSIM_DATA_DIR"); dir && *dir) return dir;
+  return IFUSIM_DEFAULT_DATA_DIR;
+}
+
+namespace {
+
+// ${IFUSIM_DATA_DIR}/... -> the reference data folder; other relative paths are relative to
+// the config file's folder.
+std::string resolve_path(const std::string& value, const std::string& config_path) {
+  const std::string var = "${IFUSIM_DATA_DIR}";
+  std::string out = value;
+  if (out.rfind(var, 0) == 0) out = data_dir() + out.substr(var.size());
+  fs::path p(out);
+  if (p.is_relative() && !config_path.empty()) p = fs::absolute(fs::path(config_path).parent_path()) / p;
+  return p.lexically_normal().string();
+}
+
+std::vector<std::string> pipeline_preset(const std::string& name, const std::string& path) {
+  const char* env = std::getenv("IFUSIM_CONFIG_DIR");
+  const std::string file = std::string(env && *env ? env : IFUSIM_CONFIG_DIR) + "/pipelines/" + name + ".json";
+  std::ifstream in(file);
+  if (!in) throw ConfigError(path + ": unknown pipeline \"" + name + "\" (expected calc_ifu, calc_dusty_ifu or a list of stage names)");
+  const auto doc = nlohmann::json::parse(in);
+  return doc.at("stages").get<std::vector<std::string>>();
+}
+
+}  // namespace
+
+void apply_override(nlohmann::json& document, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError("--set " + assignment + ": expected key.path=value");
+  const std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  nlohmann::json value;
+  try {
+    value = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception&) {
+    value = text;  // a bare word is a string
+  }
+  nlohmann::json* node = &document;
+  std::size_t start = 0;
+  while (true) {
+    const auto dot = key.find('.', start);
+    const std::string part = key.substr(start, dot - start);
+    if (part.empty()) throw ConfigError("--set " + assignment + ": empty key in the path");
+    if (!node->is_object()) throw ConfigError("--set " + assignment + ": " + key.substr(0, start - 1) + " is not an object");
+    if (dot == std::string::npos) {
+      (*node)[part] = value;
+      return;
+    }
+    node = &(*node)[part];
+    if (node->is_null()) *node = nlohmann::json::object();
+    start = dot + 1;
+  }
+}
+
+RunConfig parse_run_config(const nlohmann::json& document, const std::string& config_path) {
+  RunConfig c;
+  c.config_path = config_path;
+  c.document = document;
+  JsonParams root(document, "");
+
+  JsonParams input = root.object("input");
+  c.input_file = resolve_path(input.string("file"), config_path);
+  c.input_format = input.choice("format", {"auto", "tng", "rubix"}, "auto");
+  if (input.has("subhalo")) c.subhalo_id = input.integer("subhalo");
+  if (input.has("snapshot")) c.snapshot = static_cast<int>(input.integer("snapshot"));
+  c.drop_nonfinite = input.boolean("drop_nonfinite", false);
+  c.read_gas = input.boolean("read_gas", true);
+  input.finish();
+
+  JsonParams cosmo = root.has("cosmology") && root.raw("cosmology").is_object()
+                         ? root.object("cosmology")
+                         : JsonParams(nlohmann::json::object(), "cosmology");
+  if (root.has("cosmology") && !root.raw("cosmology").is_object()) {
+    c.cosmology_source = root.choice("cosmology", {"planck2015", "snapshot"});
+  } else if (root.has("cosmology")) {
+    c.cosmology_source = "custom";
+    c.cosmology.name = "custom";
+    c.cosmology.hubble_param = cosmo.number("hubble_param");
+    c.cosmology.omega_matter = cosmo.number("omega_matter");
+    cosmo.require(c.cosmology.hubble_param > 0, "hubble_param", "a number > 0", c.cosmology.hubble_param);
+    cosmo.require(c.cosmology.omega_matter > 0 && c.cosmology.omega_matter <= 1, "omega_matter",
+                  "a number in (0, 1]", c.cosmology.omega_matter);
+    c.cosmology.omega_lambda = 1.0 - c.cosmology.omega_matter;  // flat
+    cosmo.finish();
+  }
+
+  JsonParams galaxy = root.object("galaxy");
+  c.redshift = galaxy.number("redshift");
+  galaxy.require(c.redshift > 0 && c.redshift < 20, "redshift",
+                 "an observed redshift in (0, 20) (the cube needs a distance)", c.redshift);
+  if (galaxy.has("orientation")) c.orientation = galaxy.raw("orientation");
+  c.ra_deg = galaxy.number("ra_deg", 0.0);
+  c.dec_deg = galaxy.number("dec_deg", 0.0);
+  galaxy.require(c.ra_deg >= 0 && c.ra_deg < 360, "ra_deg", "a number in [0, 360)", c.ra_deg);
+  galaxy.require(c.dec_deg >= -90 && c.dec_deg <= 90, "dec_deg", "a number in [-90, 90]", c.dec_deg);
+  galaxy.finish();
+
+  const auto& tel = root.raw("telescope");
+  if (tel.is_string()) c.telescope = load_telescope_preset(tel.get<std::string>(), "telescope");
+  else if (tel.is_object()) c.telescope = parse_telescope(tel, "telescope");
+  else throw ConfigError("telescope: expected a preset name or a telescope object, got " + tel.dump());
+
+  JsonParams ssp = root.object("ssp");
+  c.ssp_library = resolve_path(ssp.string("library"), config_path);
+  c.ssp_format = ssp.choice("format", {"auto", "miles", "pypipe3d", "hdf5"}, "auto");
+  c.ssp_params = nlohmann::json::object();
+  if (ssp.has("interpolation")) c.ssp_params["interpolation"] = ssp.raw("interpolation");
+  if (ssp.has("outside_grid")) c.ssp_params["outside_grid"] = ssp.raw("outside_grid");
+  ssp.finish();
+
+  std::vector<std::string> names;
+  if (!root.has("pipeline") || root.raw("pipeline").is_string())
+    names = pipeline_preset(root.string("pipeline", "calc_ifu"), "pipeline");
+  else if (root.raw("pipeline").is_array())
+    for (const auto& s : root.raw("pipeline")) {
+      if (!s.is_string()) throw ConfigError("pipeline: expected stage names, got " + s.dump());
+      names.push_back(s.get<std::string>());
+    }
+  else
+    throw ConfigError("pipeline: expected a pipeline name or a list of stage names");
+  const nlohmann::json stage_params = root.has("stages") ? root.raw("stages") : nlohmann::json::object();
+  if (!stage_params.is_object()) throw ConfigError("stages: expected an object of per-stage parameters");
+  for (auto it = stage_params.begin(); it != stage_params.end(); ++it)
+    if (std::find(names.begin(), names.end(), it.key()) == names.end())
+      throw ConfigError("stages." + it.key() + ": the pipeline has no such stage");
+  for (const auto& n : names)
+    c.stages.push_back({n, stage_params.contains(n) ? stage_params.at(n) : nlohmann::json::object()});
+
+  if (root.has("devices")) {
+    JsonParams dev = root.object("devices");
+    c.backend = backend_from_string(dev.choice("backend", {"cpu", "cuda"}, "cpu"));
+    c.n_devices = static_cast<int>(dev.integer("count", 1));
+    dev.require(c.n_devices >= 0 && c.n_devices <= 4096, "count", "a device count from 0 (cuda: one per GPU) to 4096", c.n_devices);
+    dev.finish();
+  }
+
+  JsonParams out = root.has("output") ? root.object("output") : JsonParams(nlohmann::json::object(), "output");
+  c.output_dir = resolve_path(out.string("dir", "out"), config_path);
+  c.write_fits = out.boolean("fits", true);
+  c.write_hdf5 = out.boolean("hdf5", true);
+  c.write_png = out.boolean("png", true);
+  out.finish();
+
+  const long long seed = root.integer("seed", 0);
+  root.require(seed >= 0, "seed", "an integer >= 0", seed);
+  c.seed = static_cast<std::uint64_t>(seed);
+  root.finish();
+  return c;
+}
+
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path + ": cannot read the run config");
+  nlohmann::json document;
+  try {
+    document = nlohmann::json::parse(in, nullptr, true, /*ignore_comments=*/true);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(path + ": not valid JSON: " + e.what());
+  }
+  for (const auto& o : overrides) apply_override(document, o);
+  try {
+    return parse_run_config(document, path);
+  } catch (const ConfigError& e) {
+    throw ConfigError(path + ": " + e.what());
+  }
+}
+
+}  // namespace ifusim

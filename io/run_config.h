@@ -1,0 +1,69 @@
+#pragma once
+// The run config: one JSON file describing a run (docs/config.md). Everything is read and
+// validated here, before anything runs; errors name the key's path.
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/cosmology.h"
+#include "data/device.h"
+#include "data/telescope.h"
+
+namespace ifusim {
+
+struct StageConfig {
+  std::string name;
+  nlohmann::json params;  // the run's "stages.<name>" object, or {}
+};
+
+struct RunConfig {
+  std::string config_path;  // the file it was read from ("" for an in-memory config)
+  nlohmann::json document;  // the whole config after --set overrides (provenance)
+
+  // input
+  std::string input_file;    // absolute, ${IFUSIM_DATA_DIR} expanded
+  std::string input_format;  // "tng", "rubix" or "auto"
+  std::optional<long long> subhalo_id;
+  std::optional<int> snapshot;
+  bool drop_nonfinite = false;
+  bool read_gas = true;
+
+  // galaxy
+  double redshift = 0.0;     // observed redshift of the galaxy
+  nlohmann::json orientation = "face-on";
+  double ra_deg = 0.0, dec_deg = 0.0;
+
+  // cosmology: "planck2015" (default), "snapshot" (the snapshot header's), or explicit
+  std::string cosmology_source = "planck2015";
+  Cosmology cosmology;
+
+  Telescope telescope;
+
+  // templates
+  std::string ssp_library;
+  std::string ssp_format = "auto";
+  nlohmann::json ssp_params;  // interpolation, outside_grid
+
+  std::vector<StageConfig> stages;  // in order
+
+  Backend backend = Backend::cpu;
+  int n_devices = 1;
+
+  std::string output_dir;
+  bool write_fits = true, write_hdf5 = true, write_png = true;
+  std::uint64_t seed = 0;
+};
+
+// The reference-data folder: $IFUSIM_DATA_DIR, else ../shared/data beside the project.
+std::string data_dir();
+
+// Applies "key.path=value" (value as JSON when it parses, else as a string).
+void apply_override(nlohmann::json& document, const std::string& assignment);
+
+RunConfig parse_run_config(const nlohmann::json& document, const std::string& config_path);
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
+
+}  // namespace ifusim

@@ -1,0 +1,80 @@
+#include "io/telescope.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "io/json_params.h"
+
+namespace ifusim {
+
+std::string telescope_preset_dir() {
+  if (const char* dir = std::getenv("IFUSIM_CONFIG_DIR"); dir && *dir)
+    return std::string(dir) + "/telescopes";
+  return std::string(IFUSIM_CONFIG_DIR) + "/telescopes";
+}
+
+std::vector<std::string> telescope_preset_names() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(telescope_preset_dir(), ec))
+    if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Telescope parse_telescope(const nlohmann::json& object, const std::string& path) {
+  JsonParams p(object, path);
+  Telescope t;
+  t.name = p.string("name");
+  p.string("description", "");
+  t.fov_arcsec = p.number("fov_arcsec");
+  p.require(t.fov_arcsec > 0, "fov_arcsec", "a number > 0", t.fov_arcsec);
+  t.spaxel_arcsec = p.number("spaxel_arcsec");
+  p.require(t.spaxel_arcsec > 0 && t.spaxel_arcsec <= t.fov_arcsec, "spaxel_arcsec",
+            "a number > 0 and no larger than fov_arcsec", t.spaxel_arcsec);
+  const std::string shape = p.choice("aperture", {"square", "circular", "hexagonal"}, "square");
+  t.aperture = shape == "circular" ? ApertureShape::circular
+               : shape == "hexagonal" ? ApertureShape::hexagonal
+                                      : ApertureShape::square;
+  JsonParams w = p.object("wavelength");
+  t.wave_start_angstrom = w.number("start_angstrom");
+  t.wave_end_angstrom = w.number("end_angstrom");
+  t.wave_step_angstrom = w.number("step_angstrom");
+  w.require(t.wave_start_angstrom > 0, "start_angstrom", "a wavelength > 0", t.wave_start_angstrom);
+  w.require(t.wave_end_angstrom > t.wave_start_angstrom, "end_angstrom",
+            "a wavelength above start_angstrom", t.wave_end_angstrom);
+  w.require(t.wave_step_angstrom > 0 && t.wave_step_angstrom < t.wave_end_angstrom - t.wave_start_angstrom,
+            "step_angstrom", "a step > 0 and smaller than the range", t.wave_step_angstrom);
+  t.wavelength_medium = w.choice("medium", {"air", "vacuum"}, "air");
+  w.finish();
+  t.lsf_fwhm_angstrom = p.number("lsf_fwhm_angstrom");
+  p.require(t.lsf_fwhm_angstrom >= 0, "lsf_fwhm_angstrom", "a number >= 0", t.lsf_fwhm_angstrom);
+  t.psf_fwhm_arcsec = p.number("psf_fwhm_arcsec", 0.0);
+  p.require(t.psf_fwhm_arcsec >= 0, "psf_fwhm_arcsec", "a number >= 0", t.psf_fwhm_arcsec);
+  p.finish();
+  if (static_cast<double>(t.n_spaxels_side()) * t.n_spaxels_side() * t.n_wave() > 4e9)
+    throw ConfigError(path + ": the cube would have more than 4e9 voxels");
+  return t;
+}
+
+Telescope load_telescope_preset(const std::string& name, const std::string& path) {
+  const std::string file = telescope_preset_dir() + "/" + name + ".json";
+  std::ifstream in(file);
+  if (!in) {
+    std::string known;
+    for (const auto& n : telescope_preset_names()) known += (known.empty() ? "" : ", ") + n;
+    throw ConfigError(path + ": unknown telescope \"" + name + "\" (presets in " +
+                      telescope_preset_dir() + ": " + known + ")");
+  }
+  nlohmann::json object;
+  try {
+    object = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(file + ": not valid JSON: " + e.what());
+  }
+  return parse_telescope(object, file);
+}
+
+}  // namespace ifusim

@@ -1,0 +1,21 @@
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "data/telescope.h"
+
+namespace ifusim {
+
+// The folder of telescope presets: $IFUSIM_CONFIG_DIR/telescopes, else the project's
+// configs/telescopes.
+std::string telescope_preset_dir();
+std::vector<std::string> telescope_preset_names();
+
+// A telescope described in JSON (the preset files' format, docs/config.md); errors name `path`.
+Telescope parse_telescope(const nlohmann::json& object, const std::string& path);
+// A preset by name ("MUSE", "SAMI", ...); an unknown name lists the known ones.
+Telescope load_telescope_preset(const std::string& name, const std::string& path);
+
+}  // namespace ifusim
