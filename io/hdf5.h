@@ -81,6 +81,10 @@ class Location {
   template <class T>
   void write_rows(const std::string& dataset, hsize_t row_begin, const T* data, hsize_t rows) const;
 
+  // A string dataset (scalar or one element; fixed or variable length, as h5py writes them).
+  std::string read_string(const std::string& dataset) const;
+  void write_string(const std::string& dataset, const std::string& value) const;
+
   // Attributes of this location (object = "") or of a child object.
   bool has_attribute(const std::string& name, const std::string& object = "") const;
   template <class T>
