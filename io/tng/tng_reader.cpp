@@ -473,7 +473,22 @@ void require_file(const std::string& file, const std::string& what) {
   if (!fs::is_regular_file(file)) throw InputError(file + ": " + what + " missing");
 }
 
-// One row of a group-catalog dataset, converted with its own unit attributes.
+// TNG data specification units of the catalog fields ifusim reads, as (a_scaling, h_scaling,
+// to_cgs): used only where a catalog dataset carries no unit attributes of its own (Subfind
+// catalogs of some releases and of the synthetic generator have none). SubhaloVel is already a
+// peculiar velocity in km/s (a_scaling 0), unlike the particles' Velocities.
+struct CatalogUnits {
+  const char* dataset;
+  double a_scaling, h_scaling, to_cgs;
+};
+constexpr CatalogUnits kCatalogUnits[] = {
+    {"SubhaloPos", 1.0, -1.0, tng::kKpcCm},
+    {"SubhaloVel", 0.0, 0.0, tng::kKmCm},
+    {"SubhaloHalfmassRadType", 1.0, -1.0, tng::kKpcCm},
+};
+
+// One row of a group-catalog dataset, converted with its own unit attributes (or the data
+// specification's, see kCatalogUnits).
 std::vector<double> catalog_row(const h5::Location& subhalo, const std::string& dataset,
                                 std::size_t row, int components, const Header& hdr,
                                 double target_unit_cgs) {
@@ -485,11 +500,19 @@ std::vector<double> catalog_row(const h5::Location& subhalo, const std::string& 
                      std::to_string(shape.empty() ? 0 : shape[0]) + " rows, row " +
                      std::to_string(row) + " expected");
   auto values = subhalo.read_rows<double>(dataset, row, row + 1, static_cast<hsize_t>(components));
-  if (target_unit_cgs > 0) {
-    const double f = target_factor(cgs_factor(subhalo, dataset, hdr), target_unit_cgs,
-                                   subhalo.describe(dataset));
-    for (auto& v : values) v *= f;
+  CgsFactor cgs;
+  if (subhalo.has_attribute("to_cgs", dataset)) {
+    cgs = cgs_factor(subhalo, dataset, hdr);
+  } else {
+    const CatalogUnits* u = nullptr;
+    for (const auto& c : kCatalogUnits)
+      if (dataset == c.dataset) u = &c;
+    if (!u) throw InputError(subhalo.describe(dataset) + ": attribute \"to_cgs\" not found");
+    cgs = {std::pow(hdr.time, u->a_scaling) * std::pow(hdr.hubble, u->h_scaling) * u->to_cgs,
+           false};
   }
+  const double f = target_factor(cgs, target_unit_cgs, subhalo.describe(dataset));
+  for (auto& v : values) v *= f;
   for (const double v : values)
     if (!std::isfinite(v))
       throw InputError(subhalo.describe(dataset) + ": non-finite value in row " +
