@@ -354,10 +354,16 @@ Centre centre_from_stars(const TypeSource& src, const std::vector<PresentField>&
   const auto x = read_selected("Coordinates", 3);
   const auto m = read_selected("Masses", 1);
   const auto v = read_selected("Velocities", 3);
-  for (std::size_t i = 0; i < x.size(); ++i)
-    if (!std::isfinite(x[i])) throw_nonfinite(src, "Coordinates", 1, selected[i / 3]);
-  for (std::size_t i = 0; i < m.size(); ++i)
-    if (!std::isfinite(m[i])) throw_nonfinite(src, "Masses", 1, selected[i]);
+  auto check_finite = [&](const std::vector<double>& values, int k, const char* dataset) {
+    std::size_t count = 0, first = 0;
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (!std::isfinite(values[i]) && count++ == 0)
+        first = selected[i / static_cast<std::size_t>(k)];
+    if (count) throw_nonfinite(src, dataset, count, first);
+  };
+  check_finite(x, 3, "Coordinates");
+  check_finite(m, 1, "Masses");
+  check_finite(v, 3, "Velocities");
 
   // Unwrapped separations from the first star, then the iteration in comoving code units.
   std::vector<double> d(3 * n);
