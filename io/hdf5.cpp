@@ -244,6 +244,7 @@ std::string Location::read_string(const std::string& dataset) const {
     char* value = nullptr;
     Handle mem(H5Tcopy(H5T_C_S1));
     H5Tset_size(mem.id(), H5T_VARIABLE);
+    H5Tset_cset(mem.id(), H5Tget_cset(type.id()));  // h5py writes UTF-8: no ASCII conversion
     if (H5Dread(d.id(), mem.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) < 0)
       throw InputError(describe(dataset) + ": cannot read the string");
     std::string out = value ? value : "";
@@ -318,6 +319,7 @@ std::string Location::string_attribute(const std::string& name, const std::strin
     char* value = nullptr;
     Handle mem(H5Tcopy(H5T_C_S1));
     H5Tset_size(mem.id(), H5T_VARIABLE);
+    H5Tset_cset(mem.id(), H5Tget_cset(type.id()));  // h5py writes UTF-8: no ASCII conversion
     if (H5Aread(a.id(), mem.id(), &value) < 0)
       throw InputError(describe(object) + ": cannot read attribute \"" + name + "\"");
     std::string out = value ? value : "";
