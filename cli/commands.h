@@ -7,6 +7,7 @@ namespace ifusim::cli {
 // that stores its exit code. The list of them is in commands.cpp.
 void add_devices_command(CLI::App& app, int& exit_code);
 void add_templates_command(CLI::App& app, int& exit_code);
+void add_inspect_command(CLI::App& app, int& exit_code);
 
 void register_commands(CLI::App& app, int& exit_code);
 

@@ -86,6 +86,11 @@ Location Location::create_group(const std::string& relative_path) const {
   return Location(std::move(h), file_name_, join(path_, relative_path));
 }
 
+void Location::remove(const std::string& relative_path) const {
+  if (!exists(relative_path) || H5Ldelete(id(), relative_path.c_str(), H5P_DEFAULT) < 0)
+    throw InputError(describe(relative_path) + ": cannot remove (not found?)");
+}
+
 Handle Location::open_object(const std::string& object) const {
   if (object.empty()) {
     H5Iinc_ref(id());
@@ -227,6 +232,47 @@ void Location::write_rows(const std::string& dataset, hsize_t row_begin, const T
     throw InputError(describe(dataset) + ": write failed");
 }
 
+std::string Location::read_string(const std::string& dataset) const {
+  Handle d = open_dataset(dataset);
+  Handle type(H5Dget_type(d.id()));
+  Handle space(H5Dget_space(d.id()));
+  if (H5Tget_class(type.id()) != H5T_STRING)
+    throw InputError(describe(dataset) + ": expected a string dataset");
+  if (H5Sget_simple_extent_npoints(space.id()) != 1)
+    throw InputError(describe(dataset) + ": expected a single string");
+  if (H5Tis_variable_str(type.id()) > 0) {
+    char* value = nullptr;
+    Handle mem(H5Tcopy(H5T_C_S1));
+    H5Tset_size(mem.id(), H5T_VARIABLE);
+    H5Tset_cset(mem.id(), H5Tget_cset(type.id()));  // h5py writes UTF-8: no ASCII conversion
+    if (H5Dread(d.id(), mem.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) < 0)
+      throw InputError(describe(dataset) + ": cannot read the string");
+    std::string out = value ? value : "";
+    H5free_memory(value);
+    return out;
+  }
+  std::string out(H5Tget_size(type.id()), '\0');
+  if (H5Dread(d.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
+    throw InputError(describe(dataset) + ": cannot read the string");
+  out.resize(out.find('\0') == std::string::npos ? out.size() : out.find('\0'));
+  return out;
+}
+
+void Location::write_string(const std::string& dataset, const std::string& value) const {
+  if (exists(dataset)) H5Ldelete(id(), dataset.c_str(), H5P_DEFAULT);
+  Handle type(H5Tcopy(H5T_C_S1));
+  H5Tset_size(type.id(), std::max<std::size_t>(1, value.size()));
+  H5Tset_strpad(type.id(), H5T_STR_NULLPAD);
+  Handle space(H5Screate(H5S_SCALAR));
+  Handle lcpl(H5Pcreate(H5P_LINK_CREATE));
+  H5Pset_create_intermediate_group(lcpl.id(), 1);
+  Handle d(H5Dcreate2(id(), dataset.c_str(), type.id(), space.id(), lcpl.id(), H5P_DEFAULT,
+                      H5P_DEFAULT));
+  const std::string padded = value.empty() ? std::string(1, '\0') : value;
+  if (!d.valid() || H5Dwrite(d.id(), type.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, padded.data()) < 0)
+    throw InputError(describe(dataset) + ": cannot write the string");
+}
+
 bool Location::has_attribute(const std::string& name, const std::string& object) const {
   if (!object.empty() && !exists(object)) return false;
   return H5Aexists_by_name(id(), object.empty() ? "." : object.c_str(), name.c_str(),
@@ -273,6 +319,7 @@ std::string Location::string_attribute(const std::string& name, const std::strin
     char* value = nullptr;
     Handle mem(H5Tcopy(H5T_C_S1));
     H5Tset_size(mem.id(), H5T_VARIABLE);
+    H5Tset_cset(mem.id(), H5Tget_cset(type.id()));  // h5py writes UTF-8: no ASCII conversion
     if (H5Aread(a.id(), mem.id(), &value) < 0)
       throw InputError(describe(object) + ": cannot read attribute \"" + name + "\"");
     std::string out = value ? value : "";

@@ -54,6 +54,7 @@ class Location {
   bool exists(const std::string& relative_path) const;
   Location group(const std::string& relative_path) const;        // must exist
   Location create_group(const std::string& relative_path) const;  // or open if it exists
+  void remove(const std::string& relative_path) const;            // unlinks a dataset or group
 
   // Dataset shape (dimensions), e.g. {N, 3}.
   std::vector<hsize_t> shape(const std::string& dataset) const;
@@ -80,6 +81,10 @@ class Location {
   void create(const std::string& dataset, const std::vector<hsize_t>& shape) const;
   template <class T>
   void write_rows(const std::string& dataset, hsize_t row_begin, const T* data, hsize_t rows) const;
+
+  // A string dataset (scalar or one element; fixed or variable length, as h5py writes them).
+  std::string read_string(const std::string& dataset) const;
+  void write_string(const std::string& dataset, const std::string& value) const;
 
   // Attributes of this location (object = "") or of a child object.
   bool has_attribute(const std::string& name, const std::string& object = "") const;

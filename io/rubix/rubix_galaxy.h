@@ -1,0 +1,30 @@
+#pragma once
+// RUBIX's converted-galaxy layout (`rubix_galaxy.h5`, AstroAI-Lab/rubix,
+// rubix/galaxy/input_handler/base.py create_rubix_galaxy and rubix/config/rubix_config.yml
+// BaseHandler): groups meta/ (the snapshot header's values), galaxy/{center, halfmassrad_stars,
+// redshift} and particles/{stars, gas}/<field>, every galaxy and particle dataset with a `unit`
+// string attribute:
+//   stars: coords kpc, mass Msun (initial mass), velocity km/s, metallicity "", age Gyr
+//   gas:   coords kpc, density Msun/kpc^3, mass Msun, metallicity "", metals "", sfr Msun/yr,
+//          internal_energy erg/g, velocity km/s, electron_abundance "", temperature K
+// As RUBIX stores them, coords are box-frame positions (physical kpc); galaxy/center is the
+// centre in the same frame. Velocities are written in the galaxy's frame (ifusim has already
+// subtracted the bulk velocity; RUBIX re-centres velocities itself).
+// RUBIX has no current stellar mass: reading sets Stars::mass_msun to the initial mass.
+#include <string>
+
+#include "data/galaxy_data.h"
+#include "data/mesh.h"
+
+namespace ifusim {
+
+// Writes through a temporary name and renames at the end: no partial file on error.
+void write_rubix_galaxy(const GalaxyData& data, const std::string& path);
+
+// Throws InputError naming the file and dataset on a missing dataset, a wrong unit or shape.
+GalaxyData read_rubix_galaxy(const Mesh& mesh, const std::string& path);
+
+// True when the file is HDF5 with the galaxy/ and particles/ groups of RUBIX's layout.
+bool is_rubix_galaxy(const std::string& path);
+
+}  // namespace ifusim

@@ -1,0 +1,152 @@
+#pragma once
+// Synthetic galaxies written in the IllustrisTNG file format (Nelson et al. 2019, "The IllustrisTNG
+// simulations: public data release", and https://www.tng-project.org/data/docs/specifications/):
+// either as an API subhalo cutout (one HDF5 file: Header, PartType0, PartType4) or as a
+// multi-chunk snapshot (snapdir_NNN/snap_NNN.K.hdf5) with its group catalog
+// (groups_NNN/fof_subhalo_tab_NNN.K.hdf5) and offsets file (offsets_NNN.hdf5).
+//
+// Every particle value is a pure function of (spec, particle type, particle index): a
+// counter-based hash gives each particle its own random numbers. Generation therefore runs in
+// blocks of any size with bounded memory, and a subhalo's particles are bitwise identical whether
+// written as a cutout or spread over snapshot chunks.
+//
+// Units on disk are TNG's: Coordinates ckpc/h (float64, absolute positions in the periodic box),
+// Velocities km sqrt(a)/s (float32; peculiar velocity = value * sqrt(a)), Masses 1e10 Msun/h,
+// Density (1e10 Msun/h)/(ckpc/h)^3, InternalEnergy (km/s)^2, StarFormationRate Msun/yr,
+// GFM_StellarFormationTime the formation scale factor (<= 0 marks a wind cell). Every particle
+// dataset carries a_scaling, h_scaling, to_cgs (physical cgs = value * a^a_scaling *
+// h^h_scaling * to_cgs) as TNG files do.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/cosmology.h"
+
+namespace ifusim::tng {
+
+// One galaxy (one subhalo): an exponential stellar disc (sech^2 vertical profile) plus a
+// Hernquist bulge, an exponential gas disc, an arctan rotation curve with velocity dispersion,
+// radial age and metallicity gradients (older, more metal-rich centre) and wind cells.
+// Lengths in physical kpc, velocities in physical km/s, masses in Msun unless named otherwise.
+struct SyntheticGalaxySpec {
+  std::size_t n_stars = 10000;  // PartType4 entries, wind cells included
+  std::size_t n_gas = 1000;     // PartType0 cells
+  double wind_fraction = 0.02;  // expected fraction of PartType4 entries that are wind cells
+  std::uint64_t seed = 1;
+
+  double stellar_mass_msun = 5e10;  // total current mass of the stars (wind cells excluded), +-1%
+  double gas_mass_msun = 1e10;      // total gas mass
+  double bulge_fraction = 0.2;      // bulge-to-total stellar mass ratio
+  double disc_scale_length_kpc = 3.0;
+  double disc_scale_height_kpc = 0.3;   // sech^2(z / h_z) profile
+  double bulge_scale_radius_kpc = 0.6;  // Hernquist (1990) scale radius a
+  double gas_scale_length_kpc = 5.0;
+  double gas_scale_height_kpc = 0.15;
+
+  // Rotation curve v_c(R) = v_flat (2/pi) arctan(R / r_t) (Courteau 1997, AJ 114, 2402).
+  double v_flat_kms = 220.0;
+  double rotation_turnover_kpc = 1.5;
+  double disc_dispersion_kms = 50.0;    // stellar radial dispersion at R = 0, falls as exp(-R/2R_d)
+  double bulge_dispersion_kms = 120.0;  // isotropic
+  double gas_dispersion_kms = 10.0;
+  double wind_speed_kms = 300.0;  // vertical outflow speed of wind cells (up to this value)
+
+  // Metallicity: log10(Z / Z_sun) = central + gradient * r, plus 0.15 dex scatter (stars) or
+  // 0.1 dex (gas); Z_sun = 0.0127 (TNG's solar metallicity, Asplund et al. 2009).
+  double central_metallicity_dex = 0.2;
+  double metallicity_gradient_dex_per_kpc = -0.04;
+
+  // Orientation: the disc's normal is +z rotated by the inclination about x, then by the
+  // position angle about z.
+  double inclination_deg = 0.0;
+  double position_angle_deg = 0.0;
+
+  // Snapshot epoch, cosmology (TNG's Planck 2015 defaults) and placement in the periodic box.
+  double redshift = 0.0;
+  Cosmology cosmology;
+  double omega_baryon = 0.0486;
+  double box_size_ckpc_h = 75000.0;
+  std::array<double, 3> center_ckpc_h = {37500.0, 37500.0, 37500.0};
+  std::array<double, 3> bulk_velocity_kms = {0.0, 0.0, 0.0};  // physical peculiar velocity
+
+  // Stars get ParticleIDs first_particle_id .. + n_stars - 1, gas cells the next n_gas IDs.
+  std::uint64_t first_particle_id = 1;
+  int snapshot = 99;            // SnapshotNumber in the cutout header
+  std::int64_t subhalo_id = 0;  // CutoutID in the cutout header
+  std::string simulation_name = "ifusim-synthetic";
+  std::size_t block_rows = 1 << 20;  // rows generated and written at a time (bounded memory)
+
+  double scale_factor() const { return 1.0 / (1.0 + redshift); }
+  // Throws ConfigError naming the field and what was expected.
+  void validate() const;
+};
+
+// Particle rows in TNG's on-disk units and types, row-major (N, 3) for vectors.
+struct TngStarRows {
+  std::vector<double> coordinates;  // ckpc/h
+  std::vector<float> velocities;    // km sqrt(a)/s
+  std::vector<float> masses;        // 1e10 Msun/h
+  std::vector<float> initial_masses;
+  std::vector<float> metallicity;     // mass fraction
+  std::vector<float> formation_time;  // scale factor; <= 0: wind cell
+  std::vector<std::uint64_t> particle_ids;
+  std::size_t size() const { return masses.size(); }
+};
+struct TngGasRows {
+  static constexpr int kMetals = 10;  // H, He, C, N, O, Ne, Mg, Si, Fe, other metals
+  std::vector<double> coordinates;
+  std::vector<float> velocities;
+  std::vector<float> masses;
+  std::vector<float> density;             // (1e10 Msun/h)/(ckpc/h)^3
+  std::vector<float> internal_energy;     // (km/s)^2
+  std::vector<float> electron_abundance;  // n_e / n_H
+  std::vector<float> metallicity;
+  std::vector<float> metals;               // (N, 10) mass fractions, summing to 1
+  std::vector<float> star_formation_rate;  // Msun/yr
+  std::vector<std::uint64_t> particle_ids;
+  std::size_t size() const { return masses.size(); }
+};
+
+// Rows [begin, end) of the galaxy's stars / gas cells (resizes `out`).
+void generate_star_rows(const SyntheticGalaxySpec& galaxy, std::size_t begin, std::size_t end,
+                        TngStarRows& out);
+void generate_gas_rows(const SyntheticGalaxySpec& galaxy, std::size_t begin, std::size_t end,
+                       TngGasRows& out);
+
+// Writes the galaxy as a TNG API subhalo cutout (Header, PartType0, PartType4; a type with no
+// particles has no group, as in TNG). Written to a temporary name and renamed at the end.
+void write_tng_cutout(const std::string& path, const SyntheticGalaxySpec& galaxy);
+
+// A snapshot made of several subhalos, each in a FoF group. Particles of each type are ordered
+// by group, then subhalo (TNG's ordering); chunk file k holds rows [N k / K, N (k + 1) / K) of
+// each type's global array. All subhalos must share redshift, cosmology and box size.
+struct SyntheticSnapshotSpec {
+  int snapshot = 99;
+  int n_chunks = 3;  // snapshot and group catalog files
+  std::vector<SyntheticGalaxySpec> subhalos;
+  // group_of_subhalo[s] = FoF group of subhalo s: empty means all in group 0; otherwise
+  // non-decreasing from 0 without gaps (the first subhalo of a group is its central).
+  std::vector<int> group_of_subhalo;
+  std::string simulation_name = "ifusim-synthetic";
+  void validate() const;
+};
+
+// A central galaxy and n_subhalos - 1 smaller satellites (stellar and gas mass and particle
+// counts falling as 1 / (4 s), placed 60-200 kpc away with their own seeds and particle-ID
+// ranges), spread over n_groups FoF groups (the first n_subhalos % n_groups groups one more).
+SyntheticSnapshotSpec make_snapshot_spec(const SyntheticGalaxySpec& central, int n_subhalos,
+                                         int n_groups, int n_chunks);
+
+// Writes base_dir/snapdir_NNN/snap_NNN.K.hdf5, base_dir/groups_NNN/fof_subhalo_tab_NNN.K.hdf5
+// and base_dir/offsets_NNN.hdf5. They are built in a temporary folder under base_dir and moved
+// into place at the end; existing outputs are an error (nothing is overwritten).
+void write_tng_snapshot(const std::string& base_dir, const SyntheticSnapshotSpec& spec);
+
+// File names of the layout (NNN zero-padded to three digits, as TNG).
+std::string snapshot_chunk_path(const std::string& base_dir, int snapshot, int chunk);
+std::string group_catalog_chunk_path(const std::string& base_dir, int snapshot, int chunk);
+std::string offsets_path(const std::string& base_dir, int snapshot);
+
+}  // namespace ifusim::tng

@@ -1,0 +1,41 @@
+#pragma once
+// The one table of IllustrisTNG particle fields ifusim ingests: which dataset fills which
+// GalaxyData field, in which unit, and how. Units come from each dataset's own attributes
+// (physical cgs = value * a^a_scaling * h^h_scaling * to_cgs, to_cgs = 0 meaning dimensionless;
+// TNG data specification, Nelson et al. 2019, ComAC 6, 2), never from a per-field constant.
+#include <vector>
+
+namespace ifusim::tng {
+
+// TNG's own unit constants (Header UnitLength_in_cm, UnitMass_in_g / 1e10): with them
+// 1 ckpc/h and 1e10 Msun/h convert without rounding noise.
+inline constexpr double kKpcCm = 3.085678e21;
+inline constexpr double kMsunG = 1.989e33;
+inline constexpr double kKmCm = 1.0e5;
+inline constexpr double kJulianYearS = 3.15576e7;
+
+enum class Species { stars, gas };  // PartType4, PartType0
+
+// How a value becomes its GalaxyData value.
+enum class Conversion {
+  scale,                  // physical cgs / target unit
+  position,               // comoving box position: wrapped around the centre, then scaled
+  velocity,               // Velocities * sqrt(a) (a_scaling 0.5) is peculiar; minus the galaxy's
+  formation_time_to_age,  // scale factor of formation -> age at the snapshot's epoch
+};
+
+struct FieldRule {
+  Species species;
+  const char* dataset;  // in PartType0 / PartType4
+  int components;
+  bool required;
+  Conversion conversion;
+  double target_unit_cgs;  // cgs value of one target unit; 0 = dimensionless (to_cgs must be 0)
+  const char* target;      // FieldSpec name in Stars / Gas (data/galaxy_data.h)
+};
+
+const std::vector<FieldRule>& field_table();
+
+const char* part_type_group(Species species);  // "PartType4" / "PartType0"
+
+}  // namespace ifusim::tng

@@ -1,0 +1,848 @@
+#include "io/tng/tng_reader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+#include <type_traits>
+
+#include "io/hdf5.h"
+#include "io/tng/tng_fields.h"
+
+namespace ifusim {
+namespace {
+
+namespace fs = std::filesystem;
+using tng::Conversion;
+using tng::FieldRule;
+using tng::Species;
+
+// Gas temperature (TNG FAQ): CODATA 2018 proton mass, exact SI-2019 Boltzmann constant.
+constexpr double kProtonMassG = 1.67262192369e-24;
+constexpr double kBoltzmannErgPerK = 1.380649e-16;
+constexpr double kHydrogenMassFraction = 0.76;
+constexpr double kAdiabaticIndex = 5.0 / 3.0;
+
+// Shrinking spheres (Power et al. 2003, MNRAS 338, 14, sect. 2.5): shrink by 2.5 % a step and
+// stop before fewer than min(1000, 1 % of N) stars remain, with a floor of 50 so that a small
+// (subsampled) cutout is not centred on a handful of particles.
+constexpr double kShrinkFactor = 0.975;
+constexpr std::size_t kShrinkStopMax = 1000;
+constexpr std::size_t kShrinkStopFloor = 50;
+
+struct Header {
+  std::string file;
+  double time = 1, redshift = 0, hubble = 0, omega0 = 0, omega_lambda = 0, box_size = 0;
+  std::string simulation;
+  int snapshot = -1;
+  long long cutout_id = -1;
+  int num_files = 1;
+};
+
+Header read_header(const std::string& file) {
+  h5::File f(file);
+  if (!f.exists("Header"))
+    throw InputError(f.describe("Header") + ": group not found (not a TNG snapshot or cutout)");
+  const auto h = f.group("Header");
+  Header out;
+  out.file = file;
+  out.time = h.attribute<double>("Time");
+  out.hubble = h.attribute<double>("HubbleParam");
+  out.omega0 = h.attribute<double>("Omega0");
+  out.omega_lambda = h.attribute<double>("OmegaLambda");
+  out.box_size = h.attribute<double>("BoxSize");
+  if (!(out.time > 0 && out.time <= 1.0 + 1e-9))
+    throw InputError(h.describe() + ": attribute \"Time\" (scale factor) must be in (0, 1]");
+  if (!(out.hubble > 0)) throw InputError(h.describe() + ": attribute \"HubbleParam\" must be > 0");
+  if (!(out.omega0 > 0) || !(out.omega_lambda >= 0))
+    throw InputError(h.describe() +
+                     ": attributes \"Omega0\" > 0 and \"OmegaLambda\" >= 0 expected");
+  if (!(out.box_size > 0)) throw InputError(h.describe() + ": attribute \"BoxSize\" must be > 0");
+  out.redshift = h.has_attribute("Redshift") ? h.attribute<double>("Redshift") : 1.0 / out.time - 1;
+  if (h.has_attribute("SimulationName")) out.simulation = h.string_attribute("SimulationName");
+  if (h.has_attribute("SnapshotNumber"))
+    out.snapshot = static_cast<int>(h.attribute<std::int64_t>("SnapshotNumber"));
+  if (h.has_attribute("CutoutID")) out.cutout_id = h.attribute<std::int64_t>("CutoutID");
+  if (h.has_attribute("NumFilesPerSnapshot"))
+    out.num_files = static_cast<int>(h.attribute<std::int64_t>("NumFilesPerSnapshot"));
+  return out;
+}
+
+// physical cgs = value * a^a_scaling * h^h_scaling * to_cgs; to_cgs = 0: dimensionless.
+struct CgsFactor {
+  double factor = 1;
+  bool dimensionless = true;
+};
+
+CgsFactor cgs_factor(const h5::Location& loc, const std::string& dataset, const Header& hdr) {
+  const double to_cgs = loc.attribute<double>("to_cgs", dataset);
+  const double a_scaling = loc.attribute<double>("a_scaling", dataset);
+  const double h_scaling = loc.attribute<double>("h_scaling", dataset);
+  if (to_cgs == 0) return {1.0, true};
+  return {std::pow(hdr.time, a_scaling) * std::pow(hdr.hubble, h_scaling) * to_cgs, false};
+}
+
+// Factor from the stored value to the target unit (target_unit_cgs = 0: dimensionless).
+double target_factor(const CgsFactor& f, double target_unit_cgs, const std::string& where) {
+  if (target_unit_cgs == 0) {
+    if (!f.dimensionless)
+      throw InputError(where + ": expected a dimensionless field (attribute to_cgs = 0)");
+    return 1.0;
+  }
+  if (f.dimensionless)
+    throw InputError(where + ": attribute to_cgs = 0 (dimensionless), expected a physical unit");
+  return f.factor / target_unit_cgs;
+}
+
+// Rows [file_row, file_row + rows) of one file's PartTypeN group; file_rows: all its rows.
+struct Segment {
+  std::string file;
+  std::size_t file_row = 0;
+  std::size_t rows = 0;
+  std::size_t file_rows = 0;
+};
+
+// One particle type of the subhalo: the concatenation of its segments (one for a cutout, one
+// per chunk file the subhalo's range touches for a snapshot).
+struct TypeSource {
+  Species species = Species::stars;
+  std::string group;
+  std::vector<Segment> segments;
+  std::size_t rows = 0;
+
+  // Rows [b, e) of the concatenation, k components each, as double, row-major.
+  void read(const std::string& dataset, std::size_t b, std::size_t e, int k, double* out) const {
+    std::size_t seg_begin = 0;
+    for (const auto& s : segments) {
+      const std::size_t seg_end = seg_begin + s.rows;
+      const std::size_t lo = std::max(b, seg_begin), hi = std::min(e, seg_end);
+      if (lo < hi) {
+        h5::File f(s.file);
+        f.group(group).read_rows_into<double>(
+            dataset, s.file_row + (lo - seg_begin), s.file_row + (hi - seg_begin),
+            out + (lo - b) * static_cast<std::size_t>(k), static_cast<hsize_t>(k));
+      }
+      seg_begin = seg_end;
+      if (seg_begin >= e) break;
+    }
+  }
+
+  std::string describe(const std::string& dataset) const {
+    return segments.empty() ? group + "/" + dataset
+                            : segments.front().file + ":/" + group + "/" + dataset;
+  }
+
+  // "row R of FILE" for a row of the concatenation.
+  std::string locate(std::size_t row) const {
+    std::size_t seg_begin = 0;
+    for (const auto& s : segments) {
+      if (row < seg_begin + s.rows)
+        return "row " + std::to_string(s.file_row + row - seg_begin) + " of " + s.file;
+      seg_begin += s.rows;
+    }
+    return "row " + std::to_string(row);
+  }
+};
+
+TypeSource single_file_source(const std::string& file, Species species) {
+  TypeSource src;
+  src.species = species;
+  src.group = tng::part_type_group(species);
+  h5::File f(file);
+  const auto g = f.group(src.group);
+  if (!g.exists("Coordinates"))
+    throw InputError(g.describe("Coordinates") + ": required dataset missing");
+  const auto shape = g.shape("Coordinates");
+  src.rows = shape.empty() ? 0 : shape[0];
+  src.segments.push_back({file, 0, src.rows, src.rows});
+  return src;
+}
+
+struct PresentField {
+  const FieldRule* rule;
+  double factor;  // stored value -> target unit
+};
+
+// Checks every table field of the source's species in every file it touches: required fields
+// exist, row counts and components match, unit attributes are there and fit the target unit.
+std::vector<PresentField> check_fields(const TypeSource& src, const Header& hdr) {
+  std::vector<const FieldRule*> rules;
+  for (const auto& r : tng::field_table())
+    if (r.species == src.species) rules.push_back(&r);
+  std::vector<std::size_t> present(rules.size(), 0);
+  std::vector<double> factors(rules.size(), 1.0);
+  for (std::size_t s = 0; s < src.segments.size(); ++s) {
+    const auto& seg = src.segments[s];
+    h5::File f(seg.file);
+    const auto g = f.group(src.group);
+    for (std::size_t i = 0; i < rules.size(); ++i) {
+      const FieldRule& r = *rules[i];
+      if (!g.exists(r.dataset)) {
+        if (r.required) throw InputError(g.describe(r.dataset) + ": required dataset missing");
+        continue;
+      }
+      const auto shape = g.shape(r.dataset);
+      const std::size_t rows = shape.empty() ? 0 : shape[0];
+      std::size_t components = 1;
+      for (std::size_t d = 1; d < shape.size(); ++d) components *= shape[d];
+      if (shape.empty() || rows != seg.file_rows)
+        throw InputError(g.describe(r.dataset) + ": shape mismatch: " + std::to_string(rows) +
+                         " rows, expected " + std::to_string(seg.file_rows) + " (the rows of " +
+                         src.group + "/Coordinates)");
+      if (components != static_cast<std::size_t>(r.components))
+        throw InputError(g.describe(r.dataset) + ": shape mismatch: " + std::to_string(components) +
+                         " component(s) per row, expected " + std::to_string(r.components));
+      if (present[i]++ == 0)
+        factors[i] =
+            target_factor(cgs_factor(g, r.dataset, hdr), r.target_unit_cgs, g.describe(r.dataset));
+    }
+  }
+  std::vector<PresentField> out;
+  for (std::size_t i = 0; i < rules.size(); ++i) {
+    if (present[i] == 0) continue;
+    if (present[i] != src.segments.size())
+      throw InputError(src.describe(rules[i]->dataset) +
+                       ": present in some chunk files of the subhalo and missing in others");
+    out.push_back({rules[i], factors[i]});
+  }
+  return out;
+}
+
+const PresentField* find_field(const std::vector<PresentField>& fields, const char* dataset) {
+  for (const auto& f : fields)
+    if (std::string(f.rule->dataset) == dataset) return &f;
+  return nullptr;
+}
+
+// What the per-value conversions need besides the field's factor.
+struct Frame {
+  std::array<double, 3> center_code{0, 0, 0};  // comoving code units, in the box
+  double box_size = 0;
+  std::array<double, 3> bulk_velocity_kms{0, 0, 0};
+  double time_snapshot_gyr = 0;
+  Cosmology cosmology;
+};
+
+// Periodic separation into [-L/2, L/2).
+double wrap(double d, double box) {
+  return d - box * std::floor(d / box + 0.5);
+}
+
+double convert(const PresentField& f, double v, int c, const Frame& frame) {
+  switch (f.rule->conversion) {
+    case Conversion::scale:
+      return v * f.factor;
+    case Conversion::position:
+      return wrap(v - frame.center_code[static_cast<std::size_t>(c)], frame.box_size) * f.factor;
+    case Conversion::velocity:
+      return v * f.factor - frame.bulk_velocity_kms[static_cast<std::size_t>(c)];
+    case Conversion::formation_time_to_age:
+      return frame.time_snapshot_gyr - frame.cosmology.cosmic_time_gyr(v);
+  }
+  return v;
+}
+
+// Rows (of the source) with a non-finite value in any present field: only for drop_nonfinite.
+std::vector<char> scan_nonfinite(const TypeSource& src, const std::vector<PresentField>& fields) {
+  std::vector<char> bad(src.rows, 0);
+  constexpr std::size_t kBlock = 1 << 16;
+  for (const auto& f : fields) {
+    const int k = f.rule->components;
+    std::vector<double> block;
+    for (std::size_t b = 0; b < src.rows; b += kBlock) {
+      const std::size_t e = std::min(src.rows, b + kBlock);
+      block.resize((e - b) * static_cast<std::size_t>(k));
+      src.read(f.rule->dataset, b, e, k, block.data());
+      for (std::size_t i = 0; i < block.size(); ++i)
+        if (!std::isfinite(block[i])) bad[b + i / static_cast<std::size_t>(k)] = 1;
+    }
+  }
+  return bad;
+}
+
+[[noreturn]] void throw_nonfinite(const TypeSource& src, const char* dataset, std::size_t count,
+                                  std::size_t first_row) {
+  throw InputError(src.describe(dataset) + ": " + std::to_string(count) +
+                   " non-finite value(s) (NaN or Inf), the first at " + src.locate(first_row) +
+                   "; drop_nonfinite (--drop-nonfinite) drops such particles instead");
+}
+
+// Each device reads the covering row range of its slice of the selected rows by hyperslab,
+// keeps the selected rows and converts them.
+ShardedArray<float> read_field(const Mesh& mesh, const TypeSource& src, const PresentField& f,
+                               const std::vector<std::size_t>& selected, const Frame& frame) {
+  const int k = f.rule->components;
+  const std::size_t ku = static_cast<std::size_t>(k);
+  std::mutex mutex;
+  std::size_t bad_count = 0, first_bad = std::numeric_limits<std::size_t>::max();
+  auto array = from_callback<float>(
+      mesh, selected.size(), k, Sharding::sharded(), [&](IndexRange r, float* out) {
+        const std::size_t raw_b = selected[r.begin], raw_e = selected[r.end - 1] + 1;
+        std::vector<double> raw((raw_e - raw_b) * ku);
+        src.read(f.rule->dataset, raw_b, raw_e, k, raw.data());
+        std::size_t bad = 0, first = std::numeric_limits<std::size_t>::max();
+        for (std::size_t i = r.begin; i < r.end; ++i) {
+          const double* v = raw.data() + (selected[i] - raw_b) * ku;
+          float* o = out + (i - r.begin) * ku;
+          for (int c = 0; c < k; ++c) {
+            if (!std::isfinite(v[c])) {
+              ++bad;
+              first = std::min(first, selected[i]);
+              o[c] = static_cast<float>(v[c]);
+              continue;
+            }
+            o[c] = static_cast<float>(convert(f, v[c], c, frame));
+          }
+        }
+        if (bad) {
+          std::lock_guard lock(mutex);
+          bad_count += bad;
+          first_bad = std::min(first_bad, first);
+        }
+      });
+  if (bad_count) throw_nonfinite(src, f.rule->dataset, bad_count, first_bad);
+  return array;
+}
+
+// Moves an array into the Stars / Gas field named `target` (the GalaxyData table's name).
+template <class Set>
+void assign(Set& set, const FieldRule& rule, ShardedArray<float>&& array) {
+  bool done = false;
+  Set::for_each_field(set, [&](const FieldSpec& spec, auto& field) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, ShardedArray<float>>) {
+      if (!done && std::string(spec.name) == rule.target) {
+        if (spec.components != rule.components)
+          throw std::logic_error(std::string("tng field table: ") + rule.dataset + " -> " +
+                                 rule.target + " has the wrong component count");
+        field = std::move(array);
+        done = true;
+      }
+    }
+  });
+  if (!done)
+    throw std::logic_error(std::string("tng field table: no GalaxyData field ") + rule.target);
+}
+
+// Where the subhalo's centre, bulk velocity and half-mass radius come from.
+struct Centre {
+  std::array<double, 3> center_code{0, 0, 0};
+  std::array<double, 3> bulk_velocity_kms{0, 0, 0};
+  double halfmass_radius_kpc = 0;
+};
+
+// Shrinking spheres on current stellar mass (periodic), half-mass radius and bulk velocity
+// from the selected stars, read once on the host in double precision.
+Centre centre_from_stars(const TypeSource& src, const std::vector<PresentField>& fields,
+                         const std::vector<std::size_t>& selected, double box) {
+  const std::size_t n = selected.size();
+  const std::size_t raw_b = selected.front(), raw_e = selected.back() + 1;
+  auto read_selected = [&](const char* dataset, int k) {
+    std::vector<double> raw((raw_e - raw_b) * static_cast<std::size_t>(k)), out;
+    src.read(dataset, raw_b, raw_e, k, raw.data());
+    out.reserve(n * static_cast<std::size_t>(k));
+    for (const std::size_t row : selected)
+      for (int c = 0; c < k; ++c)
+        out.push_back(
+            raw[(row - raw_b) * static_cast<std::size_t>(k) + static_cast<std::size_t>(c)]);
+    return out;
+  };
+  const auto x = read_selected("Coordinates", 3);
+  const auto m = read_selected("Masses", 1);
+  const auto v = read_selected("Velocities", 3);
+  auto check_finite = [&](const std::vector<double>& values, int k, const char* dataset) {
+    std::size_t count = 0, first = 0;
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (!std::isfinite(values[i]) && count++ == 0)
+        first = selected[i / static_cast<std::size_t>(k)];
+    if (count) throw_nonfinite(src, dataset, count, first);
+  };
+  check_finite(x, 3, "Coordinates");
+  check_finite(m, 1, "Masses");
+  check_finite(v, 3, "Velocities");
+
+  // Unwrapped separations from the first star, then the iteration in comoving code units.
+  std::vector<double> d(3 * n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (int c = 0; c < 3; ++c) d[3 * i + c] = wrap(x[3 * i + c] - x[c], box);
+  auto centre_of_mass = [&](const std::array<double, 3>& c0, double radius, std::size_t* count) {
+    std::array<double, 3> sum{0, 0, 0};
+    double mass = 0;
+    std::size_t inside = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double dx = d[3 * i] - c0[0], dy = d[3 * i + 1] - c0[1], dz = d[3 * i + 2] - c0[2];
+      if (std::sqrt(dx * dx + dy * dy + dz * dz) > radius) continue;
+      ++inside;
+      mass += m[i];
+      for (int c = 0; c < 3; ++c) sum[c] += m[i] * d[3 * i + c];
+    }
+    *count = inside;
+    if (mass > 0)
+      for (auto& s : sum) s /= mass;
+    return sum;
+  };
+  std::size_t count = 0;
+  std::array<double, 3> c =
+      centre_of_mass({0, 0, 0}, std::numeric_limits<double>::infinity(), &count);
+  double radius = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double dx = d[3 * i] - c[0], dy = d[3 * i + 1] - c[1], dz = d[3 * i + 2] - c[2];
+    radius = std::max(radius, std::sqrt(dx * dx + dy * dy + dz * dz));
+  }
+  const std::size_t n_stop = std::min(
+      n, std::min(kShrinkStopMax,
+                  std::max(kShrinkStopFloor, static_cast<std::size_t>(std::ceil(0.01 * n)))));
+  for (;;) {
+    const double shrunk = kShrinkFactor * radius;
+    const auto next = centre_of_mass(c, shrunk, &count);
+    if (count < n_stop) break;
+    c = next;
+    radius = shrunk;
+  }
+  Centre out;
+  for (int i = 0; i < 3; ++i) {
+    const double p = x[i] + c[i];
+    out.center_code[i] = p - box * std::floor(p / box);
+  }
+
+  // Half-mass radius (the smallest distance at which the cumulative current mass reaches half)
+  // and the mass-weighted velocity of the stars within it.
+  const double pos_factor = find_field(fields, "Coordinates")->factor;
+  const double vel_factor = find_field(fields, "Velocities")->factor;
+  std::vector<double> r(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (int k = 0; k < 3; ++k) {
+      const double dk = wrap(x[3 * i + k] - out.center_code[k], box) * pos_factor;
+      s += dk * dk;
+    }
+    r[i] = std::sqrt(s);
+  }
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return r[a] < r[b]; });
+  const double total = std::accumulate(m.begin(), m.end(), 0.0);
+  double cum = 0;
+  for (const std::size_t i : order) {
+    cum += m[i];
+    if (cum >= 0.5 * total) {
+      out.halfmass_radius_kpc = r[i];
+      break;
+    }
+  }
+  double mass = 0;
+  std::array<double, 3> mv{0, 0, 0};
+  for (std::size_t i = 0; i < n; ++i) {
+    if (r[i] > out.halfmass_radius_kpc) continue;
+    mass += m[i];
+    for (int k = 0; k < 3; ++k) mv[k] += m[i] * v[3 * i + k] * vel_factor;
+  }
+  for (int k = 0; k < 3; ++k) out.bulk_velocity_kms[k] = mv[k] / mass;
+  return out;
+}
+
+// ---- full snapshots -----------------------------------------------------------------------
+
+std::string pad3(int snapshot) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%03d", snapshot);
+  return buf;
+}
+
+struct SnapshotFiles {
+  fs::path base;
+  int snapshot;
+  std::string snap_file(int k) const {
+    return (base / ("snapdir_" + pad3(snapshot)) /
+            ("snap_" + pad3(snapshot) + "." + std::to_string(k) + ".hdf5"))
+        .string();
+  }
+  std::string group_file(int k) const {
+    return (base / ("groups_" + pad3(snapshot)) /
+            ("fof_subhalo_tab_" + pad3(snapshot) + "." + std::to_string(k) + ".hdf5"))
+        .string();
+  }
+  std::string offsets_file() const {
+    const fs::path here = base / ("offsets_" + pad3(snapshot) + ".hdf5");
+    const fs::path post =
+        base / "postprocessing" / "offsets" / ("offsets_" + pad3(snapshot) + ".hdf5");
+    if (!fs::exists(here) && fs::exists(post)) return post.string();
+    return here.string();
+  }
+};
+
+void require_file(const std::string& file, const std::string& what) {
+  if (!fs::is_regular_file(file)) throw InputError(file + ": " + what + " missing");
+}
+
+// TNG data specification units of the catalog fields ifusim reads, as (a_scaling, h_scaling,
+// to_cgs): used only where a catalog dataset carries no unit attributes of its own (Subfind
+// catalogs of some releases and of the synthetic generator have none). SubhaloVel is already a
+// peculiar velocity in km/s (a_scaling 0), unlike the particles' Velocities.
+struct CatalogUnits {
+  const char* dataset;
+  double a_scaling, h_scaling, to_cgs;
+};
+constexpr CatalogUnits kCatalogUnits[] = {
+    {"SubhaloPos", 1.0, -1.0, tng::kKpcCm},
+    {"SubhaloVel", 0.0, 0.0, tng::kKmCm},
+    {"SubhaloHalfmassRadType", 1.0, -1.0, tng::kKpcCm},
+};
+
+// One row of a group-catalog dataset, converted with its own unit attributes (or the data
+// specification's, see kCatalogUnits).
+std::vector<double> catalog_row(const h5::Location& subhalo, const std::string& dataset,
+                                std::size_t row, int components, const Header& hdr,
+                                double target_unit_cgs) {
+  if (!subhalo.exists(dataset))
+    throw InputError(subhalo.describe(dataset) + ": required dataset missing");
+  const auto shape = subhalo.shape(dataset);
+  if (shape.empty() || shape[0] <= row)
+    throw InputError(subhalo.describe(dataset) + ": has " +
+                     std::to_string(shape.empty() ? 0 : shape[0]) + " rows, row " +
+                     std::to_string(row) + " expected");
+  auto values = subhalo.read_rows<double>(dataset, row, row + 1, static_cast<hsize_t>(components));
+  CgsFactor cgs;
+  if (subhalo.has_attribute("to_cgs", dataset)) {
+    cgs = cgs_factor(subhalo, dataset, hdr);
+  } else {
+    const CatalogUnits* u = nullptr;
+    for (const auto& c : kCatalogUnits)
+      if (dataset == c.dataset) u = &c;
+    if (!u) throw InputError(subhalo.describe(dataset) + ": attribute \"to_cgs\" not found");
+    cgs = {std::pow(hdr.time, u->a_scaling) * std::pow(hdr.hubble, u->h_scaling) * u->to_cgs,
+           false};
+  }
+  const double f = target_factor(cgs, target_unit_cgs, subhalo.describe(dataset));
+  for (auto& v : values) v *= f;
+  for (const double v : values)
+    if (!std::isfinite(v))
+      throw InputError(subhalo.describe(dataset) + ": non-finite value in row " +
+                       std::to_string(row));
+  return values;
+}
+
+struct CatalogEntry {
+  Centre centre;
+  std::array<std::int64_t, 6> offset{};  // first particle of each type in the snapshot
+  std::array<std::int64_t, 6> length{};
+};
+
+CatalogEntry read_catalog(const SnapshotFiles& files, long long id, const Header& hdr,
+                          double coordinates_cgs_per_code) {
+  require_file(files.group_file(0), "group catalog file 0");
+  h5::File g0(files.group_file(0));
+  const auto gh = g0.group("Header");
+  const auto total = gh.attribute<std::int64_t>("Nsubgroups_Total");
+  const int n_group_files = static_cast<int>(gh.attribute<std::int64_t>("NumFiles"));
+  if (id < 0 || id >= total)
+    throw InputError(gh.describe() + ": subhalo id " + std::to_string(id) +
+                     " out of range: Nsubgroups_Total is " + std::to_string(total));
+
+  const std::string offsets_path = files.offsets_file();
+  require_file(offsets_path, "offsets file");
+  h5::File offsets(offsets_path);
+
+  // The group-catalog file holding the subhalo: FileOffsets/Subhalo when the offsets file has
+  // it, else a walk over the headers' Nsubgroups_ThisFile.
+  int file = -1;
+  std::size_t local = 0;
+  if (offsets.exists("FileOffsets/Subhalo")) {
+    const auto starts = offsets.read<std::int64_t>("FileOffsets/Subhalo");
+    for (int k = 0; k < static_cast<int>(starts.size()) && k < n_group_files; ++k)
+      if (starts[static_cast<std::size_t>(k)] <= id) file = k;
+    if (file >= 0) local = static_cast<std::size_t>(id - starts[static_cast<std::size_t>(file)]);
+  } else {
+    std::int64_t first = 0;
+    for (int k = 0; k < n_group_files; ++k) {
+      require_file(files.group_file(k), "group catalog file " + std::to_string(k));
+      const auto n = h5::File(files.group_file(k))
+                         .group("Header")
+                         .attribute<std::int64_t>("Nsubgroups_ThisFile");
+      if (id < first + n) {
+        file = k;
+        local = static_cast<std::size_t>(id - first);
+        break;
+      }
+      first += n;
+    }
+  }
+  if (file < 0)
+    throw InputError(files.group_file(0) + ": subhalo " + std::to_string(id) +
+                     " is in none of the " + std::to_string(n_group_files) + " catalog files");
+  require_file(files.group_file(file), "group catalog file " + std::to_string(file));
+  h5::File gf(files.group_file(file));
+  const auto sub = gf.group("Subhalo");
+
+  CatalogEntry e;
+  const auto pos_cgs = catalog_row(sub, "SubhaloPos", local, 3, hdr, 1.0);  // cm
+  for (int c = 0; c < 3; ++c) e.centre.center_code[c] = pos_cgs[c] / coordinates_cgs_per_code;
+  const auto vel = catalog_row(sub, "SubhaloVel", local, 3, hdr, tng::kKmCm);
+  for (int c = 0; c < 3; ++c) e.centre.bulk_velocity_kms[c] = vel[c];
+  e.centre.halfmass_radius_kpc =
+      catalog_row(sub, "SubhaloHalfmassRadType", local, 6, hdr, tng::kKpcCm)[4];
+  if (!sub.exists("SubhaloLenType"))
+    throw InputError(sub.describe("SubhaloLenType") + ": required dataset missing");
+  const auto len = sub.read_rows<std::int64_t>("SubhaloLenType", local, local + 1, 6);
+  std::copy(len.begin(), len.end(), e.length.begin());
+
+  const std::string by_type = "Subhalo/SnapByType";
+  if (!offsets.exists(by_type))
+    throw InputError(offsets.describe(by_type) + ": required dataset missing");
+  const auto oshape = offsets.shape(by_type);
+  if (oshape.empty() || oshape[0] <= static_cast<hsize_t>(id))
+    throw InputError(offsets.describe(by_type) + ": has " +
+                     std::to_string(oshape.empty() ? 0 : oshape[0]) + " rows, subhalo " +
+                     std::to_string(id) + " expected");
+  const auto off = offsets.read_rows<std::int64_t>(by_type, static_cast<hsize_t>(id),
+                                                   static_cast<hsize_t>(id) + 1, 6);
+  std::copy(off.begin(), off.end(), e.offset.begin());
+  return e;
+}
+
+// The chunk files (and rows within them) that hold particles [offset, offset + length) of a type.
+TypeSource snapshot_source(const SnapshotFiles& files, int n_files, h5::File& offsets_file,
+                           Species species, std::int64_t offset, std::int64_t length) {
+  TypeSource src;
+  src.species = species;
+  src.group = tng::part_type_group(species);
+  const int type = species == Species::stars ? 4 : 0;
+  if (length <= 0) return src;
+  int k0 = 0;
+  std::int64_t first = 0;  // first particle of file k
+  if (offsets_file.exists("FileOffsets/SnapByType")) {
+    const auto fo = offsets_file.read<std::int64_t>("FileOffsets/SnapByType");
+    for (int k = 0; k < n_files && static_cast<std::size_t>(6 * k + type) < fo.size(); ++k)
+      if (fo[static_cast<std::size_t>(6 * k + type)] <= offset) {
+        k0 = k;
+        first = fo[static_cast<std::size_t>(6 * k + type)];
+      }
+  }
+  const std::int64_t end = offset + length;
+  for (int k = k0; k < n_files && static_cast<std::int64_t>(src.rows) < length; ++k) {
+    const std::string file = files.snap_file(k);
+    require_file(file,
+                 "snapshot chunk file " + std::to_string(k) + " of " + std::to_string(n_files));
+    h5::File f(file);
+    std::int64_t rows = 0;
+    if (f.exists(src.group)) {
+      const auto g = f.group(src.group);
+      if (!g.exists("Coordinates"))
+        throw InputError(g.describe("Coordinates") + ": required dataset missing");
+      rows = static_cast<std::int64_t>(g.shape("Coordinates").at(0));
+    }
+    const std::int64_t lo = std::max(offset, first), hi = std::min(end, first + rows);
+    if (lo < hi) {
+      src.segments.push_back({file, static_cast<std::size_t>(lo - first),
+                              static_cast<std::size_t>(hi - lo), static_cast<std::size_t>(rows)});
+      src.rows += static_cast<std::size_t>(hi - lo);
+    }
+    first += rows;
+  }
+  if (static_cast<std::int64_t>(src.rows) < length)
+    throw InputError(files.snap_file(n_files - 1) + ": the subhalo's " + src.group +
+                     " particles [" + std::to_string(offset) + ", " + std::to_string(end) +
+                     ") run past the last of the " + std::to_string(n_files) +
+                     " chunk files (offsets file and snapshot disagree)");
+  return src;
+}
+
+// ---- shared ----------------------------------------------------------------------------------
+
+struct Selection {
+  std::vector<std::size_t> rows;  // of the source, ascending
+  std::size_t wind = 0;
+  std::size_t nonfinite = 0;
+};
+
+Selection select_rows(const TypeSource& src, const std::vector<PresentField>& fields,
+                      bool drop_nonfinite) {
+  Selection sel;
+  std::vector<char> bad;
+  if (drop_nonfinite) bad = scan_nonfinite(src, fields);
+  std::vector<double> sft;
+  if (src.species == Species::stars) {
+    sft.resize(src.rows);
+    src.read("GFM_StellarFormationTime", 0, src.rows, 1, sft.data());
+    if (!drop_nonfinite) {
+      std::size_t count = 0, first = 0;
+      for (std::size_t i = 0; i < sft.size(); ++i)
+        if (!std::isfinite(sft[i]) && count++ == 0) first = i;
+      if (count) throw_nonfinite(src, "GFM_StellarFormationTime", count, first);
+    }
+  }
+  sel.rows.reserve(src.rows);
+  for (std::size_t i = 0; i < src.rows; ++i) {
+    if (!sft.empty() && std::isfinite(sft[i]) && sft[i] <= 0) {
+      ++sel.wind;  // GFM_StellarFormationTime <= 0: a wind cell, not a star
+    } else if (drop_nonfinite && bad[i]) {
+      ++sel.nonfinite;
+    } else {
+      sel.rows.push_back(i);
+    }
+  }
+  return sel;
+}
+
+// T = (gamma - 1) u / k_B * mu m_p, mu = 4 / (1 + 3 X_H + 4 X_H x_e) (TNG FAQ).
+ShardedArray<float> gas_temperature(const Mesh& mesh, const Gas& gas) {
+  ShardedArray<float> temperature(mesh, gas.count(), 1, Sharding::sharded());
+  shard_map(mesh, [&](const Device& device) {
+    if (temperature.shard(device).range.empty()) return;
+    const auto u = gas.internal_energy_km2_s2.download_shard(device);
+    const auto xe = gas.electron_abundance.download_shard(device);
+    std::vector<float> t(u.size());
+    for (std::size_t i = 0; i < u.size(); ++i) {
+      const double mu = 4.0 / (1.0 + 3.0 * kHydrogenMassFraction +
+                               4.0 * kHydrogenMassFraction * static_cast<double>(xe[i]));
+      const double u_cgs = static_cast<double>(u[i]) * tng::kKmCm * tng::kKmCm;
+      t[i] = static_cast<float>((kAdiabaticIndex - 1.0) * u_cgs / kBoltzmannErgPerK * mu *
+                                kProtonMassG);
+    }
+    temperature.upload_shard(device, t.data());
+  });
+  return temperature;
+}
+
+template <class Set>
+void read_species(const Mesh& mesh, const TypeSource& src, const std::vector<PresentField>& fields,
+                  const std::vector<std::size_t>& rows, const Frame& frame, Set& set) {
+  for (const auto& f : fields) assign(set, *f.rule, read_field(mesh, src, f, rows, frame));
+}
+
+}  // namespace
+
+GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options, TngIngestReport* report) {
+  TngIngestReport rep;
+  const bool directory = fs::is_directory(options.path);
+  if (!directory && !fs::exists(options.path))
+    throw InputError(options.path + ": no such file or directory");
+
+  Header hdr;
+  TypeSource stars_src, gas_src;
+  std::optional<CatalogEntry> catalog;
+  if (!directory) {
+    rep.layout = "cutout";
+    hdr = read_header(options.path);
+    if (options.subhalo_id && hdr.cutout_id >= 0 && *options.subhalo_id != hdr.cutout_id)
+      throw InputError(options.path + ":/Header: attribute \"CutoutID\" is " +
+                       std::to_string(hdr.cutout_id) + ", subhalo " +
+                       std::to_string(*options.subhalo_id) + " was asked for");
+    if (options.snapshot && hdr.snapshot >= 0 && *options.snapshot != hdr.snapshot)
+      throw InputError(options.path + ":/Header: attribute \"SnapshotNumber\" is " +
+                       std::to_string(hdr.snapshot) + ", snapshot " +
+                       std::to_string(*options.snapshot) + " was asked for");
+    {
+      h5::File f(options.path);
+      if (!f.exists("PartType4"))
+        throw InputError(f.describe("PartType4") + ": group not found (no star particles)");
+      if (options.read_gas && f.exists("PartType0"))
+        gas_src = single_file_source(options.path, Species::gas);
+    }
+    stars_src = single_file_source(options.path, Species::stars);
+    if (hdr.snapshot < 0 && options.snapshot) hdr.snapshot = *options.snapshot;
+  } else {
+    rep.layout = "snapshot";
+    if (!options.snapshot || !options.subhalo_id)
+      throw InputError(options.path +
+                       ": a snapshot directory needs a snapshot number and a subhalo id");
+    const SnapshotFiles files{options.path, *options.snapshot};
+    require_file(files.snap_file(0), "snapshot chunk file 0");
+    hdr = read_header(files.snap_file(0));
+    hdr.snapshot = *options.snapshot;
+    hdr.cutout_id = *options.subhalo_id;
+    // SubhaloPos is converted into the particles' Coordinates code units through cgs.
+    double coords_cgs = 0;
+    {
+      h5::File f0(files.snap_file(0));
+      std::string with_coords;
+      for (const char* g : {"PartType4", "PartType0"})
+        if (f0.exists(std::string(g) + "/Coordinates")) with_coords = g;
+      if (with_coords.empty())
+        throw InputError(f0.describe("PartType4/Coordinates") +
+                         ": not found in chunk file 0 (needed for its unit attributes)");
+      const auto cf = cgs_factor(f0.group(with_coords), "Coordinates", hdr);
+      if (cf.dimensionless)
+        throw InputError(f0.describe(with_coords + "/Coordinates") +
+                         ": attribute to_cgs = 0, expected a length");
+      coords_cgs = cf.factor;
+    }
+    catalog = read_catalog(files, *options.subhalo_id, hdr, coords_cgs);
+    h5::File offsets(files.offsets_file());
+    stars_src = snapshot_source(files, hdr.num_files, offsets, Species::stars, catalog->offset[4],
+                                catalog->length[4]);
+    if (options.read_gas)
+      gas_src = snapshot_source(files, hdr.num_files, offsets, Species::gas, catalog->offset[0],
+                                catalog->length[0]);
+    if (stars_src.rows == 0)
+      throw InputError(files.group_file(0) + ": subhalo " + std::to_string(*options.subhalo_id) +
+                       " has no PartType4 particles (SubhaloLenType[4] = 0)");
+  }
+
+  const auto star_fields = check_fields(stars_src, hdr);
+  const auto gas_fields =
+      gas_src.segments.empty() ? std::vector<PresentField>{} : check_fields(gas_src, hdr);
+  const Selection stars_sel = select_rows(stars_src, star_fields, options.drop_nonfinite);
+  if (stars_sel.rows.empty())
+    throw InputError(stars_src.describe("GFM_StellarFormationTime") + ": no star particles (" +
+                     std::to_string(stars_sel.wind) + " wind cells, " +
+                     std::to_string(stars_sel.nonfinite) + " non-finite)");
+  Selection gas_sel;
+  if (!gas_src.segments.empty()) gas_sel = select_rows(gas_src, gas_fields, options.drop_nonfinite);
+
+  Centre centre;
+  if (catalog) {
+    centre = catalog->centre;
+    rep.center_method = "SubhaloPos";
+  } else {
+    centre = centre_from_stars(stars_src, star_fields, stars_sel.rows, hdr.box_size);
+    rep.center_method = "shrinking spheres";
+  }
+
+  GalaxyData data;
+  Galaxy& g = data.galaxy;
+  g.simulation = hdr.simulation;
+  g.snapshot = hdr.snapshot;
+  g.subhalo_id = options.subhalo_id ? *options.subhalo_id : hdr.cutout_id;
+  g.redshift = hdr.redshift;
+  g.scale_factor = hdr.time;
+  g.cosmology.name = hdr.simulation.empty() ? "snapshot header" : hdr.simulation;
+  g.cosmology.hubble_param = hdr.hubble;
+  g.cosmology.omega_matter = hdr.omega0;
+  g.cosmology.omega_lambda = hdr.omega_lambda;
+  const double pos_factor = find_field(star_fields, "Coordinates")->factor;
+  for (int c = 0; c < 3; ++c) g.center_kpc[c] = centre.center_code[c] * pos_factor;
+  g.halfmass_radius_stars_kpc = centre.halfmass_radius_kpc;
+
+  Frame frame;
+  frame.center_code = centre.center_code;
+  frame.box_size = hdr.box_size;
+  frame.bulk_velocity_kms = centre.bulk_velocity_kms;
+  frame.cosmology = g.cosmology;
+  frame.time_snapshot_gyr = g.cosmology.cosmic_time_gyr(hdr.time);
+
+  read_species(mesh, stars_src, star_fields, stars_sel.rows, frame, data.stars);
+  if (!gas_src.segments.empty()) {
+    read_species(mesh, gas_src, gas_fields, gas_sel.rows, frame, data.gas);
+    if (!data.gas.internal_energy_km2_s2.empty() && !data.gas.electron_abundance.empty())
+      data.gas.temperature_k = gas_temperature(mesh, data.gas);
+  }
+
+  rep.n_stars = stars_sel.rows.size();
+  rep.n_wind_dropped = stars_sel.wind;
+  rep.n_gas = gas_sel.rows.size();
+  rep.n_nonfinite_dropped = stars_sel.nonfinite + gas_sel.nonfinite;
+  rep.bulk_velocity_kms = centre.bulk_velocity_kms;
+  std::set<std::string> touched;
+  for (const auto* src : {&stars_src, &gas_src})
+    for (const auto& s : src->segments) touched.insert(s.file);
+  rep.n_files_read = touched.size();
+  if (report) *report = rep;
+  return data;
+}
+
+}  // namespace ifusim

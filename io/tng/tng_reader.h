@@ -1,0 +1,56 @@
+#pragma once
+// IllustrisTNG reader: one subhalo's stars and gas into GalaxyData, in physical kpc, km/s, Msun
+// and Gyr, each device reading its own slice of every field by HDF5 hyperslab (from_callback).
+//
+// Two layouts, as the TNG public data release writes them (Nelson et al. 2019, ComAC 6, 2):
+// - a subhalo cutout: `path` is the one HDF5 file (Header, PartType0, PartType4), as the TNG web
+//   API returns it. Counts come from dataset shapes (never Header/NumPart_ThisFile). No centre is
+//   stored: it is found by shrinking spheres on the stars' current mass (Power et al. 2003), the
+//   bulk velocity is the mass-weighted velocity of the stars within the stellar half-mass radius.
+// - a full snapshot: `path` is the directory that holds snapdir_NNN/snap_NNN.K.hdf5,
+//   groups_NNN/fof_subhalo_tab_NNN.K.hdf5 and offsets_NNN.hdf5 (or
+//   postprocessing/offsets/offsets_NNN.hdf5); `snapshot` and `subhalo_id` are required. The
+//   subhalo's particles are the contiguous range Subhalo/SnapByType[id] + [0, SubhaloLenType[id])
+//   of each type, read across chunk-file boundaries; centre, bulk velocity and half-mass radius
+//   come from SubhaloPos, SubhaloVel and SubhaloHalfmassRadType[4].
+//
+// PartType4 rows with GFM_StellarFormationTime <= 0 are wind cells: dropped and counted.
+// Ages are t(a_snapshot) - t(a_formation) with the header's cosmology. Positions are wrapped in
+// the periodic box around the centre before conversion and are relative to it; velocities are
+// peculiar (Velocities * sqrt(a)) minus the galaxy's. Gas temperature is derived when
+// InternalEnergy and ElectronAbundance exist: T = (gamma - 1) u / k_B * mu m_p with
+// mu = 4 / (1 + 3 X_H + 4 X_H x_e), X_H = 0.76, gamma = 5/3 (TNG FAQ).
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "data/galaxy_data.h"
+#include "data/mesh.h"
+
+namespace ifusim {
+
+struct TngReadOptions {
+  std::string path;                     // cutout file, or snapshot base directory
+  std::optional<int> snapshot;          // required for a snapshot directory
+  std::optional<long long> subhalo_id;  // required for a snapshot directory; checked on a cutout
+  bool drop_nonfinite = false;  // drop particles with a NaN/Inf in any field instead of failing
+  bool read_gas = true;
+};
+
+struct TngIngestReport {
+  std::string layout;  // "cutout" or "snapshot"
+  std::size_t n_stars = 0;
+  std::size_t n_wind_dropped = 0;
+  std::size_t n_gas = 0;
+  std::size_t n_nonfinite_dropped = 0;  // stars + gas, only with drop_nonfinite
+  std::size_t n_files_read = 0;         // particle files touched (chunk files for a snapshot)
+  std::string center_method;            // "SubhaloPos" or "shrinking spheres"
+  std::array<double, 3> bulk_velocity_kms{0, 0, 0};  // subtracted from every velocity
+};
+
+// Throws InputError naming the file and the dataset or attribute on bad input.
+GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options,
+                    TngIngestReport* report = nullptr);
+
+}  // namespace ifusim
