@@ -7,6 +7,7 @@
 #include <numbers>
 
 #include "io/config_error.h"
+#include "io/json_params.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
 #include "stages/convolution.h"
@@ -236,6 +237,44 @@ TEST_CASE("psf: the separable Gaussian equals the direct flux-conserving 2-D sum
           }
         CHECK(out.at(tx, ty, k) == Approx(expected).epsilon(1e-13));
       }
+}
+
+TEST_CASE("psf: the Moffat by FFT equals the direct flux-conserving 2-D sum", "[post]") {
+  // 3 planes: one pair through one complex FFT, and one plane alone. Tolerance: FFT rounding,
+  // 1e-12 of the plane's largest value.
+  const Observation obs = observation(0.03);
+  const int nx = 11, ny = 7, n_wave = 3;
+  const Cube in = make_cube(nx, ny, n_wave, [](int ix, int iy, int k) {
+    return 1.0 + (ix * 7 + iy * 3 + k) % 5 + (ix == 10 && iy == 0 ? 100.0 * (k + 1) : 0.0);
+  });
+  const nlohmann::json params = {{"shape", "moffat"}, {"fwhm_arcsec", 0.5}, {"beta", 3.0}};
+  const Cube out = run_stage({{"stage", "psf"}, {"params", params}}, in, obs);
+  require_finite(out);
+  const Kernel2D kernel =
+      moffat_pixel_kernel(PsfParams::from_json(JsonParams(params, "p")), 0.2, std::max(nx, ny) - 1);
+  REQUIRE(kernel.radius == 10);  // 24.4 spaxels at 1e-6 of the peak, capped by the cube
+  for (int k = 0; k < n_wave; ++k) {
+    double peak = 0;
+    for (int s = 0; s < nx * ny; ++s) peak = std::max(peak, in.data[s * n_wave + k]);
+    for (int ty = 0; ty < ny; ++ty)
+      for (int tx = 0; tx < nx; ++tx) {
+        double expected = 0;
+        for (int sy = 0; sy < ny; ++sy)
+          for (int sx = 0; sx < nx; ++sx) {
+            double norm = 0;
+            for (int y = 0; y < ny; ++y)
+              for (int x = 0; x < nx; ++x) norm += kernel.at(x - sx, y - sy);
+            expected += in.at(sx, sy, k) * kernel.at(tx - sx, ty - sy) / norm;
+          }
+        CHECK(out.at(tx, ty, k) == Approx(expected).margin(1e-12 * peak));
+      }
+  }
+  // The same for any thread count.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Cube one = run_stage({{"stage", "psf"}, {"params", params}}, in, obs);
+  omp_set_num_threads(threads);
+  CHECK(one.data == out.data);
 }
 
 TEST_CASE("psf: needs the spaxel size and refuses a noisy cube", "[post]") {
