@@ -14,7 +14,8 @@
 // integrated over each target spaxel (not sampled at its centre), so that a FWHM comparable to
 // the spaxel is handled correctly: exactly for the Gaussian (products of erf differences; the
 // Gaussian is separable and is applied as two 1-D passes), by `supersample` x `supersample`
-// midpoint sub-spaxels for the Moffat (not separable: a direct 2-D sum over the kernel's taps).
+// midpoint sub-spaxels for the Moffat (not separable, and wide: applied by FFT, see psf.cpp;
+// it agrees with the direct sum to ~1e-16 of a plane's peak).
 //
 // Truncation: the kernel is cut where the profile falls below `truncate_peak_fraction` of its
 // peak (1e-6 by default): the Gaussian at sqrt(2 ln 1e6) sigma = 2.23 FWHM (a square of that
@@ -23,8 +24,7 @@
 // the fraction beyond radius R is (1 + (R / alpha)^2)^(1 - beta) = f^((beta - 1) / beta), 2.5e-4
 // for beta = 2.5 and f = 1e-6; that light is not lost but, through the renormalisation below,
 // given to the kernel inside R. A kernel never extends beyond the cube's size (nothing more
-// could be reached). Cost: n_spaxels x n_taps x n_wave for the Moffat; raise
-// truncate_peak_fraction to trade the far wings for speed.
+// could be reached).
 //
 // Edges, flux conservation: the light of each source spaxel is spread with the kernel truncated
 // to the cube and renormalised over the part that remains, so no light leaves the field and the
