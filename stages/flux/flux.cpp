@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numbers>
 #include <sstream>
+#include <stdexcept>
 
 namespace ifusim {
 

@@ -6,9 +6,9 @@
 // Why no further (1 + z): for a source at luminosity distance D_L, Hogg (1999,
 // astro-ph/9905116, section 7) gives the observed flux density per unit wavelength as
 //   f_lambda(lambda_o) = L_lambda(lambda_o / (1 + z)) / [(1 + z) 4 pi D_L^2]
-// (the f_lambda form of his eq. 22, where D_L itself carries the two factors of (1 + z) for
-// the photons' energy loss and their slower arrival). The 1 / (1 + z) there is only the
-// stretch of a rest-frame Angstrom into (1 + z) observed Angstroms; the cube's convention
+// (the f_lambda form of his relation between f_nu and L_nu; D_L itself carries the two factors
+// of (1 + z) for the photons' energy loss and their slower arrival). The 1 / (1 + z) there is only
+// the stretch of a rest-frame Angstrom into (1 + z) observed Angstroms; the cube's convention
 // (stages/stage.h) is that the spectra were already resampled conserving energy onto the
 // observed grid, i.e. L_lambda,obs(lambda_o) = L_lambda(lambda_o / (1 + z)) / (1 + z). So
 // F_lambda = L_lambda,obs / (4 pi D_L^2) and applying (1 + z) again would count it twice.
