@@ -4,7 +4,11 @@
 
 #include "io/json_params.h"
 #include "pipeline/collectives/psum.h"
+#include "stages/flux/flux.h"
+#include "stages/lsf/lsf.h"
 #include "stages/mass_image/mass_image.h"
+#include "stages/noise/noise.h"
+#include "stages/psf/psf.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
 
 namespace ifusim {
@@ -37,6 +41,10 @@ constexpr StageEntry kStages[] = {
     {"spaxel_grid", "assign stars to a square grid of spaxels", &make_spaxel_grid_stage},
     {"mass_image", "accumulate a mass-weighted image per device", &make_mass_image_stage},
     {"psum", "sum the per-device partial cubes (exact, reproducible)", &make_psum_stage},
+    {"flux", "luminosity density to observed flux density, L / (4 pi D_L^2)", &make_flux_stage},
+    {"psf", "convolve every wavelength plane with a Gaussian or Moffat PSF", &make_psf_stage},
+    {"lsf", "convolve every spectrum with the instrument's Gaussian LSF", &make_lsf_stage},
+    {"noise", "add seeded Gaussian noise for a target S/N, fill the variance", &make_noise_stage},
 };
 
 }  // namespace

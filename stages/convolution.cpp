@@ -1,0 +1,66 @@
+#include "stages/convolution.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace ifusim {
+
+double gaussian_truncation_sigmas(double peak_fraction) {
+  return std::sqrt(-2.0 * std::log(peak_fraction));
+}
+
+Kernel1D gaussian_pixel_kernel(double sigma_pixels, double peak_fraction, int max_radius) {
+  Kernel1D k;
+  if (!(sigma_pixels > 0.0)) {
+    k.weights = {1.0};
+    return k;
+  }
+  const double reach = std::ceil(sigma_pixels * gaussian_truncation_sigmas(peak_fraction));
+  k.radius = static_cast<int>(std::min<double>(reach, std::max(max_radius, 0)));
+  const double scale = 1.0 / (sigma_pixels * std::sqrt(2.0));
+  k.weights.resize(2 * static_cast<std::size_t>(k.radius) + 1);
+  for (int d = -k.radius; d <= k.radius; ++d) {
+    // erfc for the far tail on each side keeps the small weights accurate (no cancellation).
+    double w;
+    if (d > 0)
+      w = 0.5 * (std::erfc((d - 0.5) * scale) - std::erfc((d + 0.5) * scale));
+    else if (d < 0)
+      w = 0.5 * (std::erfc((-d - 0.5) * scale) - std::erfc((-d + 0.5) * scale));
+    else
+      w = std::erf(0.5 * scale);
+    k.weights[d + k.radius] = w;
+  }
+  return k;
+}
+
+void convolve_axis_conserving(const std::vector<double>& in, std::vector<double>& out,
+                              std::size_t outer, int n, std::size_t inner, const Kernel1D& kernel) {
+  const std::size_t total = outer * static_cast<std::size_t>(n) * inner;
+  if (in.size() != total) throw std::logic_error("convolve_axis_conserving: size mismatch");
+  out.assign(total, 0.0);
+  if (n <= 0 || total == 0) return;
+  // 1 / N(j): the in-range part of the kernel around each source pixel.
+  std::vector<double> inv_norm(n);
+  for (int j = 0; j < n; ++j) {
+    double norm = 0.0;
+    for (int k = std::max(0, j - kernel.radius); k <= std::min(n - 1, j + kernel.radius); ++k)
+      norm += kernel.at(k - j);
+    inv_norm[j] = 1.0 / norm;
+  }
+  const long long targets = static_cast<long long>(outer) * n;
+#pragma omp parallel for schedule(static)
+  for (long long t = 0; t < targets; ++t) {
+    const std::size_t o = static_cast<std::size_t>(t / n);
+    const int k = static_cast<int>(t % n);
+    double* dst = out.data() + (o * n + k) * inner;
+    for (int j = std::max(0, k - kernel.radius); j <= std::min(n - 1, k + kernel.radius); ++j) {
+      const double w = kernel.at(k - j) * inv_norm[j];
+      const double* src = in.data() + (o * n + j) * inner;
+#pragma omp simd
+      for (std::size_t i = 0; i < inner; ++i) dst[i] += w * src[i];
+    }
+  }
+}
+
+}  // namespace ifusim

@@ -1,0 +1,41 @@
+#pragma once
+// Host-side helpers shared by the stages that act on the whole reduced cube after psum (psf,
+// lsf): pixel-integrated Gaussian weights and a flux-conserving 1-D convolution along one axis
+// of a host array. These run once on the host with OpenMP, not through the per-device kernels.
+//
+// Flux conservation at the edges: the light of each SOURCE pixel is spread with the kernel
+// truncated to the array and renormalised over what remains, so a source near an edge keeps
+// all of its light (none is lost off the edge, none is invented) and the total is conserved
+// to rounding. Equivalently out = K * (in / N), with N(j) = sum over in-range targets k of
+// K(k - j) and * a zero-padded convolution.
+#include <cstddef>
+#include <vector>
+
+namespace ifusim {
+
+// A 1-D kernel on integer pixel offsets -radius..radius: weights[d + radius].
+struct Kernel1D {
+  int radius = 0;
+  std::vector<double> weights;
+  double at(int d) const { return (d < -radius || d > radius) ? 0.0 : weights[d + radius]; }
+};
+
+// Half-width (in units of sigma) at which a Gaussian falls to `peak_fraction` of its peak:
+// exp(-x^2 / 2) = f  ->  x = sqrt(-2 ln f). For f = 1e-6, x = 5.26 (2.23 FWHM).
+double gaussian_truncation_sigmas(double peak_fraction);
+
+// A Gaussian of standard deviation `sigma_pixels` centred on a pixel's centre, integrated over
+// each target pixel (differences of erf, not samples at pixel centres):
+//   w(d) = [erf((d + 1/2) / (sigma sqrt 2)) - erf((d - 1/2) / (sigma sqrt 2))] / 2,
+// truncated at |d| <= ceil(sigma * gaussian_truncation_sigmas(peak_fraction)), and at
+// `max_radius` pixels (a kernel wider than the array reaches nothing more). sigma = 0 gives the
+// identity.
+Kernel1D gaussian_pixel_kernel(double sigma_pixels, double peak_fraction, int max_radius);
+
+// Flux-conserving convolution along the middle axis of a host array laid out as
+// (outer, n, inner), row-major: out[o, k, i] = sum_j in[o, j, i] K(k - j) / N(j), where
+// N(j) = sum_{k in [0, n)} K(k - j) (see above). `in` and `out` must not alias.
+void convolve_axis_conserving(const std::vector<double>& in, std::vector<double>& out,
+                              std::size_t outer, int n, std::size_t inner, const Kernel1D& kernel);
+
+}  // namespace ifusim

@@ -1,0 +1,85 @@
+#include "stages/flux/flux.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <numbers>
+#include <sstream>
+#include <stdexcept>
+
+namespace ifusim {
+
+FluxParams FluxParams::from_json(JsonParams p) {
+  FluxParams out;
+  out.unit_scale = p.number("unit_scale", 1.0);
+  p.require(out.unit_scale > 0.0, "unit_scale", "a number > 0 (e.g. 1e-20)", out.unit_scale);
+  if (p.has("luminosity_distance_mpc")) {
+    const double d = p.number("luminosity_distance_mpc");
+    p.require(d > 0.0, "luminosity_distance_mpc", "a number > 0", d);
+    out.luminosity_distance_mpc = d;
+  }
+  p.finish();
+  return out;
+}
+
+double flux_per_solar_luminosity(double luminosity_distance_mpc) {
+  const double d_cm = luminosity_distance_mpc * kCmPerMpc;
+  return kSolarLuminosityErgPerS / (4.0 * std::numbers::pi * d_cm * d_cm);
+}
+
+std::string flux_unit(double unit_scale) {
+  if (unit_scale == 1.0) return "erg/s/cm2/Angstrom";
+  std::ostringstream s;
+  s << unit_scale << " erg/s/cm2/Angstrom";
+  return s.str();
+}
+
+namespace {
+
+class FluxStage final : public Stage {
+ public:
+  FluxStage(FluxParams params, std::string path) : params_(params), path_(std::move(path)) {}
+  std::string name() const override { return "flux"; }
+  std::vector<std::string> needs() const override { return {"cube"}; }
+  std::vector<std::string> provides() const override { return {"cube_flux"}; }
+
+  void run(RunState& state) const override {
+    if (!state.cube) throw std::logic_error("flux: no cube (psum must run first)");
+    const double observed = state.observation.luminosity_distance_mpc;
+    double d_l = observed;
+    if (params_.luminosity_distance_mpc) {
+      d_l = *params_.luminosity_distance_mpc;
+      if (observed > 0.0 && std::abs(d_l - observed) > 1e-9 * observed)
+        spdlog::warn("flux: {}.luminosity_distance_mpc = {} Mpc replaces the {} Mpc of redshift {}",
+                     path_, d_l, observed, state.observation.redshift);
+    }
+    if (!(d_l > 0.0) || !std::isfinite(d_l))
+      throw ConfigError("flux: the luminosity distance is " + std::to_string(d_l) +
+                        " Mpc (redshift " + std::to_string(state.observation.redshift) +
+                        "), so the flux would be infinite: observe the galaxy at a redshift > 0 "
+                        "or give " +
+                        path_ + ".luminosity_distance_mpc (a number > 0)");
+    const double factor = flux_per_solar_luminosity(d_l) / params_.unit_scale;
+    Cube& cube = *state.cube;
+    const long long n = static_cast<long long>(cube.data.size());
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < n; ++i) cube.data[i] *= factor;
+    // A variance (if a noise stage already ran) scales with the square.
+    const long long nv = static_cast<long long>(cube.variance.size());
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < nv; ++i) cube.variance[i] *= factor * factor;
+    cube.unit = flux_unit(params_.unit_scale);
+  }
+
+ private:
+  FluxParams params_;
+  std::string path_;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_flux_stage(const nlohmann::json& params, const std::string& path) {
+  return std::make_unique<FluxStage>(FluxParams::from_json(JsonParams(params, path)), path);
+}
+
+}  // namespace ifusim

@@ -1,0 +1,49 @@
+#pragma once
+// flux: the cube's luminosity density per observed-frame Angstrom (L_sun / A) becomes the
+// observed flux density F_lambda = L_lambda,obs / (4 pi D_L^2) in erg / s / cm^2 / A, optionally
+// in units of `unit_scale` (1e-20 gives MUSE's 1e-20 erg / s / cm^2 / A).
+//
+// Why no further (1 + z): for a source at luminosity distance D_L, Hogg (1999,
+// astro-ph/9905116, section 7) gives the observed flux density per unit wavelength as
+//   f_lambda(lambda_o) = L_lambda(lambda_o / (1 + z)) / [(1 + z) 4 pi D_L^2]
+// (the f_lambda form of his relation between f_nu and L_nu; D_L itself carries the two factors
+// of (1 + z) for the photons' energy loss and their slower arrival). The 1 / (1 + z) there is only
+// the stretch of a rest-frame Angstrom into (1 + z) observed Angstroms; the cube's convention
+// (stages/stage.h) is that the spectra were already resampled conserving energy onto the
+// observed grid, i.e. L_lambda,obs(lambda_o) = L_lambda(lambda_o / (1 + z)) / (1 + z). So
+// F_lambda = L_lambda,obs / (4 pi D_L^2) and applying (1 + z) again would count it twice.
+//
+// A galaxy at z = 0 has D_L = 0 and no finite flux: the stage then needs an explicit
+// `luminosity_distance_mpc`, and says so.
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "io/json_params.h"
+#include "stages/stage.h"
+
+namespace ifusim {
+
+// IAU 2015 Resolution B3: nominal solar luminosity.
+inline constexpr double kSolarLuminosityErgPerS = 3.828e33;
+// 1 pc = 648000 / pi au with the IAU 2012 au (149 597 870 700 m) = 3.0856775814913673e16 m.
+inline constexpr double kCmPerMpc = 3.0856775814913673e24;
+
+struct FluxParams {
+  double unit_scale = 1.0;                        // the cube holds F_lambda / unit_scale
+  std::optional<double> luminosity_distance_mpc;  // overrides the observation's D_L
+  static FluxParams from_json(JsonParams params);
+};
+
+// erg / s / cm^2 / A per (L_sun / A) at that luminosity distance: L_sun / (4 pi D_L^2).
+double flux_per_solar_luminosity(double luminosity_distance_mpc);
+
+// BUNIT-style unit of a flux cube stored in units of `unit_scale`:
+// "erg/s/cm2/Angstrom" or e.g. "1e-20 erg/s/cm2/Angstrom".
+std::string flux_unit(double unit_scale);
+
+std::unique_ptr<Stage> make_flux_stage(const nlohmann::json& params, const std::string& path);
+
+}  // namespace ifusim

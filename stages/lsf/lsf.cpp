@@ -1,0 +1,97 @@
+#include "stages/lsf/lsf.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "stages/convolution.h"
+
+namespace ifusim {
+
+LsfParams LsfParams::from_json(JsonParams p) {
+  LsfParams out;
+  if (p.has("fwhm_angstrom")) {
+    out.fwhm_angstrom = p.number("fwhm_angstrom");
+    p.require(*out.fwhm_angstrom > 0.0, "fwhm_angstrom", "a number > 0", *out.fwhm_angstrom);
+  }
+  if (p.has("template_fwhm_angstrom")) {
+    out.template_fwhm_angstrom = p.number("template_fwhm_angstrom");
+    p.require(*out.template_fwhm_angstrom >= 0.0, "template_fwhm_angstrom", "a number >= 0",
+              *out.template_fwhm_angstrom);
+  }
+  out.truncate_peak_fraction = p.number("truncate_peak_fraction", 1e-6);
+  p.require(out.truncate_peak_fraction > 0.0 && out.truncate_peak_fraction < 0.5,
+            "truncate_peak_fraction", "a number in (0, 0.5)", out.truncate_peak_fraction);
+  p.finish();
+  return out;
+}
+
+double lsf_kernel_sigma_angstrom(double telescope_fwhm_angstrom, double template_fwhm_angstrom,
+                                 double redshift) {
+  const double lib_observed = template_fwhm_angstrom * (1.0 + redshift);
+  const double diff =
+      telescope_fwhm_angstrom * telescope_fwhm_angstrom - lib_observed * lib_observed;
+  const double sigma = std::sqrt(std::abs(diff) / (8.0 * std::log(2.0)));
+  return diff < 0.0 ? -sigma : sigma;
+}
+
+namespace {
+
+class LsfStage final : public Stage {
+ public:
+  LsfStage(LsfParams params, std::string path) : params_(params), path_(std::move(path)) {}
+  std::string name() const override { return "lsf"; }
+  std::vector<std::string> needs() const override { return {"cube"}; }
+  std::vector<std::string> provides() const override { return {"cube_lsf"}; }
+
+  void run(RunState& state) const override {
+    if (!state.cube) throw std::logic_error("lsf: no cube (psum must run first)");
+    Cube& cube = *state.cube;
+    const Observation& obs = state.observation;
+    const double tel = params_.fwhm_angstrom.value_or(obs.telescope_lsf_fwhm_angstrom);
+    const double lib = params_.template_fwhm_angstrom.value_or(obs.template_fwhm_angstrom);
+    if (!(tel > 0.0))
+      throw ConfigError("lsf (" + path_ + "): the telescope's LSF FWHM is " + std::to_string(tel) +
+                        " A; set the telescope's or give " + path_ +
+                        ".fwhm_angstrom (a number > 0)");
+    const double step = obs.axes.wave_step_angstrom;
+    if (!(step > 0.0))
+      throw ConfigError("lsf (" + path_ + "): the observation's wavelength step is " +
+                        std::to_string(step) + " A; expected a number > 0");
+    if (!cube.variance.empty())
+      throw ConfigError("lsf (" + path_ +
+                        "): the cube already has noise; put the noise stage "
+                        "after lsf (convolving noise would correlate it)");
+    const double sigma = lsf_kernel_sigma_angstrom(tel, lib, obs.redshift);
+    if (sigma < 0.0) {
+      spdlog::warn(
+          "lsf: the templates' resolution, {} A FWHM at rest = {} A observed at z = {}, is already "
+          "coarser than the instrument's {} A: the cube is left as it is",
+          lib, lib * (1.0 + obs.redshift), obs.redshift, tel);
+      return;
+    }
+    if (sigma / step < 1e-6) {  // a kernel far narrower than a pixel is the identity
+      spdlog::info("lsf: the templates' resolution equals the instrument's; nothing to do");
+      return;
+    }
+    spdlog::debug("lsf: Gaussian kernel sigma = {} A ({} pixels)", sigma, sigma / step);
+    const Kernel1D kernel =
+        gaussian_pixel_kernel(sigma / step, params_.truncate_peak_fraction, cube.shape.n_wave - 1);
+    std::vector<double> out;
+    convolve_axis_conserving(cube.data, out, cube.shape.n_spaxels(), cube.shape.n_wave, 1, kernel);
+    cube.data = std::move(out);
+  }
+
+ private:
+  LsfParams params_;
+  std::string path_;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_lsf_stage(const nlohmann::json& params, const std::string& path) {
+  return std::make_unique<LsfStage>(LsfParams::from_json(JsonParams(params, path)), path);
+}
+
+}  // namespace ifusim

@@ -1,0 +1,44 @@
+#pragma once
+// lsf: the spectrograph's line-spread function, a Gaussian along wavelength applied to every
+// spaxel's spectrum of the reduced cube.
+//
+// The SSP templates already have a finite resolution, FWHM_lib, constant in Angstrom in their
+// REST frame (MILES: 2.51 A, Falcon-Barroso et al. 2011, A&A 532, A95). Redshifting stretches
+// it to FWHM_lib (1 + z) in the observed frame, so the kernel that brings the cube to the
+// instrument's FWHM_tel (observed frame) is the Gaussian with (Gaussians add in quadrature)
+//   sigma_kernel^2 = (FWHM_tel^2 - (FWHM_lib (1 + z))^2) / (8 ln 2).
+// If that is negative the templates are already coarser than the instrument: the stage warns
+// and leaves the cube as it is (it cannot sharpen); if it is zero there is nothing to do.
+//
+// The kernel is integrated over each target pixel (erf differences, not samples), truncated
+// where it falls below `truncate_peak_fraction` (1e-6) of its peak (5.26 sigma), and is flux
+// conserving at the spectrum's ends: each source pixel's light is spread with the kernel
+// truncated to the wavelength range and renormalised over it, so every spaxel's total is
+// conserved to rounding (stages/convolution.h).
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "io/json_params.h"
+#include "stages/stage.h"
+
+namespace ifusim {
+
+struct LsfParams {
+  std::optional<double> fwhm_angstrom;           // overrides observation.telescope_lsf_fwhm
+  std::optional<double> template_fwhm_angstrom;  // overrides observation.template_fwhm (rest)
+  double truncate_peak_fraction = 1e-6;
+  static LsfParams from_json(JsonParams params);
+};
+
+// The Gaussian kernel's sigma (observed Angstrom) that takes templates of rest-frame FWHM
+// `template_fwhm_angstrom` at `redshift` to the instrument's `telescope_fwhm_angstrom`; a
+// negative value is returned as -sqrt(|difference| / 8 ln 2) (the templates are coarser).
+double lsf_kernel_sigma_angstrom(double telescope_fwhm_angstrom, double template_fwhm_angstrom,
+                                 double redshift);
+
+std::unique_ptr<Stage> make_lsf_stage(const nlohmann::json& params, const std::string& path);
+
+}  // namespace ifusim

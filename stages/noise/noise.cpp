@@ -1,0 +1,152 @@
+#include "stages/noise/noise.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+
+namespace ifusim {
+
+NoiseParams NoiseParams::from_json(JsonParams p) {
+  NoiseParams out;
+  out.snr = p.number("snr");
+  p.require(out.snr > 0.0, "snr", "a number > 0", out.snr);
+  out.per_angstrom = p.choice("per", {"pixel", "angstrom"}, "pixel") == "angstrom";
+  out.background_fraction = p.number("background_fraction", 0.5);
+  p.require(out.background_fraction >= 0.0 && out.background_fraction <= 1.0, "background_fraction",
+            "a number in [0, 1]", out.background_fraction);
+  if (p.has("reference")) {
+    out.reference = p.number("reference");
+    p.require(*out.reference > 0.0, "reference", "a number > 0 (in the cube's units)",
+              *out.reference);
+  }
+  out.reference_threshold = p.number("reference_threshold", 0.1);
+  p.require(out.reference_threshold >= 0.0 && out.reference_threshold <= 1.0, "reference_threshold",
+            "a number in [0, 1]", out.reference_threshold);
+  if (p.has("seed")) {
+    const long long s = p.integer("seed");
+    p.require(s >= 0, "seed", "an integer >= 0", s);
+    out.seed = static_cast<std::uint64_t>(s);
+  }
+  p.finish();
+  return out;
+}
+
+namespace {
+
+constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
+
+// SplitMix64's output function (Steele, Lea & Flood 2014).
+std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// Uniform in (0, 1): 53 random bits, offset by half a step so that log() never sees 0.
+double to_unit(std::uint64_t bits) {
+  return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53;
+}
+
+}  // namespace
+
+double counter_normal(std::uint64_t seed, std::uint64_t index) {
+  // The n-th output of SplitMix64 seeded with s is mix64(s + (n + 1) * golden); the seed is
+  // mixed first so that nearby seeds give unrelated streams.
+  const std::uint64_t state = mix64(seed);
+  const double u1 = to_unit(mix64(state + (2 * index + 1) * kGolden));
+  const double u2 = to_unit(mix64(state + (2 * index + 2) * kGolden));
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+double noise_reference_level(const Cube& cube, double threshold) {
+  const std::size_t n_spaxels = cube.shape.n_spaxels();
+  const std::size_t n_wave = static_cast<std::size_t>(cube.shape.n_wave);
+  std::vector<double> mean(n_spaxels, 0.0);
+#pragma omp parallel for schedule(static)
+  for (long long s = 0; s < static_cast<long long>(n_spaxels); ++s) {
+    double sum = 0.0;
+    for (std::size_t k = 0; k < n_wave; ++k) sum += cube.data[s * n_wave + k];
+    mean[s] = sum / static_cast<double>(n_wave);
+  }
+  const double brightest = mean.empty() ? 0.0 : *std::max_element(mean.begin(), mean.end());
+  if (!(brightest > 0.0)) return 0.0;
+  std::vector<double> bright;
+  for (double m : mean)
+    if (m > 0.0 && m >= threshold * brightest) bright.push_back(m);
+  // The median (the lower of the two middle values for an even count: an element, exactly).
+  auto mid = bright.begin() + (bright.size() - 1) / 2;
+  std::nth_element(bright.begin(), mid, bright.end());
+  return *mid;
+}
+
+double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::uint64_t seed,
+                   Cube& cube, const std::string& path) {
+  if (cube.data.size() != cube.shape.n_voxels())
+    throw std::logic_error("noise: the cube's data does not match its shape");
+  if (!cube.variance.empty())
+    throw ConfigError("noise (" + path + "): the cube already has noise (a second noise stage?)");
+  const double s_ref = params.reference ? *params.reference
+                                        : noise_reference_level(cube, params.reference_threshold);
+  if (!(s_ref > 0.0))
+    throw ConfigError("noise (" + path +
+                      "): the cube has no positive signal to set the reference "
+                      "level from; give " +
+                      path + ".reference (a number > 0 in the cube's units)");
+  double snr_pixel = params.snr;
+  if (params.per_angstrom) {
+    if (!(wave_step_angstrom > 0.0))
+      throw ConfigError("noise (" + path +
+                        "): \"per\": \"angstrom\" needs the wavelength step, "
+                        "but the observation's is " +
+                        std::to_string(wave_step_angstrom) + " A");
+    snr_pixel = params.snr * std::sqrt(wave_step_angstrom);
+  }
+  const double sigma_ref = s_ref / snr_pixel;
+  const double var_bg = params.background_fraction * sigma_ref * sigma_ref;
+  const double shot = (1.0 - params.background_fraction) * sigma_ref * sigma_ref / s_ref;
+  spdlog::debug("noise: S_ref = {}, S/N per pixel {} there, sigma_bg = {}", s_ref, snr_pixel,
+                std::sqrt(var_bg));
+  cube.variance.resize(cube.data.size());
+  const long long n = static_cast<long long>(cube.data.size());
+#pragma omp parallel for schedule(static)
+  for (long long i = 0; i < n; ++i) {
+    const double var = var_bg + std::max(cube.data[i], 0.0) * shot;
+    cube.variance[i] = var;
+    cube.data[i] += std::sqrt(var) * counter_normal(seed, static_cast<std::uint64_t>(i));
+  }
+  return s_ref;
+}
+
+namespace {
+
+class NoiseStage final : public Stage {
+ public:
+  NoiseStage(NoiseParams params, std::string path) : params_(params), path_(std::move(path)) {}
+  std::string name() const override { return "noise"; }
+  std::vector<std::string> needs() const override { return {"cube"}; }
+  std::vector<std::string> provides() const override { return {"variance"}; }
+
+  void run(RunState& state) const override {
+    if (!state.cube) throw std::logic_error("noise: no cube (psum must run first)");
+    const std::uint64_t seed = params_.seed.value_or(state.observation.seed);
+    const double s_ref =
+        apply_noise(params_, state.observation.axes.wave_step_angstrom, seed, *state.cube, path_);
+    spdlog::info("noise: S/N {} per {} at the reference level {} {} (seed {})", params_.snr,
+                 params_.per_angstrom ? "Angstrom" : "pixel", s_ref, state.cube->unit, seed);
+  }
+
+ private:
+  NoiseParams params_;
+  std::string path_;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_noise_stage(const nlohmann::json& params, const std::string& path) {
+  return std::make_unique<NoiseStage>(NoiseParams::from_json(JsonParams(params, path)), path);
+}
+
+}  // namespace ifusim

@@ -1,0 +1,67 @@
+#pragma once
+// noise: observational noise, drawn once on the reduced cube after psum (noise drawn per shard
+// and then summed would be wrong), with the model variance stored in cube.variance. It must be
+// the last stage that changes the cube's data (psf and lsf refuse a cube that has noise).
+//
+// Model (the CCD equation, e.g. Howell 2006, "Handbook of CCD Astronomy", sec. 4.4, written in
+// the cube's own units): each voxel's variance is a background term (sky, dark current and read
+// noise: independent of the source) plus the source's own photon (shot) noise, proportional to
+// its signal S:
+//   sigma^2(voxel) = sigma_bg^2 + max(S(voxel), 0) * a.
+// The two constants are set from a target signal-to-noise `snr` reached at a reference signal
+// level S_ref, and the fraction `background_fraction` (f, default 0.5) of the variance that the
+// background contributes at S_ref:
+//   sigma_ref = S_ref / snr,   sigma_bg^2 = f sigma_ref^2,   a = (1 - f) sigma_ref^2 / S_ref.
+// f = 1 is the sky-dominated (constant sigma) limit, f = 0 pure shot noise.
+//
+// The target is per wavelength pixel (`per`: "pixel", default) or per Angstrom ("angstrom"):
+// n = 1 A / step pixels make up one Angstrom, and independent pixels of equal S/N add to
+// sqrt(n) times it, so snr_pixel = snr_angstrom sqrt(step / 1 A).
+//
+// S_ref: the `reference` parameter (in the cube's units) if given; otherwise the median, over
+// the spaxels whose mean signal (over wavelength) is at least `reference_threshold` (0.1) times
+// the brightest spaxel's, of those spaxels' mean signals: a typical level across the bright
+// body of the galaxy.
+//
+// The cube's data gets sigma(voxel) * z(voxel), z a standard normal. Random numbers are
+// counter-based: z(voxel) comes from the SplitMix64 stream (Steele, Lea & Flood 2014, OOPSLA)
+// of the seed, jumped to position 2 * voxel (two uniforms, Box & Muller 1958), so the cube is
+// the same for any number of threads and any schedule. The seed is `seed` if given, else the
+// observation's.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "io/json_params.h"
+#include "stages/stage.h"
+
+namespace ifusim {
+
+struct NoiseParams {
+  double snr = 0.0;
+  bool per_angstrom = false;
+  double background_fraction = 0.5;
+  std::optional<double> reference;
+  double reference_threshold = 0.1;
+  std::optional<std::uint64_t> seed;
+  static NoiseParams from_json(JsonParams params);
+};
+
+// The reference signal level of a cube (see above), without `reference`: 0 if no spaxel has a
+// positive mean.
+double noise_reference_level(const Cube& cube, double threshold);
+
+// A standard normal for counter `index` of the stream of `seed`: the same for any thread count.
+double counter_normal(std::uint64_t seed, std::uint64_t index);
+
+// Adds the noise to `cube.data` and fills `cube.variance`; `seed` as resolved by the stage.
+// `wave_step_angstrom` is needed for per-Angstrom targets. Returns S_ref.
+double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::uint64_t seed,
+                   Cube& cube, const std::string& path = "noise");
+
+std::unique_ptr<Stage> make_noise_stage(const nlohmann::json& params, const std::string& path);
+
+}  // namespace ifusim

@@ -1,0 +1,74 @@
+#pragma once
+// psf: the atmosphere's and telescope's point-spread function, applied to every wavelength
+// plane of the reduced cube on the spaxel grid (observation.axes.spaxel_arcsec). The PSF is the
+// same at all wavelengths.
+//
+// Profiles, with FWHM in arcsec:
+//  - gaussian: I(r) = exp(-r^2 / 2 sigma^2), sigma = FWHM / sqrt(8 ln 2);
+//  - moffat (Moffat 1969, A&A 3, 455): I(r) = (1 + (r / alpha)^2)^(-beta),
+//    alpha = FWHM / (2 sqrt(2^(1/beta) - 1)); beta = 2.5 by default (Trujillo et al. 2001,
+//    MNRAS 328, 977 find beta ~ 2.5 to 4.765 for atmospheric turbulence; lower beta = wider
+//    wings).
+//
+// Each spaxel's light is treated as a point source at the spaxel's centre, and the PSF is
+// integrated over each target spaxel (not sampled at its centre), so that a FWHM comparable to
+// the spaxel is handled correctly: exactly for the Gaussian (products of erf differences; the
+// Gaussian is separable and is applied as two 1-D passes), by `supersample` x `supersample`
+// midpoint sub-spaxels for the Moffat (not separable, and wide: applied by FFT, see psf.cpp;
+// it agrees with the direct sum to ~1e-16 of a plane's peak).
+//
+// Truncation: the kernel is cut where the profile falls below `truncate_peak_fraction` of its
+// peak (1e-6 by default): the Gaussian at sqrt(2 ln 1e6) sigma = 2.23 FWHM (a square of that
+// half-width, as the two 1-D passes give), the Moffat on a circle of radius
+// alpha sqrt(f^(-1/beta) - 1), i.e. 14 FWHM for beta = 2.5. The Moffat's wings hold much light:
+// the fraction beyond radius R is (1 + (R / alpha)^2)^(1 - beta) = f^((beta - 1) / beta), 2.5e-4
+// for beta = 2.5 and f = 1e-6; that light is not lost but, through the renormalisation below,
+// given to the kernel inside R. A kernel never extends beyond the cube's size (nothing more
+// could be reached).
+//
+// Edges, flux conservation: the light of each source spaxel is spread with the kernel truncated
+// to the cube and renormalised over the part that remains, so no light leaves the field and the
+// cube's total at every wavelength is conserved to rounding. (The alternative, losing the light
+// that falls outside, would model a real instrument's field edge, but then the result would
+// depend on light that was never simulated from outside the field; conserving is the choice
+// that keeps the cube's total equal to the galaxy's, which the flux tests rely on.)
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/json_params.h"
+#include "stages/stage.h"
+
+namespace ifusim {
+
+struct PsfParams {
+  enum class Shape { gaussian, moffat };
+  Shape shape = Shape::gaussian;
+  double fwhm_arcsec = 0.0;
+  double beta = 2.5;                     // Moffat only
+  int supersample = 5;                   // Moffat only: sub-spaxels per side
+  double truncate_peak_fraction = 1e-6;  // kernel cut where profile < this x peak
+  static PsfParams from_json(JsonParams params);
+};
+
+// The 2-D kernel on integer spaxel offsets (dx, dy), |dx|, |dy| <= radius, row-major
+// weights[(dy + radius) * (2 radius + 1) + dx + radius], each the profile integrated over the
+// target spaxel, unnormalised (the stage renormalises per source). `max_radius` caps the
+// radius (the cube's size).
+struct Kernel2D {
+  int radius = 0;
+  std::vector<double> weights;
+  double at(int dx, int dy) const {
+    return weights[static_cast<std::size_t>(dy + radius) * (2 * radius + 1) + dx + radius];
+  }
+};
+Kernel2D moffat_pixel_kernel(const PsfParams& params, double spaxel_arcsec, int max_radius);
+
+// Applies the PSF to a host cube (spaxel-major), in place.
+void apply_psf(const PsfParams& params, double spaxel_arcsec, Cube& cube);
+
+std::unique_ptr<Stage> make_psf_stage(const nlohmann::json& params, const std::string& path);
+
+}  // namespace ifusim

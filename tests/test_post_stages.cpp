@@ -1,0 +1,541 @@
+// The stages that act once on the reduced host cube after psum: flux, psf, lsf, noise.
+#include <omp.h>
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <numbers>
+
+#include "io/config_error.h"
+#include "io/json_params.h"
+#include "pipeline/devices.h"
+#include "pipeline/registry.h"
+#include "stages/convolution.h"
+#include "stages/flux/flux.h"
+#include "stages/lsf/lsf.h"
+#include "stages/noise/noise.h"
+#include "stages/psf/psf.h"
+
+using namespace ifusim;
+
+namespace {
+
+Cube make_cube(int nx, int ny, int n_wave, const std::function<double(int, int, int)>& f) {
+  Cube cube;
+  cube.shape = {nx, ny, n_wave};
+  cube.unit = "Lsun/Angstrom";
+  cube.data.resize(cube.shape.n_voxels());
+  for (int iy = 0; iy < ny; ++iy)
+    for (int ix = 0; ix < nx; ++ix)
+      for (int k = 0; k < n_wave; ++k)
+        cube.data[(static_cast<std::size_t>(iy) * nx + ix) * n_wave + k] = f(ix, iy, k);
+  return cube;
+}
+
+// A point source in one spaxel: a continuum plus a narrow line, nothing elsewhere.
+Cube point_source(int nx, int ny, int n_wave, int sx, int sy) {
+  return make_cube(nx, ny, n_wave, [=](int ix, int iy, int k) {
+    if (ix != sx || iy != sy) return 0.0;
+    return 1.0e6 * (1.0 + 0.001 * k) + (k == n_wave / 2 ? 5.0e6 : 0.0);
+  });
+}
+
+Observation observation(double redshift) {
+  Observation obs;
+  obs.redshift = redshift;
+  obs.luminosity_distance_mpc = obs.cosmology.luminosity_distance_mpc(redshift);
+  obs.kpc_per_arcsec = redshift > 0 ? obs.cosmology.kpc_per_arcsec(redshift) : 0.0;
+  obs.axes.spaxel_arcsec = 0.2;
+  obs.axes.wave_start_angstrom = 4750.0;
+  obs.axes.wave_step_angstrom = 1.25;
+  obs.telescope_lsf_fwhm_angstrom = 2.51;
+  obs.template_fwhm_angstrom = 2.51;
+  obs.seed = 42;
+  return obs;
+}
+
+// Runs one stage (made through the registry, as a run would) on a cube.
+Cube run_stage(const nlohmann::json& stage, Cube cube, const Observation& obs) {
+  auto mesh = make_mesh(Backend::cpu, 1);
+  RunState state{*mesh, {}, obs, {}, {}, std::move(cube)};
+  auto stages = make_stages(nlohmann::json::array({stage}), "stages", {"cube"});
+  for (const auto& s : stages) s->run(state);
+  return std::move(*state.cube);
+}
+
+double plane_total(const Cube& cube, int k) {
+  double sum = 0;
+  for (std::size_t s = 0; s < cube.shape.n_spaxels(); ++s)
+    sum += cube.data[s * cube.shape.n_wave + k];
+  return sum;
+}
+
+void require_finite(const Cube& cube) {
+  for (double v : cube.data) REQUIRE(std::isfinite(v));
+}
+
+// FWHM (in pixels) of a profile along one line through its maximum at index c, from linear
+// interpolation of the half-maximum crossings on both sides.
+double measured_fwhm(const std::vector<double>& profile, int c) {
+  const double half = 0.5 * profile[c];
+  auto crossing = [&](int step) {
+    int i = c;
+    while (profile[i + step] > half) i += step;
+    const double a = profile[i], b = profile[i + step];
+    return i + step * (a - half) / (a - b);
+  };
+  return crossing(+1) - crossing(-1);
+}
+
+std::string error_of(const nlohmann::json& stages, std::vector<std::string> available = {"cube"}) {
+  try {
+    make_stages(stages, "stages", std::move(available));
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------- flux
+
+TEST_CASE("flux: L_sun / A at z = 0.03 becomes L_sun / (4 pi D_L^2) per A", "[post]") {
+  const Observation obs = observation(0.03);
+  // Independent numbers (astropy FlatLambdaCDM(H0=67.74, Om0=0.3089, Tcmb0=0)):
+  // D_L(0.03) = 135.79605910728884 Mpc, L_sun / (4 pi D_L^2) = 1.7349487143017453e-21 cgs.
+  CHECK(obs.luminosity_distance_mpc == Approx(135.79605910728884).epsilon(1e-6));
+  CHECK(flux_per_solar_luminosity(obs.luminosity_distance_mpc) ==
+        Approx(1.7349487143017453e-21).epsilon(1e-5));
+  const double d_cm = obs.luminosity_distance_mpc * 3.0856775814913673e24;
+  const double factor = 3.828e33 / (4.0 * std::numbers::pi * d_cm * d_cm);
+
+  const Cube in = point_source(5, 4, 30, 2, 1);
+  const Cube out = run_stage({{"stage", "flux"}}, in, obs);
+  require_finite(out);
+  CHECK(out.unit == "erg/s/cm2/Angstrom");
+  CHECK(out.at(2, 1, 15) > 0.0);
+  for (std::size_t i = 0; i < in.data.size(); ++i)
+    CHECK(out.data[i] == Approx(in.data[i] * factor).epsilon(1e-14).margin(0.0));
+
+  // MUSE's unit: the numbers are 1e20 times larger.
+  const Cube muse = run_stage({{"stage", "flux"}, {"params", {{"unit_scale", 1e-20}}}}, in, obs);
+  CHECK(muse.unit == "1e-20 erg/s/cm2/Angstrom");
+  CHECK(muse.at(2, 1, 15) == Approx(in.at(2, 1, 15) * factor * 1e20).epsilon(1e-14));
+}
+
+TEST_CASE("flux: a galaxy at z = 0 needs an explicit distance", "[post]") {
+  const Observation obs = observation(0.0);
+  REQUIRE(obs.luminosity_distance_mpc == 0.0);
+  const Cube in = point_source(3, 3, 10, 1, 1);
+  try {
+    run_stage({{"stage", "flux"}}, in, obs);
+    FAIL("a galaxy at z = 0 was given a flux");
+  } catch (const ConfigError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("luminosity distance is 0") &&
+                             Catch::Contains("stages[0].params.luminosity_distance_mpc"));
+  }
+  // 10 Mpc: F = L_sun / (4 pi (10 Mpc)^2) = 3.828e33 / (4 pi 9.5214e50) = 3.1994e-19 per L_sun.
+  const Cube out =
+      run_stage({{"stage", "flux"}, {"params", {{"luminosity_distance_mpc", 10.0}}}}, in, obs);
+  CHECK(out.at(1, 1, 0) / in.at(1, 1, 0) == Approx(3.19937e-19).epsilon(1e-5));
+}
+
+// ----------------------------------------------------------------------------------------- psf
+
+TEST_CASE("psf: total light of every plane is conserved, sources at corners and edges", "[post]") {
+  const Observation obs = observation(0.03);
+  const Cube in = make_cube(17, 13, 6, [](int ix, int iy, int k) {
+    double v = 0.0;
+    if (ix == 0 && iy == 0) v += 3.0e5 * (k + 1);                // a corner
+    if (ix == 16 && iy == 5) v += 1.0e5;                         // an edge
+    if (ix == 8 && iy == 6) v += 2.0e5 * (1 + (k == 3));         // the middle, with a line
+    return v + 10.0 * std::sin(ix + 0.3 * iy + 0.1 * k) + 20.0;  // a positive background
+  });
+  for (const char* shape : {"gaussian", "moffat"}) {
+    for (double fwhm : {0.1, 0.6, 2.0}) {  // half a spaxel to ten spaxels
+      const Cube out = run_stage(
+          {{"stage", "psf"}, {"params", {{"shape", shape}, {"fwhm_arcsec", fwhm}}}}, in, obs);
+      require_finite(out);
+      CHECK(out.at(0, 0, 2) < in.at(0, 0, 2));  // the corner's light was spread
+      for (int k = 0; k < in.shape.n_wave; ++k) {
+        INFO(shape << " FWHM " << fwhm << " arcsec, plane " << k);
+        CHECK(std::abs(plane_total(out, k) - plane_total(in, k)) <= 1e-12 * plane_total(in, k));
+      }
+    }
+  }
+}
+
+TEST_CASE("psf: a point source gets the requested FWHM; Moffat has wider wings", "[post]") {
+  Observation obs = observation(0.03);
+  obs.axes.spaxel_arcsec = 0.2;
+  const int n = 61, c = 30;
+  const Cube in = point_source(n, n, 3, c, c);
+  const double fwhm_spaxels = 6.0;  // 1.2 arcsec
+  auto row = [&](const Cube& cube, int k) {
+    std::vector<double> r(n);
+    for (int ix = 0; ix < n; ++ix) r[ix] = cube.at(ix, c, k);
+    return r;
+  };
+  const Cube g = run_stage(
+      {{"stage", "psf"}, {"params", {{"shape", "gaussian"}, {"fwhm_arcsec", 1.2}}}}, in, obs);
+  const Cube m = run_stage(
+      {{"stage", "psf"}, {"params", {{"shape", "moffat"}, {"fwhm_arcsec", 1.2}, {"beta", 2.5}}}},
+      in, obs);
+  require_finite(g);
+  require_finite(m);
+  for (int k = 0; k < 3; ++k) {
+    // FWHM within 5% (pixel integration widens it slightly).
+    CHECK(measured_fwhm(row(g, k), c) == Approx(fwhm_spaxels).epsilon(0.05));
+    CHECK(measured_fwhm(row(m, k), c) == Approx(fwhm_spaxels).epsilon(0.05));
+  }
+  // Gaussian second moment: sigma^2 + 1/12 (the target spaxel's box), within 0.5%.
+  const double sigma = fwhm_spaxels / std::sqrt(8.0 * std::log(2.0));
+  double total = 0, m2 = 0;
+  for (int iy = 0; iy < n; ++iy)
+    for (int ix = 0; ix < n; ++ix) {
+      total += g.at(ix, iy, 1);
+      m2 += g.at(ix, iy, 1) * (ix - c) * (ix - c);
+    }
+  CHECK(m2 / total == Approx(sigma * sigma + 1.0 / 12.0).epsilon(0.005));
+  // Wings at 3 FWHM (18 spaxels): the Moffat's follow (1 + (r / alpha)^2)^-beta relative to
+  // the peak (within 5%: the peak is averaged over its spaxel); the Gaussian was truncated at
+  // 2.23 FWHM (1e-6 of its peak) and is exactly 0 there.
+  const double alpha = fwhm_spaxels / (2.0 * std::sqrt(std::pow(2.0, 1.0 / 2.5) - 1.0));
+  const double expected = std::pow(1.0 + (18.0 / alpha) * (18.0 / alpha), -2.5);
+  const auto mr = row(m, 1), gr = row(g, 1);
+  CHECK(mr[c + 18] / mr[c] == Approx(expected).epsilon(0.05));
+  CHECK(mr[c - 18] == Approx(mr[c + 18]).epsilon(1e-12));
+  CHECK(gr[c + 18] == 0.0);
+  // Just inside the Gaussian's truncation (13 spaxels): 2.2e-6 of its peak against 7.7e-3.
+  CHECK(mr[c + 13] > 1000.0 * gr[c + 13]);
+  CHECK(gr[c + 13] > 0.0);
+}
+
+TEST_CASE("psf: the separable Gaussian equals the direct flux-conserving 2-D sum", "[post]") {
+  // out(t) = sum_s in(s) K(t - s) / N(s), with K the product of the 1-D pixel-integrated
+  // kernels and N(s) its in-cube sum, computed directly.
+  const Observation obs = observation(0.03);
+  const int nx = 9, ny = 7;
+  const Cube in = make_cube(nx, ny, 2, [](int ix, int iy, int k) {
+    return 1.0 + (ix * 7 + iy * 3 + k) % 5 + (ix == 0 && iy == 6 ? 100.0 : 0.0);
+  });
+  const Cube out = run_stage({{"stage", "psf"}, {"params", {{"fwhm_arcsec", 0.5}}}}, in, obs);
+  const double sigma = 2.5 / std::sqrt(8.0 * std::log(2.0));
+  const Kernel1D kx = gaussian_pixel_kernel(sigma, 1e-6, nx - 1);
+  const Kernel1D ky = gaussian_pixel_kernel(sigma, 1e-6, ny - 1);
+  for (int k = 0; k < 2; ++k)
+    for (int ty = 0; ty < ny; ++ty)
+      for (int tx = 0; tx < nx; ++tx) {
+        double expected = 0;
+        for (int sy = 0; sy < ny; ++sy)
+          for (int sx = 0; sx < nx; ++sx) {
+            double norm = 0;
+            for (int y = 0; y < ny; ++y)
+              for (int x = 0; x < nx; ++x) norm += kx.at(x - sx) * ky.at(y - sy);
+            expected += in.at(sx, sy, k) * kx.at(tx - sx) * ky.at(ty - sy) / norm;
+          }
+        CHECK(out.at(tx, ty, k) == Approx(expected).epsilon(1e-13));
+      }
+}
+
+TEST_CASE("psf: the Moffat by FFT equals the direct flux-conserving 2-D sum", "[post]") {
+  // 3 planes: one pair through one complex FFT, and one plane alone. Tolerance: FFT rounding,
+  // 1e-12 of the plane's largest value.
+  const Observation obs = observation(0.03);
+  const int nx = 11, ny = 7, n_wave = 3;
+  const Cube in = make_cube(nx, ny, n_wave, [](int ix, int iy, int k) {
+    return 1.0 + (ix * 7 + iy * 3 + k) % 5 + (ix == 10 && iy == 0 ? 100.0 * (k + 1) : 0.0);
+  });
+  const nlohmann::json params = {{"shape", "moffat"}, {"fwhm_arcsec", 0.5}, {"beta", 3.0}};
+  const Cube out = run_stage({{"stage", "psf"}, {"params", params}}, in, obs);
+  require_finite(out);
+  const Kernel2D kernel =
+      moffat_pixel_kernel(PsfParams::from_json(JsonParams(params, "p")), 0.2, std::max(nx, ny) - 1);
+  REQUIRE(kernel.radius == 10);  // 24.4 spaxels at 1e-6 of the peak, capped by the cube
+  for (int k = 0; k < n_wave; ++k) {
+    double peak = 0;
+    for (int s = 0; s < nx * ny; ++s) peak = std::max(peak, in.data[s * n_wave + k]);
+    for (int ty = 0; ty < ny; ++ty)
+      for (int tx = 0; tx < nx; ++tx) {
+        double expected = 0;
+        for (int sy = 0; sy < ny; ++sy)
+          for (int sx = 0; sx < nx; ++sx) {
+            double norm = 0;
+            for (int y = 0; y < ny; ++y)
+              for (int x = 0; x < nx; ++x) norm += kernel.at(x - sx, y - sy);
+            expected += in.at(sx, sy, k) * kernel.at(tx - sx, ty - sy) / norm;
+          }
+        CHECK(out.at(tx, ty, k) == Approx(expected).margin(1e-12 * peak));
+      }
+  }
+  // The same for any thread count.
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Cube one = run_stage({{"stage", "psf"}, {"params", params}}, in, obs);
+  omp_set_num_threads(threads);
+  CHECK(one.data == out.data);
+}
+
+TEST_CASE("psf: needs the spaxel size and refuses a noisy cube", "[post]") {
+  Observation obs = observation(0.03);
+  obs.axes.spaxel_arcsec = 0.0;
+  const nlohmann::json stage = {{"stage", "psf"}, {"params", {{"fwhm_arcsec", 0.8}}}};
+  CHECK_THROWS_WITH(run_stage(stage, point_source(5, 5, 4, 2, 2), obs),
+                    Catch::Contains("spaxel size"));
+  Cube noisy = point_source(5, 5, 4, 2, 2);
+  noisy.variance.assign(noisy.data.size(), 1.0);
+  CHECK_THROWS_WITH(run_stage(stage, noisy, observation(0.03)),
+                    Catch::Contains("already has noise"));
+}
+
+// ----------------------------------------------------------------------------------------- lsf
+
+TEST_CASE("lsf: quadrature subtraction of the templates' resolution", "[post]") {
+  // sigma^2 = (FWHM_tel^2 - (FWHM_lib (1 + z))^2) / (8 ln 2)
+  const double eight_ln2 = 8.0 * std::log(2.0);
+  CHECK(lsf_kernel_sigma_angstrom(2.51, 2.51, 0.0) == 0.0);
+  CHECK(lsf_kernel_sigma_angstrom(5.0, 3.0, 0.0) == Approx(std::sqrt(16.0 / eight_ln2)));
+  // z = 0.5: 3 A at rest is 4.5 A observed; sqrt(25 - 20.25) = 2.1794 A FWHM.
+  CHECK(lsf_kernel_sigma_angstrom(5.0, 3.0, 0.5) == Approx(2.179449 / std::sqrt(eight_ln2)));
+  // z = 1: 6 A observed, coarser than 5 A.
+  CHECK(lsf_kernel_sigma_angstrom(5.0, 3.0, 1.0) < 0.0);
+}
+
+TEST_CASE("lsf: conserves light and broadens a delta line to the expected sigma", "[post]") {
+  const int n_wave = 401, line = 200;
+  Cube in = make_cube(3, 2, n_wave, [&](int ix, int iy, int k) {
+    if (ix == 1 && iy == 1) return k == line ? 1.0e6 : 0.0;                    // a delta line
+    if (ix == 0 && iy == 0) return (k == 0 || k == n_wave - 1) ? 5.0e5 : 0.0;  // at both ends
+    return 100.0 + 0.5 * k + (k == 37 ? 1.0e4 : 0.0);                          // continuum + line
+  });
+  for (double z : {0.0, 0.5}) {
+    Observation obs = observation(z);
+    obs.axes.wave_step_angstrom = 1.25;
+    obs.telescope_lsf_fwhm_angstrom = 5.0;
+    obs.template_fwhm_angstrom = 3.0;
+    const double sigma_angstrom = lsf_kernel_sigma_angstrom(5.0, 3.0, z);
+    REQUIRE(sigma_angstrom > 0.0);
+    const Cube out = run_stage({{"stage", "lsf"}}, in, obs);
+    require_finite(out);
+    INFO("z = " << z);
+    for (int s = 0; s < 6; ++s) {
+      double before = 0, after = 0;
+      for (int k = 0; k < n_wave; ++k) {
+        before += in.data[s * n_wave + k];
+        after += out.data[s * n_wave + k];
+      }
+      CHECK(std::abs(after - before) <= 1e-12 * before);
+    }
+    // Second moment of the broadened delta: sigma^2 + 1/12 pixel^2 (pixel integration).
+    double total = 0, mean = 0, m2 = 0;
+    for (int k = 0; k < n_wave; ++k) {
+      total += out.at(1, 1, k);
+      mean += out.at(1, 1, k) * k;
+    }
+    mean /= total;
+    for (int k = 0; k < n_wave; ++k) m2 += out.at(1, 1, k) * (k - mean) * (k - mean);
+    const double sigma_pixels = sigma_angstrom / 1.25;
+    CHECK(mean == Approx(line).margin(1e-9));
+    CHECK(std::sqrt(m2 / total - 1.0 / 12.0) == Approx(sigma_pixels).epsilon(0.005));
+    // A linear continuum stays linear away from the ends (the kernel is symmetric, sums to 1).
+    CHECK(out.at(2, 0, 300) == Approx(in.at(2, 0, 300)).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("lsf: no broadening when resolutions match, a warning when the cube is coarser",
+          "[post]") {
+  const Cube in = point_source(4, 3, 200, 1, 2);
+  Observation obs = observation(0.0);  // FWHM_tel = FWHM_lib = 2.51 A at z = 0
+  CHECK(run_stage({{"stage", "lsf"}}, in, obs).data == in.data);
+  obs = observation(0.2);  // 2.51 x 1.2 = 3.01 A observed > 2.51 A
+  CHECK(run_stage({{"stage", "lsf"}}, in, obs).data == in.data);
+  // An override of the instrument's FWHM makes it broaden.
+  const Cube wide = run_stage({{"stage", "lsf"}, {"params", {{"fwhm_angstrom", 6.0}}}}, in, obs);
+  CHECK(wide.at(1, 2, 100) < 0.5 * in.at(1, 2, 100));
+  obs.telescope_lsf_fwhm_angstrom = 0.0;
+  CHECK_THROWS_WITH(run_stage({{"stage", "lsf"}}, in, obs),
+                    Catch::Contains("stages[0].params.fwhm_angstrom"));
+}
+
+// --------------------------------------------------------------------------------------- noise
+
+namespace {
+
+// 40 x 40 spaxels x 100 pixels = 160000 voxels: a galaxy-like exponential disc with a line.
+Cube noiseless_galaxy() {
+  return make_cube(40, 40, 100, [](int ix, int iy, int k) {
+    const double r = std::hypot(ix - 19.5, iy - 19.5);
+    return 50.0 * std::exp(-r / 6.0) * (1.0 + 0.002 * k) +
+           (k == 60 ? 30.0 * std::exp(-r / 4.0) : 0.0);
+  });
+}
+
+const nlohmann::json kNoise = {{"stage", "noise"}, {"params", {{"snr", 15.0}}}};
+
+}  // namespace
+
+TEST_CASE("noise: reproducible per seed, independent of the thread count", "[post]") {
+  const Cube clean = noiseless_galaxy();
+  const Observation obs = observation(0.03);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Cube one_thread = run_stage(kNoise, clean, obs);
+  omp_set_num_threads(4);
+  const Cube four_threads = run_stage(kNoise, clean, obs);
+  omp_set_num_threads(threads);
+  const Cube again = run_stage(kNoise, clean, obs);
+  require_finite(one_thread);
+  CHECK(one_thread.data == four_threads.data);
+  CHECK(one_thread.data == again.data);
+  CHECK(one_thread.variance == again.variance);
+  CHECK(one_thread.data != clean.data);
+
+  Observation other = obs;
+  other.seed = 43;
+  const Cube reseeded = run_stage(kNoise, clean, other);
+  const Cube by_param =
+      run_stage({{"stage", "noise"}, {"params", {{"snr", 15.0}, {"seed", 43}}}}, clean, obs);
+  CHECK(by_param.data == reseeded.data);
+  std::size_t same = 0;
+  for (std::size_t i = 0; i < clean.data.size(); ++i) same += reseeded.data[i] == again.data[i];
+  CHECK(same == 0);
+  CHECK(reseeded.variance == again.variance);  // the model does not depend on the seed
+}
+
+TEST_CASE("noise: pulls are standard normal and the variance follows the model", "[post]") {
+  const Cube clean = noiseless_galaxy();
+  const Cube noisy = run_stage(kNoise, clean, observation(0.03));
+  REQUIRE(noisy.variance.size() == clean.data.size());
+  const double n = static_cast<double>(clean.data.size());
+  REQUIRE(n > 1e5);
+  double sum = 0, sum2 = 0, beyond3 = 0;
+  for (std::size_t i = 0; i < clean.data.size(); ++i) {
+    REQUIRE(noisy.variance[i] > 0.0);
+    const double pull = (noisy.data[i] - clean.data[i]) / std::sqrt(noisy.variance[i]);
+    REQUIRE(std::isfinite(pull));
+    sum += pull;
+    sum2 += pull * pull;
+    beyond3 += std::abs(pull) > 3.0;
+  }
+  const double mean = sum / n, sd = std::sqrt(sum2 / n - mean * mean);
+  // Statistical errors for N = 160000: mean 1/sqrt(N) = 0.0025, sd 1/sqrt(2N) = 0.0018,
+  // P(|z| > 3) = 0.0027 +- 0.00013; tolerances of 5 sigma.
+  CHECK(std::abs(mean) < 5.0 * 0.0025);
+  CHECK(std::abs(sd - 1.0) < 5.0 * 0.0018);
+  CHECK(beyond3 / n == Approx(0.0027).margin(5 * 0.00013));
+
+  // The variance is sigma_bg^2 + S a, with S_ref the median bright-spaxel mean.
+  const double s_ref = noise_reference_level(clean, 0.1);
+  const double var_ref = (s_ref / 15.0) * (s_ref / 15.0);
+  for (std::size_t i = 0; i < clean.data.size(); i += 97)
+    CHECK(noisy.variance[i] == Approx(0.5 * var_ref + clean.data[i] * 0.5 * var_ref / s_ref));
+}
+
+TEST_CASE("noise: the reference level is the median bright-spaxel mean", "[post]") {
+  // Spaxel s has mean signal s + 1 (s = 0..99), brightest 100; threshold 0.1 keeps 10..100
+  // (91 spaxels), whose median is 55.
+  const Cube cube = make_cube(
+      10, 10, 4, [](int ix, int iy, int k) { return iy * 10 + ix + 1.0 + (k % 2 ? 0.5 : -0.5); });
+  CHECK(noise_reference_level(cube, 0.1) == 55.0);
+  CHECK(noise_reference_level(cube, 0.0) == 50.0);  // lower middle of 1..100
+  const Cube empty = make_cube(3, 3, 4, [](int, int, int) { return 0.0; });
+  CHECK_THROWS_WITH(run_stage(kNoise, empty, observation(0.03)),
+                    Catch::Contains("stages[0].params.reference"));
+}
+
+TEST_CASE("noise: the achieved S/N at the reference level matches the target", "[post]") {
+  // A uniform cube at S = 7: S_ref = 7, and every voxel should have S/N = target.
+  const Cube flat = make_cube(40, 40, 80, [](int, int, int) { return 7.0; });
+  auto achieved = [&](const nlohmann::json& params) {
+    const Cube noisy = run_stage({{"stage", "noise"}, {"params", params}}, flat, observation(0.03));
+    double sum = 0, sum2 = 0;
+    const double n = static_cast<double>(noisy.data.size());
+    for (double v : noisy.data) {
+      sum += v;
+      sum2 += v * v;
+    }
+    const double mean = sum / n;
+    return mean / std::sqrt(sum2 / n - mean * mean);
+  };
+  // 128000 voxels: the measured S/N's statistical error is 1/sqrt(2N) = 0.2%; tolerance 1%.
+  CHECK(achieved({{"snr", 20.0}}) == Approx(20.0).epsilon(0.01));
+  CHECK(achieved({{"snr", 20.0}, {"background_fraction", 1.0}}) == Approx(20.0).epsilon(0.01));
+  CHECK(achieved({{"snr", 20.0}, {"background_fraction", 0.0}}) == Approx(20.0).epsilon(0.01));
+  // Away from the reference: sigma_ref = 14 / 8 = 1.75, and at S = 7 the variance is
+  // 0.5 sigma_ref^2 + 7 x 0.5 sigma_ref^2 / 14 = 2.2969, so S/N = 7 / 1.5156 = 4.6188.
+  CHECK(achieved({{"snr", 8.0}, {"reference", 14.0}}) == Approx(4.6188).epsilon(0.01));
+  // Per Angstrom with 1.25 A pixels: S/N per pixel = 20 sqrt(1.25) = 22.36.
+  CHECK(achieved({{"snr", 20.0}, {"per", "angstrom"}}) == Approx(22.3607).epsilon(0.01));
+}
+
+// ----------------------------------------------------------------------------- order, params
+
+TEST_CASE("post stages: parameter errors name the key path", "[post]") {
+  using nlohmann::json;
+  const json ok = json::parse(R"([{"stage": "flux"}, {"stage": "lsf"},
+                                   {"stage": "noise", "params": {"snr": 10}}])");
+  CHECK(error_of(ok) == "(no error)");
+  auto with = [&](json stage) {
+    json s = ok;
+    s.push_back(stage);
+    return error_of(s);
+  };
+  CHECK_THAT(with(json::parse(R"({"stage": "psf", "params": {"fwhm_arcsec": -1}})")),
+             Catch::StartsWith("stages[3].params.fwhm_arcsec: expected a number > 0"));
+  CHECK_THAT(with(json::parse(R"({"stage": "psf", "params": {}})")),
+             Catch::StartsWith("stages[3].params.fwhm_arcsec: expected a number"));
+  CHECK_THAT(with(json::parse(R"({"stage": "psf", "params": {"fwhm_arcsec": 1, "beta": 3}})")),
+             Catch::StartsWith("stages[3].params.beta: only valid with \"shape\": \"moffat\""));
+  CHECK_THAT(
+      with(json::parse(
+          R"({"stage": "psf", "params": {"shape": "moffat", "fwhm_arcsec": 1, "beta": 1}})")),
+      Catch::StartsWith("stages[3].params.beta: expected a number > 1"));
+  CHECK_THAT(
+      with(json::parse(R"({"stage": "psf", "params": {"shape": "airy", "fwhm_arcsec": 1}})")),
+      Catch::StartsWith("stages[3].params.shape: expected one of \"gaussian\", \"moffat\""));
+  CHECK_THAT(with(json::parse(R"({"stage": "lsf", "params": {"fwhm": 2.5}})")),
+             Catch::StartsWith("stages[3].params.fwhm: unknown key"));
+  CHECK_THAT(with(json::parse(R"({"stage": "lsf", "params": {"fwhm_angstrom": 0}})")),
+             Catch::StartsWith("stages[3].params.fwhm_angstrom: expected a number > 0"));
+  CHECK_THAT(with(json::parse(R"({"stage": "flux", "params": {"unit_scale": 0}})")),
+             Catch::StartsWith("stages[3].params.unit_scale: expected a number > 0"));
+  CHECK_THAT(
+      with(json::parse(R"({"stage": "flux", "params": {"luminosity_distance_mpc": "far"}})")),
+      Catch::StartsWith("stages[3].params.luminosity_distance_mpc: expected a finite number"));
+  CHECK_THAT(with(json::parse(R"({"stage": "noise", "params": {"snr": 10, "per": "second"}})")),
+             Catch::StartsWith("stages[3].params.per: expected one of \"pixel\", \"angstrom\""));
+  CHECK_THAT(with(json::parse(R"({"stage": "noise", "params": {"snr": 10, "seed": 1.5}})")),
+             Catch::StartsWith("stages[3].params.seed: expected an integer"));
+  CHECK_THAT(
+      with(json::parse(R"({"stage": "noise", "params": {"snr": 10, "background_fraction": 2}})")),
+      Catch::StartsWith("stages[3].params.background_fraction: expected a number in [0, 1]"));
+  CHECK_THAT(with(json::parse(R"({"stage": "noise"})")),
+             Catch::StartsWith("stages[3].params.snr: expected a number"));
+  // Order: nothing provides the cube before psum.
+  CHECK_THAT(error_of(ok, {}), Catch::Contains("stages[0]: stage \"flux\" needs cube"));
+}
+
+TEST_CASE("post stages: the whole chain flux, psf, lsf, noise", "[post]") {
+  const Observation obs = observation(0.03);
+  auto mesh = make_mesh(Backend::cpu, 1);
+  RunState state{*mesh, {}, obs, {}, {}, point_source(21, 21, 300, 3, 17)};
+  const double before = plane_total(*state.cube, 150);
+  const auto stages = make_stages(nlohmann::json::parse(R"([
+      {"stage": "flux", "params": {"unit_scale": 1e-20}},
+      {"stage": "psf", "params": {"shape": "moffat", "fwhm_arcsec": 0.8}},
+      {"stage": "lsf", "params": {"fwhm_angstrom": 3.0}},
+      {"stage": "noise", "params": {"snr": 30, "per": "angstrom"}}])"),
+                                  "stages", {"cube"});
+  for (std::size_t i = 0; i + 1 < stages.size(); ++i) stages[i]->run(state);
+  const double factor = flux_per_solar_luminosity(obs.luminosity_distance_mpc) / 1e-20;
+  // The point source's continuum, far from the line and the ends, keeps its total (the LSF
+  // moves light only between neighbouring pixels of a smooth continuum: 1e-9 relative).
+  CHECK(plane_total(*state.cube, 100) == Approx(1.0e6 * (1.0 + 0.1) * factor).epsilon(1e-9));
+  CHECK(before > 0.0);
+  CHECK(state.cube->at(3, 17, 100) < 0.5 * 1.0e6 * 1.1 * factor);  // spread by the PSF
+  stages.back()->run(state);
+  CHECK(state.cube->variance.size() == state.cube->data.size());
+  CHECK(state.cube->unit == "1e-20 erg/s/cm2/Angstrom");
+  require_finite(*state.cube);
+}
