@@ -33,9 +33,10 @@ struct Units {
 constexpr Units kLength{1.0, -1.0, 3.085678e21};
 constexpr Units kVelocity{0.5, 0.0, 1e5};
 constexpr Units kMass{0.0, -1.0, 1.989e43};
-constexpr Units kDensity{-3.0, 2.0, 6.76991118e-22};
+// 1e10 Msun / kpc^3 in g/cm^3, and Msun per Julian year in g/s, as TNG's files have them.
+constexpr Units kDensity{-3.0, 2.0, 1.989e43 / (3.085678e21 * 3.085678e21 * 3.085678e21)};
 constexpr Units kEnergy{0.0, 0.0, 1e10};
-constexpr Units kSfr{0.0, 0.0, 6.30276067e25};
+constexpr Units kSfr{0.0, 0.0, 1.989e33 / 3.15576e7};
 constexpr Units kDimensionless{0.0, 0.0, 0.0};
 
 // splitmix64's finaliser (Steele, Lea & Flood 2014): a bijective 64-bit mixer. Hashing
