@@ -823,6 +823,13 @@ void write_tng_snapshot(const std::string& base_dir, const SyntheticSnapshotSpec
   const auto chunk_begin = [&](int t, int k) {
     return static_cast<std::uint64_t>(static_cast<unsigned __int128>(total[t]) * k / spec.n_chunks);
   };
+  for (int t = 0; t < 6; ++t)
+    if (total[t] / spec.n_chunks >=
+        static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max()))
+      throw ConfigError(
+          "n_chunks: expected enough chunks to keep each file below 2^31 particles "
+          "of type " +
+          std::to_string(t) + " (TNG's NumPart_ThisFile is int32)");
 
   // Snapshot chunks, accumulating per-subhalo stats in global particle order.
   std::vector<std::array<TypeStats, 2>> stats(n_sub);
@@ -1049,6 +1056,7 @@ void write_tng_snapshot(const std::string& base_dir, const SyntheticSnapshotSpec
       file_sub.push_back(static_cast<std::int64_t>(split(n_sub, k)));
     }
     const hsize_t ng = static_cast<hsize_t>(n_groups), ns = n_sub, nf = nfiles;
+    for (const char* group : {"Group", "Subhalo", "FileOffsets"}) f.create_group(group);
     f.write<std::int64_t>("Group/SnapByType", group_off, {ng, 6});
     f.write<std::int64_t>("Subhalo/SnapByType", sub_off, {ns, 6});
     f.write<std::int64_t>("FileOffsets/SnapByType", file_snap, {nf, 6});
