@@ -134,6 +134,8 @@ TEST_CASE("make-galaxy cutout: TNG datasets, types and unit attributes", "[make-
 
   // Unit attributes equal the real TNG100-1 cutout's, dataset by dataset.
   const std::string reference = data_dir() + "/snapshots/tng100-1_snap078_subhalo_subsample.hdf5";
+  INFO("the real TNG cutout " << reference
+                              << " is needed: point IFUSIM_DATA_DIR at the shared data");
   REQUIRE(fs::exists(reference));
   h5::File ref(reference);
   int compared = 0;
