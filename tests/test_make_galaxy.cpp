@@ -333,7 +333,7 @@ TEST_CASE("make-galaxy snapshot: chunks, group catalog, offsets, same particles 
   const fs::path dir = fresh_dir("snapshot");
   auto central = small_galaxy();
   central.center_ckpc_h = {74995.0, 20000.0, 30.0};  // wraps in x and z
-  const int n_chunks = 3;
+  const int n_chunks = 4;
   const auto spec = tng::make_snapshot_spec(central, 4, 2, n_chunks);
   REQUIRE(spec.subhalos.size() == 4);
   REQUIRE(spec.group_of_subhalo == std::vector<int>{0, 0, 1, 1});
@@ -343,11 +343,18 @@ TEST_CASE("make-galaxy snapshot: chunks, group catalog, offsets, same particles 
     CHECK(e.path().filename().string().find("tmp") == std::string::npos);
 
   // Snapshot headers.
+  // make_snapshot_spec adds inner fuzz to both groups and unassociated particles.
+  REQUIRE(spec.group_fuzz.size() == 2);
+  REQUIRE(spec.group_fuzz[0].n_stars == 150);  // 5% of the central's 3000
+  REQUIRE(spec.unassociated.n_stars == 150);
   std::array<std::uint64_t, 6> total{};
-  for (const auto& s : spec.subhalos) {
-    total[0] += s.n_gas;
-    total[4] += s.n_stars;
-  }
+  for (const auto* parts : {&spec.subhalos, &spec.group_fuzz})
+    for (const auto& s : *parts) {
+      total[0] += s.n_gas;
+      total[4] += s.n_stars;
+    }
+  total[0] += spec.unassociated.n_gas;
+  total[4] += spec.unassociated.n_stars;
   std::array<std::uint64_t, 6> summed{};
   for (int k = 0; k < n_chunks; ++k) {
     h5::File f(tng::snapshot_chunk_path(dir.string(), 99, k));
@@ -411,7 +418,26 @@ TEST_CASE("make-galaxy snapshot: chunks, group catalog, offsets, same particles 
     for (int k = 0; k < 3; ++k)
       CHECK(subpos[3 * s + k] == Approx(spec.subhalos[s].center_ckpc_h[k]).margin(0.01));
   }
-  for (int t : {0, 4}) CHECK(glentype[t] == lentype[t] + lentype[6 + t]);
+  // Satellites lie within 300 kpc (physical) of their group's central, groups > 1 Mpc apart.
+  auto distance_kpc = [&](int s1, int s2) {
+    double d2 = 0;
+    for (int k = 0; k < 3; ++k) {
+      double d = subpos[3 * s1 + k] - subpos[3 * s2 + k];
+      d -= 75000.0 * std::round(d / 75000.0);
+      d2 += d * d;
+    }
+    return std::sqrt(d2) / 0.6774 / 1.3;  // z = 0.3
+  };
+  CHECK(distance_kpc(0, 1) < 300.0);
+  CHECK(distance_kpc(2, 3) < 300.0);
+  CHECK(distance_kpc(0, 2) > 1000.0);
+  // A group holds its subhalos and its fuzz; the unassociated particles are in no group.
+  CHECK(glentype[4] == lentype[4] + lentype[6 + 4] + 150);
+  CHECK(glentype[6 + 4] ==
+        lentype[12 + 4] + lentype[18 + 4] + static_cast<std::int32_t>(spec.group_fuzz[1].n_stars));
+  CHECK(glentype[0] ==
+        lentype[0] + lentype[6] + static_cast<std::int32_t>(spec.group_fuzz[0].n_gas));
+  CHECK(static_cast<std::uint64_t>(glentype[4] + glentype[10]) + 150 == total[4]);
 
   // Offsets: Subhalo/SnapByType is the running sum of SubhaloLenType; groups start at their
   // first subhalo.
@@ -420,18 +446,24 @@ TEST_CASE("make-galaxy snapshot: chunks, group catalog, offsets, same particles 
   const auto grp_off = off.read<std::int64_t>("Group/SnapByType");
   const auto file_off = off.read<std::int64_t>("FileOffsets/SnapByType");
   std::array<std::int64_t, 6> running{};
-  for (std::size_t s = 0; s < 4; ++s)
+  for (std::size_t s = 0; s < 4; ++s) {
     for (int t = 0; t < 6; ++t) {
       CHECK(sub_off[6 * s + t] == running[t]);
       running[t] += lentype[6 * s + t];
     }
+    if (s == 1 || s == 3) {  // the last subhalo of its group: the group's fuzz follows
+      running[0] += spec.group_fuzz[s / 2].n_gas;
+      running[4] += spec.group_fuzz[s / 2].n_stars;
+    }
+  }
+  CHECK(static_cast<std::uint64_t>(running[4]) + spec.unassociated.n_stars == total[4]);
   for (int t = 0; t < 6; ++t) {
     CHECK(grp_off[t] == 0);
     CHECK(grp_off[6 + t] == sub_off[12 + t]);
   }
 
-  // The central's stars span all three chunk files; read them by offsets and compare with the
-  // same galaxy written as a cutout, field by field, exactly.
+  // The central's stars span three of the four chunk files; read them by offsets and compare with
+  // the same galaxy written as a cutout, field by field, exactly.
   for (std::size_t s : {std::size_t{0}, std::size_t{2}}) {
     const std::string cutout = (dir / ("cutout_" + std::to_string(s) + ".hdf5")).string();
     tng::write_tng_cutout(cutout, spec.subhalos[s]);
