@@ -27,6 +27,7 @@ void add_make_galaxy_command(CLI::App& app, int& exit_code) {
     double stars = -1, gas = -1;
     std::string layout = "cutout";
     int chunks = 3, subhalos = 1, groups = 1;
+    double fuzz_fraction = 0.05;
     tng::SyntheticGalaxySpec galaxy;
     std::vector<double> center, bulk_velocity;
     double block_rows = 1 << 20;
@@ -54,6 +55,10 @@ void add_make_galaxy_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(1, 100000));
   cmd->add_option("--groups", o->groups, "FoF groups the subhalos are dealt to (snapshot layout)")
       ->check(CLI::Range(1, 100000));
+  cmd->add_option("--fuzz-fraction", o->fuzz_fraction,
+                  "Snapshot layout: particles of each group in no subhalo, and particles in no "
+                  "group, as a fraction of the group central's (0: none)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--snapshot", g.snapshot, "Snapshot number")->check(CLI::Range(0, 999));
   cmd->add_option("--redshift", g.redshift, "Redshift of the snapshot");
   cmd->add_option("--hubble-param", g.cosmology.hubble_param, "h");
@@ -97,7 +102,8 @@ void add_make_galaxy_command(CLI::App& app, int& exit_code) {
                         ") groups, got " + std::to_string(o->groups));
     const auto start = std::chrono::steady_clock::now();
     if (snapshot) {
-      const auto spec = tng::make_snapshot_spec(galaxy, o->subhalos, o->groups, o->chunks);
+      const auto spec =
+          tng::make_snapshot_spec(galaxy, o->subhalos, o->groups, o->chunks, o->fuzz_fraction);
       tng::write_tng_snapshot(o->out, spec);
       std::cout << "wrote snapshot " << spec.snapshot << " (" << spec.n_chunks << " chunks, "
                 << spec.subhalos.size() << " subhalos in " << o->groups << " groups) under "
