@@ -8,6 +8,7 @@ namespace ifusim::cli {
 void add_devices_command(CLI::App& app, int& exit_code);
 void add_templates_command(CLI::App& app, int& exit_code);
 void add_inspect_command(CLI::App& app, int& exit_code);
+void add_make_galaxy_command(CLI::App& app, int& exit_code);
 
 void register_commands(CLI::App& app, int& exit_code);
 

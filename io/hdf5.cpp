@@ -81,7 +81,9 @@ Location Location::create_group(const std::string& relative_path) const {
   if (exists(relative_path)) return group(relative_path);
   Handle lcpl(H5Pcreate(H5P_LINK_CREATE));
   H5Pset_create_intermediate_group(lcpl.id(), 1);
-  Handle h(H5Gcreate2(id(), relative_path.c_str(), lcpl.id(), H5P_DEFAULT, H5P_DEFAULT));
+  Handle gcpl(H5Pcreate(H5P_GROUP_CREATE));
+  H5Pset_obj_track_times(gcpl.id(), 0);  // no timestamps: same data, same bytes
+  Handle h(H5Gcreate2(id(), relative_path.c_str(), lcpl.id(), gcpl.id(), H5P_DEFAULT));
   if (!h.valid()) throw InputError(describe(relative_path) + ": cannot create group");
   return Location(std::move(h), file_name_, join(path_, relative_path));
 }
@@ -180,6 +182,7 @@ void Location::write(const std::string& dataset, const std::vector<T>& data,
   Handle lcpl(H5Pcreate(H5P_LINK_CREATE));
   H5Pset_create_intermediate_group(lcpl.id(), 1);
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  H5Pset_obj_track_times(dcpl.id(), 0);  // no timestamps: same data, same bytes
   if (compress && !shape.empty() && product(shape, 0) > 0) {
     std::vector<hsize_t> chunk = shape;
     chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(shape[0], (1 << 20) / std::max<hsize_t>(1, product(shape, 1))));
@@ -201,6 +204,7 @@ void Location::create(const std::string& dataset, const std::vector<hsize_t>& sh
   Handle lcpl(H5Pcreate(H5P_LINK_CREATE));
   H5Pset_create_intermediate_group(lcpl.id(), 1);
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE));
+  H5Pset_obj_track_times(dcpl.id(), 0);  // no timestamps: same data, same bytes
   if (product(shape, 0) > 0) {
     std::vector<hsize_t> chunk = shape;
     chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(shape[0], 65536));

@@ -35,6 +35,7 @@ struct Observation {
 // resampled conserving its energy, so the (1 + z)(1 + v/c) stretch is already applied. The flux
 // stage divides by 4 pi D_L^2 to give erg / s / cm^2 / A.
 struct RunState {
+  explicit RunState(const Mesh& run_mesh) : mesh(run_mesh) {}
   const Mesh& mesh;
   GalaxyData data;
   Observation observation;

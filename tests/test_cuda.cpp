@@ -18,7 +18,7 @@ Cube run_skeleton(Backend backend, int n_devices, const test::HostStars& host) {
     {"stage": "spaxel_grid", "params": {"n_spaxels": 24, "spaxel_size_kpc": 0.75}},
     {"stage": "mass_image"}, {"stage": "psum"}])");
   auto mesh = make_mesh(backend, n_devices);
-  RunState state{*mesh, {}, {}, {}, {}, {}, {}};
+  RunState state(*mesh);
   state.data.stars = test::put_stars(*mesh, host);
   for (const auto& stage : make_stages(stages, "stages", {"stars.position_kpc", "stars.mass_msun"}))
     stage->run(state);

@@ -33,7 +33,7 @@ test::HostStars tilted_disc(std::size_t n, const Matrix3& tilt, unsigned seed) {
 
 std::vector<float> oriented_positions(int n_devices, const test::HostStars& host, const nlohmann::json& params) {
   auto mesh = make_mesh(Backend::cpu, n_devices);
-  RunState state{*mesh, {}, {}, {}, {}, {}, {}};
+  RunState state(*mesh);
   state.data.stars = test::put_stars(*mesh, host);
   state.data.galaxy.halfmass_radius_stars_kpc = 5.0;
   make_orient_stage(params, "stages[0].params")->run(state);

@@ -57,7 +57,9 @@ Observation observation(double redshift) {
 // Runs one stage (made through the registry, as a run would) on a cube.
 Cube run_stage(const nlohmann::json& stage, Cube cube, const Observation& obs) {
   auto mesh = make_mesh(Backend::cpu, 1);
-  RunState state{*mesh, {}, obs, {}, {}, std::move(cube)};
+  RunState state(*mesh);
+  state.observation = obs;
+  state.cube = std::move(cube);
   auto stages = make_stages(nlohmann::json::array({stage}), "stages", {"cube"});
   for (const auto& s : stages) s->run(state);
   return std::move(*state.cube);
@@ -519,7 +521,9 @@ TEST_CASE("post stages: parameter errors name the key path", "[post]") {
 TEST_CASE("post stages: the whole chain flux, psf, lsf, noise", "[post]") {
   const Observation obs = observation(0.03);
   auto mesh = make_mesh(Backend::cpu, 1);
-  RunState state{*mesh, {}, obs, {}, {}, point_source(21, 21, 300, 3, 17)};
+  RunState state(*mesh);
+  state.observation = obs;
+  state.cube = point_source(21, 21, 300, 3, 17);
   const double before = plane_total(*state.cube, 150);
   const auto stages = make_stages(nlohmann::json::parse(R"([
       {"stage": "flux", "params": {"unit_scale": 1e-20}},

@@ -23,7 +23,7 @@ const std::vector<std::string> kInputs = {"stars.position_kpc", "stars.mass_msun
 Cube run_skeleton(Backend backend, int n_devices, const test::HostStars& host,
                   const nlohmann::json& stages = kSkeleton) {
   auto mesh = make_mesh(backend, n_devices);
-  RunState state{*mesh, {}, {}, {}, {}, {}, {}};
+  RunState state(*mesh);
   state.data.stars = test::put_stars(*mesh, host);
   for (const auto& stage : make_stages(stages, "stages", kInputs)) stage->run(state);
   REQUIRE(state.cube.has_value());

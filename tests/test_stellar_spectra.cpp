@@ -27,7 +27,7 @@ struct SpectraRun {
 SpectraRun run_spectra(int n_devices, const test::HostStars& host, std::shared_ptr<const SspGrid> grid,
                        OutsideGrid outside = OutsideGrid::clamp) {
   auto mesh = make_mesh(Backend::cpu, n_devices);
-  RunState state{*mesh, {}, {}, {}, {}, {}, {}};
+  RunState state(*mesh);
   state.data.stars = test::put_stars(*mesh, host);
   state.observation.redshift = kRedshift;
   state.observation.axes.wave_start_angstrom = kBins.start_angstrom;

@@ -33,9 +33,10 @@ struct Units {
 constexpr Units kLength{1.0, -1.0, 3.085678e21};
 constexpr Units kVelocity{0.5, 0.0, 1e5};
 constexpr Units kMass{0.0, -1.0, 1.989e43};
-constexpr Units kDensity{-3.0, 2.0, 6.76991118e-22};
+// 1e10 Msun / kpc^3 in g/cm^3, and Msun per Julian year in g/s, as TNG's files have them.
+constexpr Units kDensity{-3.0, 2.0, 1.989e43 / (3.085678e21 * 3.085678e21 * 3.085678e21)};
 constexpr Units kEnergy{0.0, 0.0, 1e10};
-constexpr Units kSfr{0.0, 0.0, 6.30276067e25};
+constexpr Units kSfr{0.0, 0.0, 1.989e33 / 3.15576e7};
 constexpr Units kDimensionless{0.0, 0.0, 0.0};
 
 // splitmix64's finaliser (Steele, Lea & Flood 2014): a bijective 64-bit mixer. Hashing
@@ -347,25 +348,49 @@ std::string three_digits(int n) {
   return buf;
 }
 
-// Per-subhalo, per-type sums accumulated serially in particle order (so they do not depend on
-// the block size), for the group catalog.
+// Catalog sums of one segment of the particle arrays (a subhalo, a group's fuzz, or the
+// unassociated particles), accumulated serially in particle order so that they do not depend on
+// the block size. Radius histograms live only while the segment is being written: memory stays
+// bounded by the segments that straddle the write position.
 constexpr int kRadiusBins = 3000;  // log10 r/kpc in [-3, 3), 0.002 dex per bin
-struct TypeStats {
-  std::uint64_t count = 0;
-  double mass_msun = 0, sfr_msun_yr = 0;
-  std::array<double, 3> mass_pos{}, mass_vel{};  // sum m * (x - centre) [kpc], m * v [km/s]
-  std::vector<double> radius_mass = std::vector<double>(kRadiusBins, 0.0);
+double half_mass_radius_kpc(const std::vector<double>& hist);
 
-  void add(double m, const std::array<double, 3>& d_kpc, const std::array<double, 3>& v_kms) {
-    ++count;
-    mass_msun += m;
+struct SegmentStats {
+  std::array<std::uint64_t, 6> expected{}, count{};
+  std::array<double, 6> mass_msun{}, half_mass_kpc{};
+  double sfr_msun_yr = 0, half_mass_all_kpc = 0;
+  std::array<double, 3> mass_pos{}, mass_vel{};  // sum m * (x - centre) [kpc], m * v [km/s]
+  std::array<std::vector<double>, 6> hist;
+  std::vector<double> hist_all;
+
+  double mass_all_msun() const {
+    double m = 0;
+    for (double x : mass_msun) m += x;
+    return m;
+  }
+  void add(int type, double m, const std::array<double, 3>& d_kpc,
+           const std::array<double, 3>& v_kms) {
+    if (hist[type].empty()) hist[type].assign(kRadiusBins, 0.0);
+    if (hist_all.empty()) hist_all.assign(kRadiusBins, 0.0);
+    ++count[type];
+    mass_msun[type] += m;
     for (int k = 0; k < 3; ++k) {
       mass_pos[k] += m * d_kpc[k];
       mass_vel[k] += m * v_kms[k];
     }
     const double r = std::sqrt(d_kpc[0] * d_kpc[0] + d_kpc[1] * d_kpc[1] + d_kpc[2] * d_kpc[2]);
     const double x = (std::log10(std::max(r, 1e-3)) + 3.0) / 6.0 * kRadiusBins;
-    radius_mass[std::clamp(static_cast<int>(x), 0, kRadiusBins - 1)] += m;
+    const int bin = std::clamp(static_cast<int>(x), 0, kRadiusBins - 1);
+    hist[type][bin] += m;
+    hist_all[bin] += m;
+    if (count[type] == expected[type]) {
+      half_mass_kpc[type] = half_mass_radius_kpc(hist[type]);
+      std::vector<double>().swap(hist[type]);
+    }
+    if (count == expected) {
+      half_mass_all_kpc = half_mass_radius_kpc(hist_all);
+      std::vector<double>().swap(hist_all);
+    }
   }
 };
 
@@ -509,7 +534,7 @@ void generate_gas_rows_with(const GalaxyModel& m, std::size_t begin, std::size_t
 // Writes the particles [begin, end) of a galaxy's type at `row` of an open particle group, in
 // blocks; accumulates stats when given.
 void write_stars(const GalaxyModel& m, const h5::Location& group, std::size_t begin,
-                 std::size_t end, hsize_t row, TypeStats* stats) {
+                 std::size_t end, hsize_t row, SegmentStats* stats) {
   TngStarRows rows;
   for (std::size_t b = begin; b < end; b += m.g.block_rows) {
     const std::size_t e = std::min(end, b + m.g.block_rows);
@@ -517,13 +542,13 @@ void write_stars(const GalaxyModel& m, const h5::Location& group, std::size_t be
     write_star_block(group, row + (b - begin), rows);
     if (stats)
       for (std::size_t j = 0; j < rows.size(); ++j)
-        stats->add(rows.masses[j] * 1e10 / m.h, physical_offset_kpc(m, &rows.coordinates[3 * j]),
+        stats->add(4, rows.masses[j] * 1e10 / m.h, physical_offset_kpc(m, &rows.coordinates[3 * j]),
                    physical_velocity_kms(m, &rows.velocities[3 * j]));
   }
 }
 
 void write_gas(const GalaxyModel& m, const h5::Location& group, std::size_t begin, std::size_t end,
-               hsize_t row, TypeStats* stats) {
+               hsize_t row, SegmentStats* stats) {
   TngGasRows rows;
   for (std::size_t b = begin; b < end; b += m.g.block_rows) {
     const std::size_t e = std::min(end, b + m.g.block_rows);
@@ -531,7 +556,7 @@ void write_gas(const GalaxyModel& m, const h5::Location& group, std::size_t begi
     write_gas_block(group, row + (b - begin), rows);
     if (stats)
       for (std::size_t j = 0; j < rows.size(); ++j) {
-        stats->add(rows.masses[j] * 1e10 / m.h, physical_offset_kpc(m, &rows.coordinates[3 * j]),
+        stats->add(0, rows.masses[j] * 1e10 / m.h, physical_offset_kpc(m, &rows.coordinates[3 * j]),
                    physical_velocity_kms(m, &rows.velocities[3 * j]));
         stats->sfr_msun_yr += rows.star_formation_rate[j];
       }
@@ -622,35 +647,46 @@ void SyntheticSnapshotSpec::validate() const {
         "one group index per subhalo (or none)");
   for (std::size_t s = 0; s < group_of_subhalo.size(); ++s) {
     const int prev = s == 0 ? 0 : group_of_subhalo[s - 1];
-    check(group_of_subhalo[s] == prev || group_of_subhalo[s] == prev + 1 ||
-              (s == 0 && group_of_subhalo[s] == 0),
+    check(group_of_subhalo[s] == prev || group_of_subhalo[s] == prev + 1,
           "group_of_subhalo[" + std::to_string(s) + "]",
           "group indices non-decreasing from 0 without gaps");
   }
+  check(group_fuzz.empty() || group_fuzz.size() == static_cast<std::size_t>(n_groups()),
+        "group_fuzz", "one entry per FoF group (or none)");
+  // Every part with particles: valid, same epoch and box, int32-sized, disjoint IDs.
+  std::vector<std::pair<const SyntheticGalaxySpec*, std::string>> parts;
+  for (std::size_t s = 0; s < subhalos.size(); ++s)
+    parts.emplace_back(&subhalos[s], "subhalos[" + std::to_string(s) + "]");
+  for (std::size_t g = 0; g < group_fuzz.size(); ++g)
+    if (group_fuzz[g].n_stars + group_fuzz[g].n_gas > 0)
+      parts.emplace_back(&group_fuzz[g], "group_fuzz[" + std::to_string(g) + "]");
+  if (unassociated.n_stars + unassociated.n_gas > 0)
+    parts.emplace_back(&unassociated, "unassociated");
   const SyntheticGalaxySpec& first = subhalos.front();
-  for (std::size_t s = 0; s < subhalos.size(); ++s) {
-    const auto& g = subhalos[s];
-    const std::string key = "subhalos[" + std::to_string(s) + "]";
+  for (const auto& [g, key] : parts) {
     try {
-      g.validate();
+      g->validate();
     } catch (const ConfigError& e) {
       throw ConfigError(key + ": " + e.what());
     }
-    check(g.redshift == first.redshift && g.box_size_ckpc_h == first.box_size_ckpc_h &&
-              g.cosmology.hubble_param == first.cosmology.hubble_param &&
-              g.cosmology.omega_matter == first.cosmology.omega_matter &&
-              g.cosmology.omega_lambda == first.cosmology.omega_lambda,
+    check(g->redshift == first.redshift && g->box_size_ckpc_h == first.box_size_ckpc_h &&
+              g->cosmology.hubble_param == first.cosmology.hubble_param &&
+              g->cosmology.omega_matter == first.cosmology.omega_matter &&
+              g->cosmology.omega_lambda == first.cosmology.omega_lambda,
           key, "the same redshift, box size and cosmology as subhalos[0]");
-    check(g.n_stars <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()) &&
-              g.n_gas <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()),
+    check(g->n_stars <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()) &&
+              g->n_gas <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()),
           key + ".n_stars", "at most 2^31-1 particles per type (SubhaloLenType is int32)");
-    for (std::size_t o = 0; o < s; ++o) {
-      const auto& h = subhalos[o];
-      const bool disjoint = g.first_particle_id + g.n_stars + g.n_gas <= h.first_particle_id ||
-                            h.first_particle_id + h.n_stars + h.n_gas <= g.first_particle_id;
-      check(disjoint, key + ".first_particle_id",
-            "a ParticleIDs range not overlapping subhalos[" + std::to_string(o) + "]");
-    }
+  }
+  auto by_id = parts;
+  std::sort(by_id.begin(), by_id.end(), [](const auto& x, const auto& y) {
+    return x.first->first_particle_id < y.first->first_particle_id;
+  });
+  for (std::size_t i = 1; i < by_id.size(); ++i) {
+    const auto* lo = by_id[i - 1].first;
+    check(lo->first_particle_id + lo->n_stars + lo->n_gas <= by_id[i].first->first_particle_id,
+          by_id[i].second + ".first_particle_id",
+          "a ParticleIDs range not overlapping " + by_id[i - 1].second + "'s");
   }
 }
 
@@ -724,9 +760,10 @@ void write_tng_cutout(const std::string& path, const SyntheticGalaxySpec& galaxy
 }
 
 SyntheticSnapshotSpec make_snapshot_spec(const SyntheticGalaxySpec& central, int n_subhalos,
-                                         int n_groups, int n_chunks) {
+                                         int n_groups, int n_chunks, double fuzz_fraction) {
   check(n_subhalos >= 1, "subhalos", "at least one subhalo");
   check(n_groups >= 1 && n_groups <= n_subhalos, "groups", "between 1 and the number of subhalos");
+  check(fuzz_fraction >= 0 && fuzz_fraction <= 1, "fuzz_fraction", "a value in [0, 1]");
   SyntheticSnapshotSpec spec;
   spec.snapshot = central.snapshot;
   spec.n_chunks = n_chunks;
@@ -738,6 +775,15 @@ SyntheticSnapshotSpec make_snapshot_spec(const SyntheticGalaxySpec& central, int
   }
   std::uint64_t next_id = central.first_particle_id;
   const double a = central.scale_factor(), h = central.cosmology.hubble_param;
+  const auto place = [&](SyntheticGalaxySpec& g, const std::array<double, 3>& from, double kpc,
+                         const std::array<double, 3>& dir) {
+    for (int k = 0; k < 3; ++k) {
+      double x = std::fmod(from[k] + kpc * dir[k] * h / a, central.box_size_ckpc_h);
+      if (x < 0) x += central.box_size_ckpc_h;
+      g.center_ckpc_h[k] = x >= central.box_size_ckpc_h ? 0.0 : x;
+    }
+  };
+  std::array<double, 3> group_center = central.center_ckpc_h;
   for (int s = 0; s < n_subhalos; ++s) {
     SyntheticGalaxySpec g = central;
     g.subhalo_id = s;
@@ -758,23 +804,52 @@ SyntheticSnapshotSpec make_snapshot_spec(const SyntheticGalaxySpec& central, int
       g.v_flat_kms *= std::pow(f, 0.25);  // Tully-Fisher-like, M ~ v^4
       g.inclination_deg = central.inclination_deg + 37.0 * s;
       g.position_angle_deg = central.position_angle_deg + 71.0 * s;
-      // Satellites of a group sit 60-200 kpc from the group's central; centrals of later groups
-      // 1-2 Mpc from the first one.
+      // Satellites sit 60-200 kpc from their group's central; the centrals of later groups
+      // 1-2 Mpc beyond the previous group's.
       const bool new_group = spec.group_of_subhalo[s] != spec.group_of_subhalo[s - 1];
       const double dist_kpc = new_group ? 1000.0 + 500.0 * s : 60.0 + 35.0 * s;
       const double theta = 2.399963 * s;  // golden angle: directions do not repeat
       const std::array<double, 3> dir = {std::cos(theta) * 0.8, std::sin(theta) * 0.8, 0.6};
-      for (int k = 0; k < 3; ++k) {
-        double x = central.center_ckpc_h[k] + dist_kpc * dir[k] * h / a;
-        x = std::fmod(x, central.box_size_ckpc_h);
-        if (x < 0) x += central.box_size_ckpc_h;
-        g.center_ckpc_h[k] = x;
+      place(g, group_center, dist_kpc, dir);
+      if (new_group) group_center = g.center_ckpc_h;
+      for (int k = 0; k < 3; ++k)
         g.bulk_velocity_kms[k] = central.bulk_velocity_kms[k] + 150.0 * dir[(k + 1) % 3];
-      }
     }
     g.first_particle_id = next_id;
     next_id += g.n_stars + g.n_gas;
     spec.subhalos.push_back(g);
+  }
+  if (fuzz_fraction > 0) {
+    // A diffuse, hot spheroid of stars and gas around each group's central: its fuzz.
+    const auto diffuse = [&](const SyntheticGalaxySpec& host, std::uint64_t salt, double radius) {
+      SyntheticGalaxySpec g = host;
+      g.seed = mix64(central.seed ^ salt);
+      g.n_stars = host.n_stars ? std::max<std::size_t>(
+                                     10, static_cast<std::size_t>(host.n_stars * fuzz_fraction))
+                               : 0;
+      g.n_gas = host.n_gas ? std::max<std::size_t>(
+                                 10, static_cast<std::size_t>(host.n_gas * fuzz_fraction))
+                           : 0;
+      g.stellar_mass_msun = host.stellar_mass_msun * fuzz_fraction;
+      g.gas_mass_msun = host.gas_mass_msun * fuzz_fraction;
+      g.bulge_fraction = 1.0;
+      g.wind_fraction = 0.0;
+      g.bulge_scale_radius_kpc = radius;
+      g.bulge_dispersion_kms = 150.0;
+      g.gas_scale_length_kpc = radius;
+      g.gas_scale_height_kpc = radius;
+      g.first_particle_id = next_id;
+      next_id += g.n_stars + g.n_gas;
+      return g;
+    };
+    for (int grp = 0; grp < n_groups; ++grp) {
+      const auto it = std::find(spec.group_of_subhalo.begin(), spec.group_of_subhalo.end(), grp);
+      const auto& host = spec.subhalos[it - spec.group_of_subhalo.begin()];
+      spec.group_fuzz.push_back(
+          diffuse(host, 0x46555A5AULL + grp, 10.0 * host.bulge_scale_radius_kpc));
+    }
+    spec.unassociated = diffuse(central, 0x4F55544552ULL, 50.0);  // "OUTER"
+    place(spec.unassociated, central.center_ckpc_h, 2000.0, {0.0, -0.6, 0.8});
   }
   return spec;
 }
@@ -803,36 +878,68 @@ void write_tng_snapshot(const std::string& base_dir, const SyntheticSnapshotSpec
   const std::size_t n_sub = spec.subhalos.size();
   std::vector<int> group_of(n_sub, 0);
   if (!spec.group_of_subhalo.empty()) group_of = spec.group_of_subhalo;
-  const int n_groups = group_of.back() + 1;
-  std::vector<GalaxyModel> models;
-  models.reserve(n_sub);
-  for (const auto& g : spec.subhalos) models.emplace_back(g);
-
-  // Global particle offsets of each subhalo for types 0 (gas) and 4 (stars).
-  constexpr int kTypes[2] = {0, 4};
-  std::vector<std::array<std::uint64_t, 6>> sub_len(n_sub), sub_offset(n_sub);
-  std::array<std::uint64_t, 6> total{};
+  const int n_groups = spec.n_groups();
+  std::vector<int> first_sub(n_groups, -1), n_subs(n_groups, 0);
   for (std::size_t s = 0; s < n_sub; ++s) {
-    sub_len[s] = {};
-    sub_len[s][0] = spec.subhalos[s].n_gas;
-    sub_len[s][4] = spec.subhalos[s].n_stars;
-    sub_offset[s] = total;
-    for (int t = 0; t < 6; ++t) total[t] += sub_len[s][t];
+    if (first_sub[group_of[s]] < 0) first_sub[group_of[s]] = static_cast<int>(s);
+    ++n_subs[group_of[s]];
   }
+
+  // The segments of each type's global array, in TNG order: per group its subhalos then its
+  // fuzz; the unassociated particles last.
+  struct Segment {
+    const SyntheticGalaxySpec* galaxy;
+    int subhalo;  // -1: not a subhalo
+    int group;    // -1: in no group
+    std::array<std::uint64_t, 6> len{}, offset{};
+    SegmentStats stats;
+  };
+  std::vector<Segment> segments;
+  std::vector<std::size_t> segment_of_subhalo(n_sub);
+  const auto add_segment = [&](const SyntheticGalaxySpec& g, int subhalo, int group) {
+    if (g.n_stars + g.n_gas == 0) return;
+    Segment seg{&g, subhalo, group, {}, {}, {}};
+    seg.len[0] = g.n_gas;
+    seg.len[4] = g.n_stars;
+    seg.stats.expected = seg.len;
+    segments.push_back(std::move(seg));
+  };
+  for (int grp = 0; grp < n_groups; ++grp) {
+    for (int s = first_sub[grp]; s < first_sub[grp] + n_subs[grp]; ++s) {
+      segment_of_subhalo[s] = segments.size();
+      add_segment(spec.subhalos[s], s, grp);
+    }
+    if (!spec.group_fuzz.empty()) add_segment(spec.group_fuzz[grp], -1, grp);
+  }
+  add_segment(spec.unassociated, -1, -1);
+  std::array<std::uint64_t, 6> total{};
+  for (auto& seg : segments) {
+    seg.offset = total;
+    for (int t = 0; t < 6; ++t) total[t] += seg.len[t];
+  }
+  std::vector<std::array<std::uint64_t, 6>> sub_offset(n_sub);
+  for (std::size_t s = 0; s < n_sub; ++s) sub_offset[s] = segments[segment_of_subhalo[s]].offset;
+
+  constexpr int kTypes[2] = {0, 4};
   const auto chunk_begin = [&](int t, int k) {
     return static_cast<std::uint64_t>(static_cast<unsigned __int128>(total[t]) * k / spec.n_chunks);
   };
+  for (int t = 0; t < 6; ++t)
+    if (total[t] / spec.n_chunks >=
+        static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max()))
+      throw ConfigError(
+          "n_chunks: expected enough chunks to keep each file below 2^31 particles "
+          "of type " +
+          std::to_string(t) + " (TNG's NumPart_ThisFile is int32)");
 
-  // Snapshot chunks, accumulating per-subhalo stats in global particle order.
-  std::vector<std::array<TypeStats, 2>> stats(n_sub);
+  // Snapshot chunks, accumulating each segment's stats in global particle order.
   const SyntheticGalaxySpec& first = spec.subhalos.front();
   for (int k = 0; k < spec.n_chunks; ++k) {
     h5::File f(snapshot_chunk_path(tmp_base, spec.snapshot, k), h5::File::Mode::truncate);
     HeaderInfo info{&first, spec.snapshot, spec.simulation_name, spec.n_chunks, {}, total};
     for (int t : kTypes) info.this_file[t] = chunk_begin(t, k + 1) - chunk_begin(t, k);
     write_snapshot_header(f, info);
-    for (int ti = 0; ti < 2; ++ti) {
-      const int t = kTypes[ti];
+    for (int t : kTypes) {
       const std::uint64_t lo = chunk_begin(t, k), hi = chunk_begin(t, k + 1);
       if (hi == lo) continue;  // TNG omits the group of a type with no particles in this file
       const h5::Location grp = f.create_group("PartType" + std::to_string(t));
@@ -840,19 +947,20 @@ void write_tng_snapshot(const std::string& base_dir, const SyntheticSnapshotSpec
         create_gas_fields(grp, hi - lo);
       else
         create_star_fields(grp, hi - lo);
-      for (std::size_t s = 0; s < n_sub; ++s) {
-        const std::uint64_t s_lo = sub_offset[s][t], s_hi = s_lo + sub_len[s][t];
+      for (auto& seg : segments) {
+        const std::uint64_t s_lo = seg.offset[t], s_hi = s_lo + seg.len[t];
         const std::uint64_t b = std::max(lo, s_lo), e = std::min(hi, s_hi);
         if (b >= e) continue;
+        const GalaxyModel model(*seg.galaxy);
         if (t == 0)
-          write_gas(models[s], grp, b - s_lo, e - s_lo, b - lo, &stats[s][ti]);
+          write_gas(model, grp, b - s_lo, e - s_lo, b - lo, &seg.stats);
         else
-          write_stars(models[s], grp, b - s_lo, e - s_lo, b - lo, &stats[s][ti]);
+          write_stars(model, grp, b - s_lo, e - s_lo, b - lo, &seg.stats);
       }
     }
   }
 
-  // Catalog values per subhalo and per group.
+  // Catalog values per subhalo and per group (a group's sums include its fuzz).
   const double a = first.scale_factor(), h = first.cosmology.hubble_param;
   const double box = first.box_size_ckpc_h;
   const double msun_to_code = h / 1e10, kpc_to_ckpc_h = h / a;
@@ -867,62 +975,50 @@ void write_tng_snapshot(const std::string& base_dir, const SyntheticSnapshotSpec
     std::array<double, 3> pos_ckpc_h{}, cm_ckpc_h{}, vel_kms{};
     double half_mass_all_kpc = 0, sfr = 0, mass_all_msun = 0;
   };
-  std::vector<Row> sub(n_sub);
-  for (std::size_t s = 0; s < n_sub; ++s) {
-    Row& r = sub[s];
-    std::array<double, 3> mp{}, mv{};
-    std::vector<double> hist_all(kRadiusBins, 0.0);
-    for (int ti = 0; ti < 2; ++ti) {
-      const TypeStats& st = stats[s][ti];
-      const int t = kTypes[ti];
-      r.len[t] = st.count;
-      r.mass_msun[t] = st.mass_msun;
-      r.half_mass_kpc[t] = half_mass_radius_kpc(st.radius_mass);
-      r.mass_all_msun += st.mass_msun;
-      r.sfr += st.sfr_msun_yr;
-      for (int c = 0; c < 3; ++c) {
-        mp[c] += st.mass_pos[c];
-        mv[c] += st.mass_vel[c];
-      }
-      for (int b = 0; b < kRadiusBins; ++b) hist_all[b] += st.radius_mass[b];
-    }
-    r.half_mass_all_kpc = half_mass_radius_kpc(hist_all);
+  const auto segment_row = [&](const Segment& seg) {
+    Row r;
+    const SegmentStats& st = seg.stats;
+    r.len = st.count;
+    r.mass_msun = st.mass_msun;
+    r.half_mass_kpc = st.half_mass_kpc;
+    r.half_mass_all_kpc = st.half_mass_all_kpc;
+    r.mass_all_msun = st.mass_all_msun();
+    r.sfr = st.sfr_msun_yr;
+    const double m = std::max(r.mass_all_msun, 1e-300);
     for (int c = 0; c < 3; ++c) {
-      r.pos_ckpc_h[c] = spec.subhalos[s].center_ckpc_h[c];
-      const double m = std::max(r.mass_all_msun, 1e-300);
-      r.cm_ckpc_h[c] = wrap(r.pos_ckpc_h[c] + mp[c] / m * kpc_to_ckpc_h);
-      r.vel_kms[c] = mv[c] / m;
+      r.pos_ckpc_h[c] = seg.galaxy->center_ckpc_h[c];
+      r.cm_ckpc_h[c] = wrap(r.pos_ckpc_h[c] + st.mass_pos[c] / m * kpc_to_ckpc_h);
+      r.vel_kms[c] = st.mass_vel[c] / m;
     }
-  }
-  std::vector<Row> grp(n_groups);
-  std::vector<int> first_sub(n_groups, -1), n_subs(n_groups, 0);
-  for (std::size_t s = 0; s < n_sub; ++s) {
-    const int g = group_of[s];
-    if (first_sub[g] < 0) first_sub[g] = static_cast<int>(s);
-    ++n_subs[g];
+    return r;
+  };
+  std::vector<Row> sub(n_sub), grp(n_groups);
+  for (std::size_t s = 0; s < n_sub; ++s) sub[s] = segment_row(segments[segment_of_subhalo[s]]);
+  std::vector<std::array<double, 3>> group_mp(n_groups), group_mv(n_groups);
+  for (const auto& seg : segments) {
+    if (seg.group < 0) continue;
+    const Row r = segment_row(seg);
+    Row& g = grp[seg.group];
+    const Row& central = sub[first_sub[seg.group]];
+    for (int t = 0; t < 6; ++t) {
+      g.len[t] += r.len[t];
+      g.mass_msun[t] += r.mass_msun[t];
+    }
+    g.mass_all_msun += r.mass_all_msun;
+    for (int c = 0; c < 3; ++c) {
+      double d = r.cm_ckpc_h[c] - central.pos_ckpc_h[c];
+      d -= box * std::round(d / box);
+      group_mp[seg.group][c] += r.mass_all_msun * d;
+      group_mv[seg.group][c] += r.mass_all_msun * r.vel_kms[c];
+    }
   }
   for (int g = 0; g < n_groups; ++g) {
-    Row& r = grp[g];
     const Row& central = sub[first_sub[g]];
-    std::array<double, 3> mp{}, mv{};
-    for (int s = first_sub[g]; s < first_sub[g] + n_subs[g]; ++s) {
-      for (int t = 0; t < 6; ++t) {
-        r.len[t] += sub[s].len[t];
-        r.mass_msun[t] += sub[s].mass_msun[t];
-      }
-      r.mass_all_msun += sub[s].mass_all_msun;
-      for (int c = 0; c < 3; ++c) {
-        double d = sub[s].cm_ckpc_h[c] - central.pos_ckpc_h[c];
-        d -= box * std::round(d / box);
-        mp[c] += sub[s].mass_all_msun * d;
-        mv[c] += sub[s].mass_all_msun * sub[s].vel_kms[c];
-      }
-    }
+    const double m = std::max(grp[g].mass_all_msun, 1e-300);
     for (int c = 0; c < 3; ++c) {
-      const double m = std::max(r.mass_all_msun, 1e-300);
-      r.pos_ckpc_h[c] = central.pos_ckpc_h[c];
-      r.cm_ckpc_h[c] = wrap(central.pos_ckpc_h[c] + mp[c] / m);
-      r.vel_kms[c] = mv[c] / m;
+      grp[g].pos_ckpc_h[c] = central.pos_ckpc_h[c];
+      grp[g].cm_ckpc_h[c] = wrap(central.pos_ckpc_h[c] + group_mp[g][c] / m);
+      grp[g].vel_kms[c] = group_mv[g][c] / m;
     }
   }
 
@@ -940,7 +1036,8 @@ void write_tng_snapshot(const std::string& base_dir, const SyntheticSnapshotSpec
     header.set_attribute<std::int32_t>("Ngroups_ThisFile", static_cast<std::int32_t>(g_hi - g_lo));
     header.set_attribute<std::int32_t>("Ngroups_Total", n_groups);
     std::uint64_t ids_total = 0, ids_this = 0;
-    for (int t = 0; t < 6; ++t) ids_total += total[t];
+    for (int g = 0; g < n_groups; ++g)
+      for (int t = 0; t < 6; ++t) ids_total += grp[g].len[t];
     for (std::size_t g = g_lo; g < g_hi; ++g)
       for (int t = 0; t < 6; ++t) ids_this += grp[g].len[t];
     header.set_attribute<std::int64_t>("Nids_ThisFile", static_cast<std::int64_t>(ids_this));
@@ -1048,6 +1145,7 @@ void write_tng_snapshot(const std::string& base_dir, const SyntheticSnapshotSpec
       file_sub.push_back(static_cast<std::int64_t>(split(n_sub, k)));
     }
     const hsize_t ng = static_cast<hsize_t>(n_groups), ns = n_sub, nf = nfiles;
+    for (const char* group : {"Group", "Subhalo", "FileOffsets"}) f.create_group(group);
     f.write<std::int64_t>("Group/SnapByType", group_off, {ng, 6});
     f.write<std::int64_t>("Subhalo/SnapByType", sub_off, {ns, 6});
     f.write<std::int64_t>("FileOffsets/SnapByType", file_snap, {nf, 6});

@@ -119,9 +119,13 @@ void generate_gas_rows(const SyntheticGalaxySpec& galaxy, std::size_t begin, std
 // particles has no group, as in TNG). Written to a temporary name and renamed at the end.
 void write_tng_cutout(const std::string& path, const SyntheticGalaxySpec& galaxy);
 
-// A snapshot made of several subhalos, each in a FoF group. Particles of each type are ordered
-// by group, then subhalo (TNG's ordering); chunk file k holds rows [N k / K, N (k + 1) / K) of
-// each type's global array. All subhalos must share redshift, cosmology and box size.
+// A snapshot made of several subhalos, each in a FoF group, plus optional particles of a group
+// that belong to none of its subhalos ("inner fuzz") and particles in no group at all ("outer
+// fuzz"). Particles of each type are ordered as in TNG: by group; within a group by subhalo, then
+// the group's fuzz; the unassociated particles last. Chunk file k holds rows
+// [N k / K, N (k + 1) / K) of each type's global array. Every part is a SyntheticGalaxySpec (a
+// fuzz is typically a diffuse spheroid: bulge_fraction = 1, a large bulge radius); all must
+// share redshift, cosmology and box size, and their ParticleIDs ranges must not overlap.
 struct SyntheticSnapshotSpec {
   int snapshot = 99;
   int n_chunks = 3;  // snapshot and group catalog files
@@ -129,15 +133,28 @@ struct SyntheticSnapshotSpec {
   // group_of_subhalo[s] = FoF group of subhalo s: empty means all in group 0; otherwise
   // non-decreasing from 0 without gaps (the first subhalo of a group is its central).
   std::vector<int> group_of_subhalo;
+  // Empty, or one per group: its particles in no subhalo (n_stars = n_gas = 0 for none).
+  std::vector<SyntheticGalaxySpec> group_fuzz;
+  // Particles in no group (n_stars = n_gas = 0 for none), at the end of each type's array.
+  SyntheticGalaxySpec unassociated = none();
   std::string simulation_name = "ifusim-synthetic";
   void validate() const;
+  int n_groups() const { return group_of_subhalo.empty() ? 1 : group_of_subhalo.back() + 1; }
+  static SyntheticGalaxySpec none() {
+    SyntheticGalaxySpec g;
+    g.n_stars = g.n_gas = 0;
+    return g;
+  }
 };
 
 // A central galaxy and n_subhalos - 1 smaller satellites (stellar and gas mass and particle
 // counts falling as 1 / (4 s), placed 60-200 kpc away with their own seeds and particle-ID
 // ranges), spread over n_groups FoF groups (the first n_subhalos % n_groups groups one more).
+// fuzz_fraction > 0 adds to each group a diffuse stellar/gas halo of that fraction of its
+// central's particles (at least 10 of each type the central has), and as many unassociated
+// particles as the first group's fuzz, 1.5-3 Mpc away from the central.
 SyntheticSnapshotSpec make_snapshot_spec(const SyntheticGalaxySpec& central, int n_subhalos,
-                                         int n_groups, int n_chunks);
+                                         int n_groups, int n_chunks, double fuzz_fraction = 0.05);
 
 // Writes base_dir/snapdir_NNN/snap_NNN.K.hdf5, base_dir/groups_NNN/fof_subhalo_tab_NNN.K.hdf5
 // and base_dir/offsets_NNN.hdf5. They are built in a temporary folder under base_dir and moved
