@@ -38,6 +38,7 @@ struct Stars {
   ShardedArray<float> metallicity;        // mass fraction Z
   ShardedArray<float> age_gyr;            // at the snapshot's own epoch
   ShardedArray<std::int32_t> spaxel_index;  // derived: -1 outside the field of view
+  ShardedArray<float> dust_av;               // derived: A_V (mag) in front of the star
 
   std::size_t count() const { return mass_msun.rows(); }
 
@@ -51,6 +52,7 @@ struct Stars {
     f(FieldSpec{"metallicity", "", 1, K::sharded, false}, s.metallicity);
     f(FieldSpec{"age_gyr", "Gyr", 1, K::sharded, false}, s.age_gyr);
     f(FieldSpec{"spaxel_index", "", 1, K::sharded, true}, s.spaxel_index);
+    f(FieldSpec{"dust_av", "mag", 1, K::sharded, true}, s.dust_av);
   }
 };
 

@@ -12,6 +12,7 @@
 #include "data/galaxy_data.h"
 #include "data/mesh.h"
 #include "data/telescope.h"
+#include "stages/dust/dust_curves.h"
 
 namespace ifusim {
 
@@ -44,6 +45,7 @@ struct RunState {
   // Per-spaxel sums of mass, mass * v_los and mass * v_los^2 (n_wave = 3), until psum.
   std::optional<PartialCube> kinematics;
   std::optional<Cube> cube;            // the reduced cube, after psum
+  DustCurve dust_curve;                // set by the dust stage with stars.dust_av
 };
 
 class Stage {

@@ -132,8 +132,8 @@ TEST_CASE("the data model declares every field's sharding once", "[sharding]") {
     n_derived += spec.derived;
     CHECK(spec.sharding == Sharding::Kind::sharded);  // particle fields are split
   });
-  CHECK(n_fields == 7);
-  CHECK(n_derived == 1);
+  CHECK(n_fields == 8);
+  CHECK(n_derived == 2);
   Gas gas;
   int gas_fields = 0;
   Gas::for_each_field(gas, [&](const FieldSpec& spec, auto&) {

@@ -93,6 +93,7 @@ struct DepositSpectrumChunk {
   WaveBins bins;
   double one_plus_z;
   StarViews stars;
+  DustCurve dust;
   int n_chunks;
   double counts_per_unit;
   std::int64_t* cube_sums;
@@ -124,6 +125,7 @@ struct DepositSpectrumChunk {
     locate(ssp, (first_edge + k0 * bins.step_angstrom) / doppler, j, f);
     double below[4];
     for (int n = 0; n < 4; ++n) below[n] = cumulative_at(ssp, w.node[n], j, f);
+    const double a_v = stars.dust_av ? stars.dust_av[i] : 0.0;
     for (int k = k0; k < k1; ++k) {
       locate(ssp, (first_edge + (k + 1) * bins.step_angstrom) / doppler, j, f);
       double energy = 0.0;
@@ -131,6 +133,10 @@ struct DepositSpectrumChunk {
         const double c = cumulative_at(ssp, w.node[n], j, f);
         energy += w.weight[n] * (c - below[n]);
         below[n] = c;
+      }
+      if (a_v > 0.0) {
+        const double rest_centre = (bins.start_angstrom + k * bins.step_angstrom) / doppler;
+        energy *= pow(10.0, -0.4 * a_v * attenuation_ratio(dust, rest_centre));
       }
       if (energy != 0.0) atomic_add_fixed(out + k, to_fixed(energy * scale, 1.0));
     }
@@ -147,11 +153,11 @@ float max_abs_value(const Device& device, Span<const float> values) {
 }
 
 void accumulate_stellar_spectra(const Device& device, const SspView& ssp, const WaveBins& bins,
-                                double redshift, const StarViews& stars, double counts_per_unit,
-                                Span<std::int64_t> cube_sums) {
+                                double redshift, const DustCurve& dust, const StarViews& stars,
+                                double counts_per_unit, Span<std::int64_t> cube_sums) {
   const int n_chunks = (bins.n + kBinsPerChunk - 1) / kBinsPerChunk;
   parallel_for(device, stars.n * static_cast<std::size_t>(n_chunks),
-               DepositSpectrumChunk{ssp, bins, 1.0 + redshift, stars, n_chunks, counts_per_unit,
+               DepositSpectrumChunk{ssp, bins, 1.0 + redshift, stars, dust, n_chunks, counts_per_unit,
                                     cube_sums.data});
 }
 

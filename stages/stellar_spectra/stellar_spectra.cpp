@@ -140,8 +140,10 @@ class StellarSpectraStage final : public Stage {
       ssp.outside = params_.outside;
       const StarViews views{stars.velocity_kms.local(d, 2).data, stars.initial_mass_msun.local(d).data,
                             stars.age_gyr.local(d).data,       stars.metallicity.local(d).data,
-                            stars.spaxel_index.local(d).data,  stars.spaxel_index.local(d).size};
-      IFUSIM_DISPATCH(d, accumulate_stellar_spectra, d, ssp, bins, obs.redshift, views,
+                            stars.spaxel_index.local(d).data,
+                            stars.dust_av.empty() ? nullptr : stars.dust_av.local(d).data,
+                            stars.spaxel_index.local(d).size};
+      IFUSIM_DISPATCH(d, accumulate_stellar_spectra, d, ssp, bins, obs.redshift, state.dust_curve, views,
                       partial.scale.counts_per_unit, partial.sums.local(d));
       IFUSIM_DISPATCH(d, accumulate_kinematics, d, views, stars.mass_msun.local(d),
                       moments.scale.counts_per_unit, moments.sums.local(d));

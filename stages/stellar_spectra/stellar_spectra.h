@@ -11,6 +11,10 @@
 // D = (1 + z)(1 + v_los / c), so the energy a star emits is conserved exactly over the bins
 // that cover its shifted spectrum, and the cube holds luminosity per observed Angstrom.
 // Line of sight: +z, pointing away from the observer; v_z > 0 recedes (redshift).
+//
+// Dust (when the dust stage gave each star an A_V): a bin's energy is multiplied by
+// 10^(-0.4 A_V A_lambda/A_V) with the curve evaluated at the bin centre's rest-frame wavelength
+// (the dust sits in the galaxy); the curves vary little across one bin.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -20,6 +24,7 @@
 #include "data/ssp_grid.h"
 #include "io/json_params.h"
 #include "stages/dispatch.h"
+#include "stages/dust/dust_curves.h"
 #include "stages/stage.h"
 
 namespace ifusim {
@@ -51,6 +56,7 @@ struct StarViews {
   const float* age_gyr;
   const float* metallicity;
   const std::int32_t* spaxel_index;
+  const float* dust_av;  // A_V in magnitudes per star, or nullptr without dust
   std::size_t n;
 };
 
@@ -92,6 +98,7 @@ IFUSIM_DECLARE_BACKENDS(
     float max_abs_value(const Device& device, Span<const float> values);
     void accumulate_stellar_spectra(const Device& device, const ifusim::SspView& ssp,
                                     const ifusim::WaveBins& bins, double redshift,
+                                    const ifusim::DustCurve& dust,
                                     const ifusim::StarViews& stars, double counts_per_unit,
                                     Span<std::int64_t> cube_sums);
     void accumulate_kinematics(const Device& device, const ifusim::StarViews& stars,
