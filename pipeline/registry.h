@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/ssp_grid.h"
 #include "stages/stage.h"
 
 namespace ifusim {
@@ -13,10 +14,19 @@ namespace ifusim {
 using StageFactory = std::unique_ptr<Stage> (*)(const nlohmann::json& params,
                                                 const std::string& path);
 
+// What some stages need beyond their parameters, loaded once by the runner.
+struct StageResources {
+  std::shared_ptr<const SspGrid> ssp;  // the template library (stellar_spectra)
+};
+using ResourceStageFactory = std::unique_ptr<Stage> (*)(const nlohmann::json& params,
+                                                        const std::string& path,
+                                                        const StageResources& resources);
+
 struct StageEntry {
   const char* name;
   const char* summary;
-  StageFactory make;
+  StageFactory make;                           // one of the two is set
+  ResourceStageFactory make_with_resources;
 };
 
 // Every stage the pipeline knows, in one explicit list (no static self-registration).
@@ -27,6 +37,14 @@ std::span<const StageEntry> stage_registry();
 // the input or an earlier stage) before anything runs. `available` is what the input provides.
 std::vector<std::unique_ptr<Stage>> make_stages(const nlohmann::json& stages,
                                                 const std::string& path,
-                                                std::vector<std::string> available);
+                                                std::vector<std::string> available,
+                                                const StageResources& resources = {});
+
+// One stage by name, its parameters at `path` (used by make_stages and the runner).
+std::unique_ptr<Stage> make_stage(const std::string& name, const nlohmann::json& params,
+                                  const std::string& path, const StageResources& resources);
+// Checks that every stage's needs are met by `available` or an earlier stage.
+void check_stage_order(const std::vector<std::unique_ptr<Stage>>& stages,
+                       const std::vector<std::string>& paths, std::vector<std::string> available);
 
 }  // namespace ifusim

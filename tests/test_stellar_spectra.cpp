@@ -104,7 +104,7 @@ TEST_CASE("stellar spectra: the fused kernel matches the double-precision refere
     for (OutsideGrid policy : {OutsideGrid::clamp, OutsideGrid::zero}) {
       const SpectraRun run = run_spectra(1, host, grid, policy);
       const auto reference = reference_stellar_cube(
-          *grid, policy, kRedshift, kBins, 64, column(host.velocity_kms, 2), host.initial_mass_msun,
+          *grid, policy, "", kRedshift, kBins, 64, column(host.velocity_kms, 2), host.initial_mass_msun,
           host.age_gyr, host.metallicity, run.spaxel_index);
       double max_ref = 0;
       for (double v : reference) max_ref = std::max(max_ref, std::abs(v));

@@ -5,10 +5,18 @@
 #include <stdexcept>
 
 #include "data/sharded_array.h"
+#include "data/wavelength.h"
 
 namespace ifusim {
 
 namespace {
+
+// The templates' rest wavelengths in the telescope's medium.
+std::vector<double> rest_wavelengths(const SspGrid& grid, const std::string& medium) {
+  std::vector<double> out;
+  for (double w : grid.wavelength_angstrom) out.push_back(convert_wavelength(w, grid.wavelength_medium, medium));
+  return out;
+}
 
 // Pixel edges from pixel centres: midpoints, the outer edges half a spacing beyond.
 std::vector<double> edges_from_centres(const std::vector<double>& c) {
@@ -36,12 +44,12 @@ void check_grid(const SspGrid& g) {
 
 }  // namespace
 
-SspTables make_ssp_tables(const SspGrid& grid) {
+SspTables make_ssp_tables(const SspGrid& grid, const std::string& medium) {
   check_grid(grid);
   SspTables t;
   for (double a : grid.age_gyr) t.log_age.push_back(std::log10(a));
   for (double z : grid.metallicity) t.log_z.push_back(std::log10(z));
-  t.edges = edges_from_centres(grid.wavelength_angstrom);
+  t.edges = edges_from_centres(rest_wavelengths(grid, medium));
   const std::size_t n_wave = grid.n_wave(), n_nodes = grid.n_age() * grid.n_metallicity();
   const double step = (t.edges.back() - t.edges.front()) / static_cast<double>(n_wave);
   t.uniform = true;
@@ -74,7 +82,9 @@ namespace {
 class StellarSpectraStage final : public Stage {
  public:
   StellarSpectraStage(std::shared_ptr<const SspGrid> grid, StellarSpectraParams params)
-      : grid_(std::move(grid)), tables_(make_ssp_tables(*grid_)), params_(params) {}
+      : grid_(std::move(grid)), params_(params) {
+    make_ssp_tables(*grid_);  // validates the grid before anything runs
+  }
   std::string name() const override { return "stellar_spectra"; }
   std::vector<std::string> needs() const override {
     return {"stars.spaxel_index", "stars.velocity_kms", "stars.initial_mass_msun", "stars.age_gyr",
@@ -86,6 +96,7 @@ class StellarSpectraStage final : public Stage {
     const Mesh& mesh = state.mesh;
     const Stars& stars = state.data.stars;
     const Observation& obs = state.observation;
+    const SspTables tables_ = make_ssp_tables(*grid_, obs.telescope.wavelength_medium);
     const WaveBins bins{obs.axes.wave_start_angstrom, obs.axes.wave_step_angstrom,
                         state.spaxels.n_wave};
     if (bins.n <= 0 || !(bins.step_angstrom > 0))
@@ -154,7 +165,6 @@ class StellarSpectraStage final : public Stage {
 
  private:
   std::shared_ptr<const SspGrid> grid_;
-  SspTables tables_;
   StellarSpectraParams params_;
 };
 
@@ -166,7 +176,7 @@ std::unique_ptr<Stage> make_stellar_spectra_stage(std::shared_ptr<const SspGrid>
 }
 
 std::vector<double> reference_stellar_cube(const SspGrid& grid, OutsideGrid outside,
-                                           double redshift, const WaveBins& bins,
+                                           const std::string& medium, double redshift, const WaveBins& bins,
                                            std::size_t n_spaxels,
                                            const std::vector<float>& velocity_los_kms,
                                            const std::vector<float>& initial_mass_msun,
@@ -175,7 +185,7 @@ std::vector<double> reference_stellar_cube(const SspGrid& grid, OutsideGrid outs
                                            const std::vector<std::int32_t>& spaxel_index) {
   check_grid(grid);
   const std::size_t n_wave = grid.n_wave(), n_z = grid.n_metallicity();
-  const std::vector<double> rest_edges = edges_from_centres(grid.wavelength_angstrom);
+  const std::vector<double> rest_edges = edges_from_centres(rest_wavelengths(grid, medium));
   std::vector<double> cube(n_spaxels * static_cast<std::size_t>(bins.n), 0.0);
   // Linear interpolation weight of x in an ascending axis (in log10), clamped at the ends.
   auto locate = [](const std::vector<double>& axis, double x, std::size_t& lo, double& t, bool& out) {

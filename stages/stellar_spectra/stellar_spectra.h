@@ -66,7 +66,9 @@ struct SspTables {
   bool uniform = false;
   double max_flux_density = 0.0;  // max |flux| over the grid, L_sun/A per M_sun
 };
-SspTables make_ssp_tables(const SspGrid& grid);
+// `medium` is the telescope's ("air" or "vacuum"): the templates' rest wavelengths are converted
+// to it (data/wavelength.h) so that lines land where the instrument measures them.
+SspTables make_ssp_tables(const SspGrid& grid, const std::string& medium = "");
 
 struct StellarSpectraParams {
   OutsideGrid outside = OutsideGrid::clamp;
@@ -82,7 +84,7 @@ std::unique_ptr<Stage> make_stellar_spectra_stage(std::shared_ptr<const SspGrid>
 // interpolate the full spectrum, shift every pixel edge, and share each pixel's energy among
 // the bins it overlaps. Returns the cube (spaxel-major) in L_sun per observed Angstrom.
 std::vector<double> reference_stellar_cube(const SspGrid& grid, OutsideGrid outside,
-                                           double redshift, const WaveBins& bins,
+                                           const std::string& medium, double redshift, const WaveBins& bins,
                                            std::size_t n_spaxels,
                                            const std::vector<float>& velocity_los_kms,
                                            const std::vector<float>& initial_mass_msun,
