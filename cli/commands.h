@@ -10,6 +10,8 @@ void add_templates_command(CLI::App& app, int& exit_code);
 void add_inspect_command(CLI::App& app, int& exit_code);
 void add_make_galaxy_command(CLI::App& app, int& exit_code);
 
+void add_run_command(CLI::App& app, int& exit_code);
+
 void register_commands(CLI::App& app, int& exit_code);
 
 }  // namespace ifusim::cli

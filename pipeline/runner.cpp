@@ -1,0 +1,270 @@
+#include "pipeline/runner.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "data/runtime.h"
+#include "io/config_error.h"
+#include "io/cube/cube_io.h"
+#include "io/cube/quicklook.h"
+#include "io/hdf5.h"
+#include "io/rubix/rubix_galaxy.h"
+#include "io/ssp/ssp_library.h"
+#include "io/tng/tng_reader.h"
+#include "pipeline/collectives/psum.h"
+#include "pipeline/devices.h"
+#include "pipeline/registry.h"
+
+namespace ifusim {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Peak resident set since the last reset (VmHWM), and its reset (Linux >= 4.0).
+std::size_t peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+bool is_rubix_file(const std::string& path) {
+  if (fs::is_directory(path)) return false;
+  try {
+    return h5::File(path).exists("particles/stars");
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
+GalaxyData read_galaxy(const Mesh& mesh, const RunConfig& c) {
+  const bool rubix = c.input_format == "rubix" || (c.input_format == "auto" && is_rubix_file(c.input_file));
+  if (rubix) {
+    spdlog::info("reading RUBIX galaxy {}", c.input_file);
+    return read_rubix_galaxy(mesh, c.input_file);
+  }
+  TngReadOptions options;
+  options.path = c.input_file;
+  options.snapshot = c.snapshot;
+  options.subhalo_id = c.subhalo_id;
+  options.drop_nonfinite = c.drop_nonfinite;
+  options.read_gas = c.read_gas;
+  TngIngestReport report;
+  spdlog::info("reading IllustrisTNG {} {}", fs::is_directory(c.input_file) ? "snapshot" : "cutout", c.input_file);
+  GalaxyData data = read_tng(mesh, options, &report);
+  spdlog::info("{} stars ({} wind cells dropped), {} gas cells; centre by {}", report.n_stars,
+               report.n_wind_dropped, report.n_gas, report.center_method);
+  return data;
+}
+
+// Stage parameters from the run config: the stage's own "stages.<name>" object, completed with
+// what the run's other sections say (orientation, template policy, the telescope's PSF).
+nlohmann::json stage_params(const StageConfig& s, const RunConfig& c) {
+  nlohmann::json p = s.params;
+  if (s.name == "orient" && !p.contains("orientation")) p["orientation"] = c.orientation;
+  if (s.name == "stellar_spectra")
+    for (auto it = c.ssp_params.begin(); it != c.ssp_params.end(); ++it)
+      if (!p.contains(it.key())) p[it.key()] = it.value();
+  if (s.name == "psum" && !p.contains("unit")) p["unit"] = "Lsun/Angstrom";
+  if (s.name == "psf" && !p.contains("fwhm_arcsec")) {
+    if (!(c.telescope.psf_fwhm_arcsec > 0))
+      throw ConfigError("stages.psf.fwhm_arcsec: expected a number > 0 (the telescope gives no PSF)");
+    p["fwhm_arcsec"] = c.telescope.psf_fwhm_arcsec;
+  }
+  return p;
+}
+
+Observation make_observation(const RunConfig& c, const GalaxyData& data, const SspGrid& ssp) {
+  Observation o;
+  o.redshift = c.redshift;
+  o.cosmology = c.cosmology_source == "snapshot" ? data.galaxy.cosmology : c.cosmology;
+  o.luminosity_distance_mpc = o.cosmology.luminosity_distance_mpc(c.redshift);
+  o.kpc_per_arcsec = o.cosmology.kpc_per_arcsec(c.redshift);
+  o.telescope = c.telescope;
+  o.axes.spaxel_arcsec = c.telescope.spaxel_arcsec;
+  o.axes.wave_start_angstrom = c.telescope.wave_start_angstrom;
+  o.axes.wave_step_angstrom = c.telescope.wave_step_angstrom;
+  o.axes.wavelength_medium = c.telescope.wavelength_medium;
+  o.axes.ra_deg = c.ra_deg;
+  o.axes.dec_deg = c.dec_deg;
+  o.telescope_lsf_fwhm_angstrom = c.telescope.lsf_fwhm_angstrom;
+  o.template_fwhm_angstrom = ssp.resolution_fwhm_angstrom;
+  o.seed = c.seed;
+  return o;
+}
+
+// Mass-weighted line-of-sight velocity and dispersion per spaxel (NaN where no star).
+void kinematic_maps(const Cube& moments, std::vector<double>& velocity, std::vector<double>& dispersion) {
+  const std::size_t n = moments.shape.n_spaxels();
+  velocity.assign(n, std::nan(""));
+  dispersion.assign(n, std::nan(""));
+  for (std::size_t s = 0; s < n; ++s) {
+    const double m = moments.data[3 * s], mv = moments.data[3 * s + 1], mvv = moments.data[3 * s + 2];
+    if (!(m > 0)) continue;
+    velocity[s] = mv / m;
+    dispersion[s] = std::sqrt(std::max(0.0, mvv / m - velocity[s] * velocity[s]));
+  }
+}
+
+void draw_progress(std::size_t done, std::size_t total, const std::string& label) {
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(kWidth * done / std::max<std::size_t>(total, 1));
+  std::fprintf(stderr, "\r[%s%s] %zu/%zu %-24s", std::string(filled, '#').c_str(),
+               std::string(kWidth - filled, '.').c_str(), done, total, label.c_str());
+  if (done == total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+// Writes the outputs into a staging folder inside the output folder, then moves them in, so
+// that a failure leaves no partial output behind.
+class OutputWriter {
+ public:
+  explicit OutputWriter(std::string dir) : dir_(std::move(dir)) {
+    fs::create_directories(dir_);
+    staging_ = (fs::path(dir_) / (".partial-" + std::to_string(::getpid()))).string();
+    fs::remove_all(staging_);
+    fs::create_directories(staging_);
+  }
+  ~OutputWriter() {
+    std::error_code ec;
+    fs::remove_all(staging_, ec);
+  }
+  std::string path(const std::string& name) {
+    names_.push_back(name);
+    return (fs::path(staging_) / name).string();
+  }
+  std::vector<std::string> commit() {
+    for (const auto& n : names_) fs::rename(fs::path(staging_) / n, fs::path(dir_) / n);
+    return names_;
+  }
+
+ private:
+  std::string dir_, staging_;
+  std::vector<std::string> names_;
+};
+
+}  // namespace
+
+RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  RunReport report;
+  report.output_dir = options.output_dir.value_or(c.output_dir);
+  const bool progress = options.progress && ::isatty(STDERR_FILENO);
+
+  // 1. Everything that can be checked is checked before any particle is read.
+  const Backend backend = options.backend.value_or(c.backend);
+  const int n_devices = options.n_devices.value_or(c.n_devices);
+  auto mesh = make_mesh(backend, n_devices);
+  for (std::size_t d = 0; d < mesh->size(); ++d) report.devices.push_back(mesh->device(d).description);
+  spdlog::info("{} device(s) on backend {}", mesh->size(), to_string(backend));
+
+  spdlog::info("loading SSP templates {}", c.ssp_library);
+  StageResources resources;
+  resources.ssp = std::make_shared<const SspGrid>(load_ssp_library(c.ssp_library, c.ssp_format));
+  spdlog::info("templates {}: {} ages x {} metallicities x {} wavelengths", resources.ssp->name,
+               resources.ssp->n_age(), resources.ssp->n_metallicity(), resources.ssp->n_wave());
+
+  std::vector<std::unique_ptr<Stage>> stages;
+  std::vector<std::string> paths;
+  for (const auto& s : c.stages) {
+    paths.push_back("stages." + s.name);
+    stages.push_back(make_stage(s.name, stage_params(s, c), paths.back(), resources));
+  }
+  check_stage_order(stages, paths,
+                    {"stars.position_kpc", "stars.velocity_kms", "stars.mass_msun",
+                     "stars.initial_mass_msun", "stars.age_gyr", "stars.metallicity",
+                     "gas.position_kpc", "gas.mass_msun", "gas.metallicity"});
+  OutputWriter out(report.output_dir);
+
+  // 2. The galaxy, sharded over the devices.
+  RunState state(*mesh);
+  state.data = read_galaxy(*mesh, c);
+  for (const auto& shard : state.data.stars.mass_msun.shards())
+    report.stars_per_device.push_back(shard.range.size());
+  state.observation = make_observation(c, state.data, *resources.ssp);
+  spdlog::info("z = {}, D_L = {:.2f} Mpc, {:.4f} kpc/arcsec; telescope {} ({} x {} spaxels, {} wavelengths)",
+               c.redshift, state.observation.luminosity_distance_mpc, state.observation.kpc_per_arcsec,
+               c.telescope.name, c.telescope.n_spaxels_side(), c.telescope.n_spaxels_side(), c.telescope.n_wave());
+
+  // 3. The stages, timed, with their memory peaks.
+  std::optional<Cube> moments;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    if (progress) draw_progress(i, stages.size(), stages[i]->name());
+    spdlog::debug("stage {}/{}: {}", i + 1, stages.size(), stages[i]->name());
+    memory::reset_peak(backend);
+    reset_peak_rss();
+    const auto t0 = std::chrono::steady_clock::now();
+    stages[i]->run(state);
+    if (stages[i]->name() == "psum" && state.kinematics) {
+      moments = reduce_to_cube(*mesh, *state.kinematics, "");
+      state.kinematics.reset();
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    report.stages.push_back({stages[i]->name(), seconds, memory::peak_bytes(backend), peak_rss_bytes()});
+    spdlog::info("{:<16} {:8.3f} s", stages[i]->name(), seconds);
+  }
+  if (progress) draw_progress(stages.size(), stages.size(), "done");
+  if (!state.cube) throw ConfigError("pipeline: no stage produced the reduced cube (is psum missing?)");
+  Cube& cube = *state.cube;
+  cube.axes = state.observation.axes;
+  cube.provenance = {{"IFUSIM_VERSION", IFUSIM_VERSION},
+                     {"CONFIG_FILE", c.config_path},
+                     {"CONFIG", c.document.dump()},
+                     {"INPUT", c.input_file},
+                     {"SIMULATION", state.data.galaxy.simulation},
+                     {"SNAPSHOT", std::to_string(state.data.galaxy.snapshot)},
+                     {"SUBHALO", std::to_string(state.data.galaxy.subhalo_id)},
+                     {"SSP", resources.ssp->name + " (" + c.ssp_library + ")"},
+                     {"TELESCOPE", c.telescope.name},
+                     {"REDSHIFT", std::to_string(c.redshift)},
+                     {"BACKEND", std::string(to_string(backend)) + " x " + std::to_string(mesh->size())},
+                     {"SEED", std::to_string(c.seed)}};
+
+  // 4. Outputs.
+  if (c.write_fits) write_cube_fits(cube, out.path("cube.fits"));
+  if (c.write_hdf5) write_cube_hdf5(cube, out.path("cube.h5"));
+  if (c.write_png) {
+    const int nx = cube.shape.nx, ny = cube.shape.ny;
+    write_map_png(out.path("white_light.png"), white_light_image(cube), nx, ny,
+                  {"White light", Colormap::viridis, false, true, cube.unit + " x Angstrom"});
+    write_spectrum_png(out.path("spectrum.png"), wavelength_angstrom(cube), integrated_spectrum(cube),
+                       "Wavelength (Angstrom)", cube.unit, "Integrated spectrum");
+    if (moments) {
+      std::vector<double> velocity, dispersion;
+      kinematic_maps(*moments, velocity, dispersion);
+      write_map_png(out.path("velocity.png"), velocity, nx, ny,
+                    {"Line-of-sight velocity (mass-weighted)", Colormap::diverging, true, false, "km/s"});
+      write_map_png(out.path("dispersion.png"), dispersion, nx, ny,
+                    {"Velocity dispersion (mass-weighted)", Colormap::viridis, false, false, "km/s"});
+    }
+  }
+  report.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  nlohmann::json summary;
+  summary["ifusim_version"] = IFUSIM_VERSION;
+  summary["config"] = c.config_path;
+  summary["backend"] = to_string(backend);
+  summary["n_stars"] = state.data.stars.count();
+  summary["n_gas"] = state.data.gas.count();
+  for (std::size_t d = 0; d < report.devices.size(); ++d)
+    summary["devices"].push_back({{"device", report.devices[d]}, {"stars", report.stars_per_device.at(d)}});
+  for (const auto& s : report.stages)
+    summary["stages"].push_back({{"stage", s.name}, {"seconds", s.seconds},
+                                 {"peak_device_bytes", s.peak_device_bytes}, {"peak_rss_bytes", s.peak_rss_bytes}});
+  summary["cube"] = {{"nx", cube.shape.nx}, {"ny", cube.shape.ny}, {"n_wave", cube.shape.n_wave}, {"unit", cube.unit}};
+  summary["total_seconds"] = report.total_seconds;
+  std::ofstream(out.path("summary.json")) << summary.dump(2) << "\n";
+
+  report.files = out.commit();
+  report.cube = std::move(cube);
+  return report;
+}
+
+}  // namespace ifusim
