@@ -39,7 +39,8 @@ class Handle {
 };
 
 // Element types the wrappers read and write.
-template <class T> hid_t native_type();
+template <class T>
+hid_t native_type();
 
 class File;
 
@@ -47,13 +48,16 @@ class File;
 class Location {
  public:
   const std::string& file_name() const { return file_name_; }
-  const std::string& path() const { return path_; }  // "/" or "/PartType4"
+  const std::string& path() const { return path_; }           // "/" or "/PartType4"
   std::string describe(const std::string& child = "") const;  // "file.hdf5:/PartType4/Masses"
   hid_t id() const { return handle_.id(); }
 
   bool exists(const std::string& relative_path) const;
-  Location group(const std::string& relative_path) const;        // must exist
+  Location group(const std::string& relative_path) const;         // must exist
   Location create_group(const std::string& relative_path) const;  // or open if it exists
+  // A new group whose attributes keep their creation order (for attribute_names); the group must
+  // not exist yet.
+  Location create_group_ordered(const std::string& relative_path) const;
 
   // Dataset shape (dimensions), e.g. {N, 3}.
   std::vector<hsize_t> shape(const std::string& dataset) const;
@@ -83,6 +87,8 @@ class Location {
 
   // Attributes of this location (object = "") or of a child object.
   bool has_attribute(const std::string& name, const std::string& object = "") const;
+  // Names of the attributes, in creation order where the object tracks it, else by name.
+  std::vector<std::string> attribute_names(const std::string& object = "") const;
   template <class T>
   T attribute(const std::string& name, const std::string& object = "") const;  // scalar
   template <class T>
