@@ -75,13 +75,26 @@ std::vector<double> nice_ticks(double lo, double hi, int target, double& step) {
   return ticks;
 }
 
-// Enough significant digits to tell neighbouring ticks apart.
-std::string tick_label(double v, double step) {
-  if (v == 0) return "0";
-  const int digits =
-      static_cast<int>(std::floor(std::log10(std::abs(v))) - std::floor(std::log10(step) + 1e-9)) +
-      1;
-  return format_number(v, std::clamp(digits, 1, 10));
+// Tick labels share one format: fixed point with as many decimals as the step needs for
+// moderate magnitudes ("4785", "0.25"), else scientific with enough digits to tell ticks apart.
+std::vector<std::string> tick_labels(const std::vector<double>& ticks, double step) {
+  double max_abs = 0;
+  for (double t : ticks) max_abs = std::max(max_abs, std::abs(t));
+  const int step_exp = static_cast<int>(std::floor(std::log10(step) + 1e-9));
+  std::vector<std::string> out;
+  char buf[40];
+  for (double t : ticks) {
+    if (max_abs < 1e6 && step >= 1e-3)
+      std::snprintf(buf, sizeof buf, "%.*f", std::max(0, -step_exp), t);
+    else if (t == 0)
+      std::snprintf(buf, sizeof buf, "0");
+    else {
+      const int digits = static_cast<int>(std::floor(std::log10(std::abs(t)))) - step_exp;
+      std::snprintf(buf, sizeof buf, "%.*e", std::clamp(digits, 0, 9), t);
+    }
+    out.push_back(buf);
+  }
+  return out;
 }
 
 }  // namespace
@@ -198,9 +211,9 @@ void write_spectrum_png(const std::string& path, const std::vector<double>& wave
   double x_step = 0, y_step = 0;
   const auto x_ticks = nice_ticks(x_lo, x_hi, 7, x_step);
   const auto y_ticks = nice_ticks(y_lo, y_hi, 6, y_step);
+  const auto x_labels = tick_labels(x_ticks, x_step), y_labels = tick_labels(y_ticks, y_step);
   int y_label_w = 0;
-  for (double t : y_ticks)
-    y_label_w = std::max(y_label_w, Canvas::text_width(tick_label(t, y_step), text));
+  for (const auto& s : y_labels) y_label_w = std::max(y_label_w, Canvas::text_width(s, text));
   const int left = 14 + Canvas::text_height(text) + 12 + y_label_w + 10;
   const int right = 30, top = 40, bottom = 30 + 2 * Canvas::text_height(text) + 14;
   const int plot_w = width - left - right, plot_h = height - top - bottom;
@@ -214,18 +227,18 @@ void write_spectrum_png(const std::string& path, const std::vector<double>& wave
 
   Canvas canvas(width, height, kWhite);
   canvas.text((width - Canvas::text_width(title, text)) / 2, 12, title, kBlack, text);
-  for (double t : x_ticks) {
-    const int x = px(t);
+  for (std::size_t i = 0; i < x_ticks.size(); ++i) {
+    const int x = px(x_ticks[i]);
     canvas.line(x, top, x, top + plot_h - 1, kGrid);
     canvas.line(x, top + plot_h - 1, x, top + plot_h + 4, kBlack);
-    const std::string s = tick_label(t, x_step);
+    const std::string& s = x_labels[i];
     canvas.text(x - Canvas::text_width(s, text) / 2, top + plot_h + 8, s, kBlack, text);
   }
-  for (double t : y_ticks) {
-    const int y = py(t);
+  for (std::size_t i = 0; i < y_ticks.size(); ++i) {
+    const int y = py(y_ticks[i]);
     canvas.line(left, y, left + plot_w - 1, y, kGrid);
     canvas.line(left - 5, y, left, y, kBlack);
-    const std::string s = tick_label(t, y_step);
+    const std::string& s = y_labels[i];
     canvas.text(left - 8 - Canvas::text_width(s, text), y - Canvas::text_height(text) / 2, s,
                 kBlack, text);
   }
@@ -243,10 +256,13 @@ void write_spectrum_png(const std::string& path, const std::vector<double>& wave
       continue;
     }
     const int x = px(wavelength[i]), y = py(flux[i]);
-    if (have_previous)
-      canvas.line(prev_x, prev_y, x, y, kLine);
-    else
-      canvas.set(x, y, kLine);
+    // Two pixels thick, so that the line stays visible when the PNG is scaled down.
+    for (int dy = 0; dy < 2; ++dy) {
+      if (have_previous)
+        canvas.line(prev_x, prev_y + dy, x, y + dy, kLine);
+      else
+        canvas.set(x, y + dy, kLine);
+    }
     have_previous = true;
     prev_x = x;
     prev_y = y;
