@@ -88,6 +88,21 @@ with fits.open(f"{directory}/cube.fits") as hdul:
           f"config provenance, {len(e['config'])} characters, read back whole")
     check(h.get("IFUSIMV", "") != "", f"IFUSIMV = {h.get('IFUSIMV')}")
 
+    # The other direction: a cube written by astropy, with its reference pixel at the corner, a CD
+    # matrix and the wavelength in metres, for ifusim's reader (write_example_cube --check DIR).
+    ra0, dec0, _ = w.pixel_to_world_values(0, 0, 0)
+    hdr = fits.Header()
+    for k, v in [("CTYPE1", "RA---TAN"), ("CTYPE2", "DEC--TAN"), ("CTYPE3", "AWAV"),
+                 ("CUNIT1", "deg"), ("CUNIT2", "deg"), ("CUNIT3", "m"),
+                 ("CRPIX1", 1.0), ("CRPIX2", 1.0), ("CRPIX3", 1.0),
+                 ("CRVAL1", float(ra0)), ("CRVAL2", float(dec0)),
+                 ("CRVAL3", e["wave_start_angstrom"] * 1e-10),
+                 ("CD1_1", -step), ("CD2_2", step), ("CD3_3", e["wave_step_angstrom"] * 1e-10),
+                 ("BUNIT", data.header["BUNIT"])]:
+        hdr[k] = v
+    fits.HDUList([fits.PrimaryHDU(), fits.ImageHDU(data.data, hdr, name="DATA")]).writeto(
+        f"{directory}/astropy_cube.fits", overwrite=True)
+
 if failures:
     print(f"{len(failures)} check(s) failed")
     sys.exit(1)
