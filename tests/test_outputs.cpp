@@ -176,7 +176,12 @@ TEST_CASE("outputs: bad cubes and bad files give clear errors and leave no file"
   cube = test::example_cube();
   cube.axes.wavelength_medium = "water";
   CHECK_THROWS_WITH(write_cube(cube, dir / "cube.fits"), Catch::Contains("wavelength medium"));
-  // A failure in the middle of writing (a directory that does not exist) leaves nothing either.
+  // A failure after the temporary file was created (too many provenance cards for FITS) removes
+  // it; so does one at its creation (a directory that does not exist).
+  cube = test::example_cube();
+  for (int i = 0; i < 1000; ++i) cube.provenance.push_back({"k" + std::to_string(i), "v"});
+  CHECK_THROWS_WITH(write_cube(cube, dir / "cube.fits"),
+                    Catch::Contains("at most 999 provenance entries"));
   CHECK_THROWS_WITH(write_cube(test::example_cube(), dir / "missing/cube.fits"),
                     Catch::Contains("missing/cube.fits"));
   CHECK(dir.n_files() == 0);
