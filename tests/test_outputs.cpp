@@ -179,7 +179,8 @@ TEST_CASE("outputs: bad cubes and bad files give clear errors and leave no file"
   // A failure after the temporary file was created (too many provenance cards for FITS) removes
   // it; so does one at its creation (a directory that does not exist).
   cube = test::example_cube();
-  for (int i = 0; i < 1000; ++i) cube.provenance.push_back({"k" + std::to_string(i), "v"});
+  for (int i = 0; i < 1000; ++i)
+    cube.provenance.push_back({std::string("k").append(std::to_string(i)), "v"});
   CHECK_THROWS_WITH(write_cube(cube, dir / "cube.fits"),
                     Catch::Contains("at most 999 provenance entries"));
   CHECK_THROWS_WITH(write_cube(test::example_cube(), dir / "missing/cube.fits"),
