@@ -93,6 +93,17 @@ void Location::remove(const std::string& relative_path) const {
     throw InputError(describe(relative_path) + ": cannot remove (not found?)");
 }
 
+Location Location::create_group_ordered(const std::string& relative_path) const {
+  if (exists(relative_path)) throw InputError(describe(relative_path) + ": group exists already");
+  Handle lcpl(H5Pcreate(H5P_LINK_CREATE));
+  H5Pset_create_intermediate_group(lcpl.id(), 1);
+  Handle gcpl(H5Pcreate(H5P_GROUP_CREATE));
+  H5Pset_attr_creation_order(gcpl.id(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
+  Handle h(H5Gcreate2(id(), relative_path.c_str(), lcpl.id(), gcpl.id(), H5P_DEFAULT));
+  if (!h.valid()) throw InputError(describe(relative_path) + ": cannot create group");
+  return Location(std::move(h), file_name_, join(path_, relative_path));
+}
+
 Handle Location::open_object(const std::string& object) const {
   if (object.empty()) {
     H5Iinc_ref(id());
@@ -281,6 +292,23 @@ bool Location::has_attribute(const std::string& name, const std::string& object)
   if (!object.empty() && !exists(object)) return false;
   return H5Aexists_by_name(id(), object.empty() ? "." : object.c_str(), name.c_str(),
                            H5P_DEFAULT) > 0;
+}
+
+std::vector<std::string> Location::attribute_names(const std::string& object) const {
+  Handle obj = open_object(object);
+  std::vector<std::string> names;
+  auto collect = [](hid_t, const char* name, const H5A_info_t*, void* out) -> herr_t {
+    static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+    return 0;
+  };
+  hsize_t index = 0;
+  if (H5Aiterate2(obj.id(), H5_INDEX_CRT_ORDER, H5_ITER_INC, &index, collect, &names) < 0) {
+    names.clear();  // creation order not tracked on this object
+    index = 0;
+    if (H5Aiterate2(obj.id(), H5_INDEX_NAME, H5_ITER_INC, &index, collect, &names) < 0)
+      throw InputError(describe(object) + ": cannot list its attributes");
+  }
+  return names;
 }
 
 namespace {

@@ -55,6 +55,9 @@ class Location {
   Location group(const std::string& relative_path) const;        // must exist
   Location create_group(const std::string& relative_path) const;  // or open if it exists
   void remove(const std::string& relative_path) const;            // unlinks a dataset or group
+  // A new group whose attributes keep their creation order (for attribute_names); the group must
+  // not exist yet.
+  Location create_group_ordered(const std::string& relative_path) const;
 
   // Dataset shape (dimensions), e.g. {N, 3}.
   std::vector<hsize_t> shape(const std::string& dataset) const;
@@ -88,6 +91,8 @@ class Location {
 
   // Attributes of this location (object = "") or of a child object.
   bool has_attribute(const std::string& name, const std::string& object = "") const;
+  // Names of the attributes, in creation order where the object tracks it, else by name.
+  std::vector<std::string> attribute_names(const std::string& object = "") const;
   template <class T>
   T attribute(const std::string& name, const std::string& object = "") const;  // scalar
   template <class T>

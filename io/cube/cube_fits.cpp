@@ -1,0 +1,440 @@
+// FITS cubes in the MUSE layout (ESO MUSE pipeline user manual, "DATACUBE" products): an empty
+// primary HDU with the provenance, the flux in extension DATA, the variance in extension STAT.
+// WCS keywords follow Greisen & Calabretta 2002 (paper I), Calabretta & Greisen 2002 (paper II,
+// the TAN projection) and Greisen et al. 2006 (paper III, AWAV/WAVE spectral axes).
+#include <fitsio.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <numbers>
+
+#include "io/config_error.h"
+#include "io/cube/cube_io.h"
+#include "io/cube/temp_file.h"
+
+namespace ifusim {
+namespace {
+
+constexpr double kDeg = std::numbers::pi / 180.0;
+constexpr std::size_t kChunkElements = std::size_t{1} << 22;  // transpose buffer, 16 MiB of float
+
+std::string fits_message(int status) {
+  char text[FLEN_STATUS] = {0};
+  fits_get_errstatus(status, text);
+  std::string out = text;
+  char line[FLEN_ERRMSG];
+  std::string detail;
+  while (fits_read_errmsg(line)) detail = line;  // the last one is usually the most specific
+  if (!detail.empty()) out += "; " + detail;
+  return out;
+}
+
+struct Closer {
+  void operator()(fitsfile* f) const {
+    int status = 0;
+    fits_close_file(f, &status);
+  }
+};
+using FitsPtr = std::unique_ptr<fitsfile, Closer>;
+
+// Throws InputError("<file>: <what>: <cfitsio's message>") for a non-zero status.
+void check(int status, const std::string& file, const std::string& what) {
+  if (status != 0) throw InputError(file + ": " + what + ": " + fits_message(status));
+}
+
+// FITS headers hold printable ASCII only: escape anything else (and the backslash) C-style so
+// that a provenance value (a JSON config with newlines, UTF-8 names) survives unchanged.
+std::string escape(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c < 32 || c > 126) {
+      char buf[5];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::string unescape(const std::string& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size() && s[i + 1] == '\\') {
+      out += '\\';
+      ++i;
+    } else if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] == 'x') {
+      out += static_cast<char>(std::stoi(s.substr(i + 2, 2), nullptr, 16));
+      i += 3;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+std::string provenance_key(const char* kind, std::size_t i) {
+  char buf[FLEN_KEYWORD];
+  std::snprintf(buf, sizeof buf, "PROV%s%03zu", kind, i + 1);
+  return buf;
+}
+
+class Writer {
+ public:
+  Writer(fitsfile* f, std::string file) : f_(f), file_(std::move(file)) {}
+  void str(const char* key, const std::string& value, const char* comment) {
+    fits_write_key_str(f_, key, value.c_str(), comment, &status_);
+    check(status_, file_, std::string("cannot write keyword ") + key);
+  }
+  void longstr(const std::string& key, const std::string& value, const char* comment) {
+    fits_write_key_longstr(f_, key.c_str(), value.c_str(), comment, &status_);
+    check(status_, file_, "cannot write keyword " + key);
+  }
+  // 17 significant digits: every double survives the header's text form unchanged.
+  void dbl(const char* key, double value, const char* comment) {
+    fits_write_key_dbl(f_, key, value, -17, comment, &status_);
+    check(status_, file_, std::string("cannot write keyword ") + key);
+  }
+  void lng(const char* key, long value, const char* comment) {
+    fits_write_key_lng(f_, key, value, comment, &status_);
+    check(status_, file_, std::string("cannot write keyword ") + key);
+  }
+
+ private:
+  fitsfile* f_;
+  std::string file_;
+  int status_ = 0;
+};
+
+void write_wcs(Writer& w, const Cube& cube) {
+  const auto& a = cube.axes;
+  const auto& s = cube.shape;
+  // The tangent point is the cube's centre: between the two middle pixels for an even count.
+  w.str("CTYPE1", "RA---TAN", "gnomonic projection");
+  w.str("CTYPE2", "DEC--TAN", "gnomonic projection");
+  w.str("CUNIT1", "deg", "");
+  w.str("CUNIT2", "deg", "");
+  w.dbl("CRPIX1", (s.nx + 1) / 2.0, "the cube's centre");
+  w.dbl("CRPIX2", (s.ny + 1) / 2.0, "the cube's centre");
+  w.dbl("CRVAL1", a.ra_deg, "[deg] RA of the cube's centre");
+  w.dbl("CRVAL2", a.dec_deg, "[deg] Dec of the cube's centre");
+  // East to the left: RA decreases with x, as on the sky seen from Earth.
+  w.dbl("CDELT1", -a.spaxel_arcsec / 3600.0, "[deg] spaxel size, RA decreasing with x");
+  w.dbl("CDELT2", a.spaxel_arcsec / 3600.0, "[deg] spaxel size");
+  w.str("RADESYS", "ICRS", "");
+  const bool air = a.wavelength_medium == "air";
+  w.str("CTYPE3", air ? "AWAV" : "WAVE", air ? "wavelength in air" : "wavelength in vacuum");
+  w.str("CUNIT3", "Angstrom", "");
+  w.dbl("CRPIX3", 1.0, "");
+  w.dbl("CRVAL3", a.wave_start_angstrom, "[Angstrom] centre of the first pixel");
+  w.dbl("CDELT3", a.wave_step_angstrom, "[Angstrom] linear step");
+}
+
+// Writes one image extension (flux or variance), transposing from spaxel-major in chunks of
+// wavelength planes so that memory stays bounded.
+void write_image(fitsfile* f, const std::string& file, const Cube& cube,
+                 const std::vector<double>& values, const char* extname, const std::string& unit,
+                 const char* description) {
+  const auto& s = cube.shape;
+  long naxes[3] = {s.nx, s.ny, s.n_wave};
+  int status = 0;
+  fits_create_img(f, FLOAT_IMG, 3, naxes, &status);
+  check(status, file, std::string("cannot create extension ") + extname);
+  Writer w(f, file);
+  w.str("EXTNAME", extname, description);
+  if (!unit.empty()) w.str("BUNIT", unit, "");
+  write_wcs(w, cube);
+
+  const std::size_t n_spaxels = s.n_spaxels();
+  const std::size_t planes = std::clamp<std::size_t>(kChunkElements / n_spaxels, 1, s.n_wave);
+  std::vector<float> buffer(planes * n_spaxels);
+  for (int k0 = 0; k0 < s.n_wave; k0 += static_cast<int>(planes)) {
+    const int k1 = std::min<int>(s.n_wave, k0 + static_cast<int>(planes));
+    for (std::size_t sp = 0; sp < n_spaxels; ++sp) {
+      const double* spectrum = values.data() + sp * s.n_wave;
+      for (int k = k0; k < k1; ++k)
+        buffer[static_cast<std::size_t>(k - k0) * n_spaxels + sp] = static_cast<float>(spectrum[k]);
+    }
+    long first[3] = {1, 1, k0 + 1};
+    fits_write_pix(f, TFLOAT, first, static_cast<LONGLONG>((k1 - k0) * n_spaxels), buffer.data(),
+                   &status);
+    check(status, file, std::string("cannot write the pixels of ") + extname);
+  }
+}
+
+// Optional keyword: false when absent, InputError when present but not a number.
+bool read_double(fitsfile* f, const std::string& file, const char* key, double& out) {
+  int status = 0;
+  fits_read_key(f, TDOUBLE, key, &out, nullptr, &status);
+  if (status == KEY_NO_EXIST) return false;
+  check(status, file, std::string("keyword ") + key + " should be a number");
+  return true;
+}
+
+double require_double(fitsfile* f, const std::string& file, const char* key, const char* why) {
+  double v = 0;
+  if (!read_double(f, file, key, v))
+    throw InputError(file + ": keyword " + key + " missing (" + why + ")");
+  return v;
+}
+
+bool read_string(fitsfile* f, const std::string& file, const char* key, std::string& out) {
+  int status = 0;
+  char* value = nullptr;
+  fits_read_key_longstr(f, key, &value, nullptr, &status);
+  if (status == KEY_NO_EXIST) return false;
+  check(status, file, std::string("keyword ") + key + " should be a string");
+  out = value ? value : "";
+  fits_free_memory(value, &status);
+  return true;
+}
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The pixel step of axis i: CDELTi, else CDi_i; a rotated grid is refused.
+double axis_step(fitsfile* f, const std::string& file, int i) {
+  for (int j = 1; j <= 3; ++j) {
+    if (j == i) continue;
+    for (const char* kind : {"CD", "PC"}) {
+      const std::string key = kind + std::to_string(i) + "_" + std::to_string(j);
+      double v = 0;
+      if (read_double(f, file, key.c_str(), v) && v != 0)
+        throw InputError(file + ": keyword " + key + " = " + std::to_string(v) +
+                         ": rotated or skewed grids are not supported (expected 0)");
+    }
+  }
+  double v = 0;
+  const std::string cdelt = "CDELT" + std::to_string(i),
+                    cd = "CD" + std::to_string(i) + "_" + std::to_string(i);
+  if (read_double(f, file, cd.c_str(), v)) return v;
+  if (read_double(f, file, cdelt.c_str(), v)) {
+    const std::string pc = "PC" + std::to_string(i) + "_" + std::to_string(i);
+    double scale = 1;
+    if (read_double(f, file, pc.c_str(), scale)) v *= scale;
+    return v;
+  }
+  throw InputError(file + ": neither " + cdelt + " nor " + cd + " found (the pixel step of axis " +
+                   std::to_string(i) + ")");
+}
+
+void read_image(fitsfile* f, const std::string& file, const CubeShape& s, const char* extname,
+                std::vector<double>& values) {
+  int status = 0;
+  int naxis = 0;
+  long naxes[3] = {0, 0, 0};
+  fits_get_img_dim(f, &naxis, &status);
+  fits_get_img_size(f, 3, naxes, &status);
+  check(status, file, std::string("cannot read the image size of ") + extname);
+  if (naxis != 3 || naxes[0] != s.nx || naxes[1] != s.ny || naxes[2] != s.n_wave)
+    throw InputError(file + ": extension " + extname + " should be a " + std::to_string(s.nx) +
+                     " x " + std::to_string(s.ny) + " x " + std::to_string(s.n_wave) +
+                     " image like the data");
+  values.assign(s.n_voxels(), 0.0);
+  const std::size_t n_spaxels = s.n_spaxels();
+  const std::size_t planes = std::clamp<std::size_t>(kChunkElements / n_spaxels, 1, s.n_wave);
+  std::vector<double> buffer(planes * n_spaxels);
+  for (int k0 = 0; k0 < s.n_wave; k0 += static_cast<int>(planes)) {
+    const int k1 = std::min<int>(s.n_wave, k0 + static_cast<int>(planes));
+    long first[3] = {1, 1, k0 + 1};
+    int any_null = 0;
+    // No null value: blank (NaN) pixels come back as NaN, which `compare` counts.
+    fits_read_pix(f, TDOUBLE, first, static_cast<LONGLONG>((k1 - k0) * n_spaxels), nullptr,
+                  buffer.data(), &any_null, &status);
+    check(status, file, std::string("cannot read the pixels of ") + extname);
+    for (std::size_t sp = 0; sp < n_spaxels; ++sp)
+      for (int k = k0; k < k1; ++k)
+        values[sp * s.n_wave + k] = buffer[static_cast<std::size_t>(k - k0) * n_spaxels + sp];
+  }
+}
+
+}  // namespace
+
+void write_cube_fits(const Cube& cube, const std::string& path) {
+  validate_cube(cube, path);
+  detail::TempFile temp(path);
+  {
+    int status = 0;
+    fitsfile* raw = nullptr;
+    fits_create_file(&raw, temp.path().c_str(), &status);
+    check(status, path, "cannot create FITS file " + temp.path());
+    FitsPtr f(raw);
+
+    // Primary HDU: no data, the run's provenance.
+    fits_create_img(raw, FLOAT_IMG, 0, nullptr, &status);
+    check(status, path, "cannot create the primary HDU");
+    fits_write_key_longwarn(raw, &status);  // LONGSTRN: values continue over CONTINUE cards
+    fits_write_date(raw, &status);
+    check(status, path, "cannot write the primary header");
+    Writer w(raw, path);
+    w.str("ORIGIN", "ifusim", "simulated IFU datacube");
+    w.str("IFUSIMV", IFUSIM_VERSION, "ifusim version");
+    w.lng("NPROV", static_cast<long>(cube.provenance.size()),
+          "provenance entries PROVKnnn/PROVVnnn");
+    if (cube.provenance.size() > 999)
+      throw std::invalid_argument(path + ": at most 999 provenance entries fit the header, have " +
+                                  std::to_string(cube.provenance.size()));
+    for (std::size_t i = 0; i < cube.provenance.size(); ++i) {
+      w.longstr(provenance_key("K", i), escape(cube.provenance[i].first), "provenance key");
+      w.longstr(provenance_key("V", i), escape(cube.provenance[i].second), "provenance value");
+    }
+
+    write_image(raw, path, cube, cube.data, "DATA", cube.unit, "flux");
+    if (!cube.variance.empty())
+      write_image(raw, path, cube, cube.variance, "STAT", squared_unit(cube.unit),
+                  "variance of DATA");
+
+    FitsPtr::pointer released = f.release();
+    fits_close_file(released, &status);
+    check(status, path, "cannot finish writing " + temp.path());
+  }
+  temp.commit();
+}
+
+Cube read_cube_fits(const std::string& path) {
+  int status = 0;
+  fitsfile* raw = nullptr;
+  fits_open_file(&raw, path.c_str(), READONLY, &status);
+  check(status, path, "cannot open FITS file");
+  FitsPtr f(raw);
+  Cube cube;
+
+  // Provenance from the primary header.
+  long n_prov = 0;
+  fits_read_key(raw, TLONG, "NPROV", &n_prov, nullptr, &status);
+  if (status == KEY_NO_EXIST) {
+    status = 0;
+    n_prov = 0;
+  }
+  check(status, path, "keyword NPROV should be an integer");
+  for (long i = 0; i < n_prov; ++i) {
+    std::string key, value;
+    const std::string kk = provenance_key("K", static_cast<std::size_t>(i)),
+                      kv = provenance_key("V", static_cast<std::size_t>(i));
+    if (!read_string(raw, path, kk.c_str(), key) || !read_string(raw, path, kv.c_str(), value))
+      throw InputError(path + ": NPROV = " + std::to_string(n_prov) + " but " + kk + " or " + kv +
+                       " is missing");
+    cube.provenance.emplace_back(unescape(key), unescape(value));
+  }
+
+  // The flux: extension DATA, else the primary HDU.
+  fits_movnam_hdu(raw, IMAGE_HDU, const_cast<char*>("DATA"), 0, &status);
+  if (status == BAD_HDU_NUM) {
+    status = 0;
+    fits_clear_errmsg();
+    fits_movabs_hdu(raw, 1, nullptr, &status);
+  }
+  check(status, path, "cannot find the flux (extension DATA or the primary HDU)");
+  int naxis = 0;
+  long naxes[3] = {0, 0, 0};
+  fits_get_img_dim(raw, &naxis, &status);
+  check(status, path, "cannot read NAXIS");
+  if (naxis != 3)
+    throw InputError(path + ": the flux (extension DATA or the primary HDU) has NAXIS = " +
+                     std::to_string(naxis) + ", expected 3 (x, y, wavelength)");
+  fits_get_img_size(raw, 3, naxes, &status);
+  check(status, path, "cannot read NAXISn");
+  cube.shape =
+      CubeShape{static_cast<int>(naxes[0]), static_cast<int>(naxes[1]), static_cast<int>(naxes[2])};
+
+  std::string ctype1, ctype2, ctype3;
+  read_string(raw, path, "CTYPE1", ctype1);
+  read_string(raw, path, "CTYPE2", ctype2);
+  read_string(raw, path, "CTYPE3", ctype3);
+  if (ctype1 != "RA---TAN" || ctype2 != "DEC--TAN")
+    throw InputError(path + ": CTYPE1/CTYPE2 are '" + ctype1 + "'/'" + ctype2 +
+                     "', expected 'RA---TAN'/'DEC--TAN'");
+  if (ctype3 == "AWAV")
+    cube.axes.wavelength_medium = "air";
+  else if (ctype3 == "WAVE")
+    cube.axes.wavelength_medium = "vacuum";
+  else
+    throw InputError(path + ": CTYPE3 is '" + ctype3 + "', expected 'AWAV' or 'WAVE' (linear)");
+  for (const char* key : {"CUNIT1", "CUNIT2"}) {
+    std::string u;
+    if (read_string(raw, path, key, u) && u != "deg")
+      throw InputError(path + ": " + key + " is '" + u + "', expected 'deg'");
+  }
+
+  const double step1 = axis_step(raw, path, 1), step2 = axis_step(raw, path, 2);
+  if (!(step1 < 0) || !(step2 > 0) || std::abs(std::abs(step1) - step2) > 1e-9 * step2)
+    throw InputError(
+        path + ": pixel steps " + std::to_string(step1) + ", " + std::to_string(step2) +
+        " deg: expected square spaxels with RA decreasing with x (CDELT1 = -CDELT2 < 0)");
+  cube.axes.spaxel_arcsec = step2 * 3600.0;
+
+  // RA/Dec of the cube's centre: the tangent point when CRPIX is the centre (as written here),
+  // else the inverse gnomonic projection of the centre (Calabretta & Greisen 2002, eq. 54, in
+  // Snyder's 1987 form).
+  const double crval1 = require_double(raw, path, "CRVAL1", "RA of the reference pixel");
+  const double crval2 = require_double(raw, path, "CRVAL2", "Dec of the reference pixel");
+  const double crpix1 = require_double(raw, path, "CRPIX1", "reference pixel");
+  const double crpix2 = require_double(raw, path, "CRPIX2", "reference pixel");
+  const double xi = ((cube.shape.nx + 1) / 2.0 - crpix1) * step1 * kDeg;
+  const double eta = ((cube.shape.ny + 1) / 2.0 - crpix2) * step2 * kDeg;
+  if (xi == 0 && eta == 0) {
+    cube.axes.ra_deg = crval1;
+    cube.axes.dec_deg = crval2;
+  } else {
+    // xi grows towards increasing RA (FITS intermediate coordinates).
+    const double rho = std::hypot(xi, eta), c = std::atan(rho), d0 = crval2 * kDeg;
+    cube.axes.dec_deg =
+        std::asin(std::cos(c) * std::sin(d0) + eta * std::sin(c) * std::cos(d0) / rho) / kDeg;
+    double ra = crval1 + std::atan2(xi * std::sin(c), rho * std::cos(d0) * std::cos(c) -
+                                                          eta * std::sin(d0) * std::sin(c)) /
+                             kDeg;
+    cube.axes.ra_deg = std::fmod(ra + 360.0, 360.0);
+  }
+
+  // The wavelength axis, converted to Angstrom.
+  std::string cunit3 = "Angstrom";
+  read_string(raw, path, "CUNIT3", cunit3);
+  double to_angstrom = 0;
+  const std::string u3 = upper(cunit3);
+  if (u3 == "ANGSTROM")
+    to_angstrom = 1;
+  else if (u3 == "NM")
+    to_angstrom = 10;
+  else if (u3 == "UM")
+    to_angstrom = 1e4;
+  else if (u3 == "M")
+    to_angstrom = 1e10;
+  else
+    throw InputError(path + ": CUNIT3 is '" + cunit3 + "', expected Angstrom, nm, um or m");
+  const double crval3 = require_double(raw, path, "CRVAL3", "wavelength of the reference pixel");
+  double crpix3 = 1;
+  read_double(raw, path, "CRPIX3", crpix3);
+  const double step3 = axis_step(raw, path, 3);
+  if (!(step3 > 0))
+    throw InputError(path + ": wavelength step " + std::to_string(step3) + " should be positive");
+  cube.axes.wave_step_angstrom = step3 * to_angstrom;
+  cube.axes.wave_start_angstrom =
+      crpix3 == 1 ? crval3 * to_angstrom : (crval3 + (1 - crpix3) * step3) * to_angstrom;
+
+  read_string(raw, path, "BUNIT", cube.unit);
+  read_image(raw, path, cube.shape, "DATA", cube.data);
+
+  fits_movnam_hdu(raw, IMAGE_HDU, const_cast<char*>("STAT"), 0, &status);
+  if (status == BAD_HDU_NUM) {
+    status = 0;
+    fits_clear_errmsg();
+  } else {
+    check(status, path, "cannot open extension STAT");
+    read_image(raw, path, cube.shape, "STAT", cube.variance);
+  }
+  try {
+    validate_cube(cube, path);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
+  return cube;
+}
+
+}  // namespace ifusim

@@ -1,0 +1,141 @@
+// HDF5 cubes: the layout is documented in docs/outputs.md. Arrays are (n_wave, ny, nx), C order,
+// i.e. the FITS cube's axes reversed, so h5py/numpy and astropy see the same array.
+#include <cmath>
+
+#include "io/config_error.h"
+#include "io/cube/cube_io.h"
+#include "io/cube/temp_file.h"
+#include "io/hdf5.h"
+
+namespace ifusim {
+namespace {
+
+constexpr const char* kFormat = "ifusim cube";
+constexpr int kFormatVersion = 1;
+
+// Spaxel-major doubles -> (n_wave, ny, nx) float32.
+std::vector<float> to_wave_major(const CubeShape& s, const std::vector<double>& values) {
+  std::vector<float> out(s.n_voxels());
+  const std::size_t n_spaxels = s.n_spaxels();
+  for (std::size_t sp = 0; sp < n_spaxels; ++sp)
+    for (int k = 0; k < s.n_wave; ++k)
+      out[static_cast<std::size_t>(k) * n_spaxels + sp] =
+          static_cast<float>(values[sp * s.n_wave + k]);
+  return out;
+}
+
+std::vector<double> from_wave_major(const CubeShape& s, const std::vector<double>& values) {
+  std::vector<double> out(s.n_voxels());
+  const std::size_t n_spaxels = s.n_spaxels();
+  for (std::size_t sp = 0; sp < n_spaxels; ++sp)
+    for (int k = 0; k < s.n_wave; ++k)
+      out[sp * s.n_wave + k] = values[static_cast<std::size_t>(k) * n_spaxels + sp];
+  return out;
+}
+
+// FITS-style WCS of the array (axis 1 = x = the last HDF5 dimension), for readers that know it.
+void write_wcs_attributes(const h5::Location& f, const Cube& cube, const std::string& dataset) {
+  const auto& a = cube.axes;
+  f.set_string_attribute("CTYPE1", "RA---TAN", dataset);
+  f.set_string_attribute("CTYPE2", "DEC--TAN", dataset);
+  f.set_string_attribute("CTYPE3", a.wavelength_medium == "air" ? "AWAV" : "WAVE", dataset);
+  f.set_string_attribute("CUNIT1", "deg", dataset);
+  f.set_string_attribute("CUNIT2", "deg", dataset);
+  f.set_string_attribute("CUNIT3", "Angstrom", dataset);
+  f.set_attribute<double>("CRPIX1", (cube.shape.nx + 1) / 2.0, dataset);
+  f.set_attribute<double>("CRPIX2", (cube.shape.ny + 1) / 2.0, dataset);
+  f.set_attribute<double>("CRPIX3", 1.0, dataset);
+  f.set_attribute<double>("CRVAL1", a.ra_deg, dataset);
+  f.set_attribute<double>("CRVAL2", a.dec_deg, dataset);
+  f.set_attribute<double>("CRVAL3", a.wave_start_angstrom, dataset);
+  f.set_attribute<double>("CDELT1", -a.spaxel_arcsec / 3600.0, dataset);
+  f.set_attribute<double>("CDELT2", a.spaxel_arcsec / 3600.0, dataset);
+  f.set_attribute<double>("CDELT3", a.wave_step_angstrom, dataset);
+}
+
+std::string unit_attribute(const h5::Location& f, const std::string& dataset) {
+  return f.has_attribute("unit", dataset) ? f.string_attribute("unit", dataset) : "";
+}
+
+}  // namespace
+
+void write_cube_hdf5(const Cube& cube, const std::string& path) {
+  validate_cube(cube, path);
+  detail::TempFile temp(path);
+  {
+    h5::File f(temp.path(), h5::File::Mode::truncate);
+    const auto& s = cube.shape;
+    const std::vector<hsize_t> dims = {static_cast<hsize_t>(s.n_wave), static_cast<hsize_t>(s.ny),
+                                       static_cast<hsize_t>(s.nx)};
+    f.set_string_attribute("format", kFormat);
+    f.set_attribute<std::int32_t>("format_version", kFormatVersion);
+    f.set_string_attribute("ifusim_version", IFUSIM_VERSION);
+    f.set_attribute<double>("spaxel_arcsec", cube.axes.spaxel_arcsec);
+    f.set_attribute<double>("wave_start_angstrom", cube.axes.wave_start_angstrom);
+    f.set_attribute<double>("wave_step_angstrom", cube.axes.wave_step_angstrom);
+    f.set_string_attribute("wavelength_medium", cube.axes.wavelength_medium);
+    f.set_attribute<double>("ra_deg", cube.axes.ra_deg);
+    f.set_attribute<double>("dec_deg", cube.axes.dec_deg);
+
+    f.write<float>("data", to_wave_major(s, cube.data), dims);
+    f.set_string_attribute("unit", cube.unit, "data");
+    write_wcs_attributes(f, cube, "data");
+    if (!cube.variance.empty()) {
+      f.write<float>("variance", to_wave_major(s, cube.variance), dims);
+      f.set_string_attribute("unit", squared_unit(cube.unit), "variance");
+      write_wcs_attributes(f, cube, "variance");
+    }
+    std::vector<double> wavelength(static_cast<std::size_t>(s.n_wave));
+    for (int k = 0; k < s.n_wave; ++k) wavelength[k] = cube.axes.wavelength_angstrom(k);
+    f.write<double>("wavelength_angstrom", wavelength, {static_cast<hsize_t>(s.n_wave)});
+    f.set_string_attribute("medium", cube.axes.wavelength_medium, "wavelength_angstrom");
+
+    const auto prov = f.create_group_ordered("provenance");
+    for (const auto& [key, value] : cube.provenance) prov.set_string_attribute(key, value);
+  }  // closes the file before the rename
+  temp.commit();
+}
+
+Cube read_cube_hdf5(const std::string& path) {
+  h5::File f(path);
+  if (!f.has_attribute("format") || f.string_attribute("format") != kFormat)
+    throw InputError(path + ": attribute \"format\" of / should be \"" + kFormat +
+                     "\" (not a cube written by ifusim?)");
+  const auto version = f.attribute<std::int32_t>("format_version");
+  if (version != kFormatVersion)
+    throw InputError(path + ": format_version " + std::to_string(version) + ", this ifusim reads " +
+                     std::to_string(kFormatVersion));
+  Cube cube;
+  const auto dims = f.shape("data");
+  if (dims.size() != 3)
+    throw InputError(f.describe("data") + ": expected 3 dimensions (n_wave, ny, nx), has " +
+                     std::to_string(dims.size()));
+  cube.shape =
+      CubeShape{static_cast<int>(dims[2]), static_cast<int>(dims[1]), static_cast<int>(dims[0])};
+  cube.axes.spaxel_arcsec = f.attribute<double>("spaxel_arcsec");
+  cube.axes.wave_start_angstrom = f.attribute<double>("wave_start_angstrom");
+  cube.axes.wave_step_angstrom = f.attribute<double>("wave_step_angstrom");
+  cube.axes.wavelength_medium = f.string_attribute("wavelength_medium");
+  cube.axes.ra_deg = f.attribute<double>("ra_deg");
+  cube.axes.dec_deg = f.attribute<double>("dec_deg");
+  cube.unit = unit_attribute(f, "data");
+  cube.data = from_wave_major(cube.shape, f.read<double>("data"));
+  if (f.exists("variance")) {
+    if (f.shape("variance") != dims)
+      throw InputError(f.describe("variance") + ": expected the shape of /data");
+    cube.variance = from_wave_major(cube.shape, f.read<double>("variance"));
+  }
+  if (f.exists("provenance")) {
+    const auto prov = f.group("provenance");
+    for (const auto& key : prov.attribute_names())
+      cube.provenance.emplace_back(key, prov.string_attribute(key));
+  }
+  try {
+    validate_cube(cube, path);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
+  return cube;
+}
+
+}  // namespace ifusim

@@ -1,0 +1,184 @@
+#include "io/cube/cube_io.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+#include "io/config_error.h"
+
+namespace ifusim {
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+enum class Format { fits, hdf5 };
+
+Format format_of(const std::string& path, bool reading) {
+  const std::string p = lower(path);
+  for (const char* ext : {".fits", ".fit", ".fts"}) {
+    if (ends_with(p, ext)) return Format::fits;
+    if (reading && ends_with(p, std::string(ext) + ".gz")) return Format::fits;
+  }
+  if (ends_with(p, ".h5") || ends_with(p, ".hdf5")) return Format::hdf5;
+  throw InputError(path + ": unknown cube file type, expected a name ending in .fits, .fit, .fts" +
+                   std::string(reading ? " (or .gz of those)" : "") + ", .h5 or .hdf5");
+}
+
+// One factor of a unit string: a name ("cm") with a power ("2", "**2", "**(-1)"). The scale
+// factor "10**(-20)" is a factor named "10".
+struct UnitFactor {
+  char op;  // '*' or '/' (the operator before it; '*' for the first)
+  std::string name;
+  long power;
+};
+
+bool parse_int(const std::string& s, long& out) {
+  if (s.empty()) return false;
+  std::size_t i = (s[0] == '+' || s[0] == '-') ? 1 : 0;
+  if (i == s.size()) return false;
+  for (std::size_t j = i; j < s.size(); ++j)
+    if (!std::isdigit(static_cast<unsigned char>(s[j]))) return false;
+  out = std::stol(s);
+  return true;
+}
+
+bool parse_factor(const std::string& text, char op, UnitFactor& f) {
+  f.op = op;
+  f.power = 1;
+  const std::size_t star = text.find("**");
+  std::string name = text, power;
+  if (star != std::string::npos) {
+    name = text.substr(0, star);
+    power = text.substr(star + 2);
+    if (power.size() >= 2 && power.front() == '(' && power.back() == ')')
+      power = power.substr(1, power.size() - 2);
+    if (!parse_int(power, f.power)) return false;
+  } else {
+    // FITS style trailing power: "cm2", "s-1".
+    std::size_t end = name.size();
+    while (end > 0 && (std::isdigit(static_cast<unsigned char>(name[end - 1])) ||
+                       name[end - 1] == '-' || name[end - 1] == '+'))
+      --end;
+    if (end < name.size() && end > 0) {
+      if (!parse_int(name.substr(end), f.power)) return false;
+      name = name.substr(0, end);
+    }
+  }
+  if (name.empty()) return false;
+  const bool is_ten = name == "10";
+  for (char c : name)
+    if (!std::isalpha(static_cast<unsigned char>(c)) && c != '_' && !is_ten) return false;
+  if (is_ten && star == std::string::npos) return false;  // a bare number is not a unit
+  f.name = name;
+  return true;
+}
+
+}  // namespace
+
+std::string squared_unit(const std::string& unit) {
+  if (unit.empty()) return unit;
+  std::vector<UnitFactor> factors;
+  bool ok = true;
+  char op = '*';
+  std::string token;
+  // Split at '*' (but not "**"), '/' and spaces, keeping parenthesised powers together.
+  auto flush = [&] {
+    if (token.empty()) return;
+    UnitFactor f;
+    ok = ok && parse_factor(token, op, f);
+    factors.push_back(f);
+    token.clear();
+    op = '*';
+  };
+  for (std::size_t i = 0; i < unit.size() && ok; ++i) {
+    const char c = unit[i];
+    if (c == '*' && i + 1 < unit.size() && unit[i + 1] == '*') {
+      token += "**";
+      ++i;
+    } else if (c == '*' || c == ' ') {
+      flush();
+    } else if (c == '/') {
+      flush();
+      op = '/';
+    } else if (c == '(') {
+      // Only as a power's parentheses, "**(-20)".
+      const std::size_t close = unit.find(')', i);
+      if (!ends_with(token, "**") || close == std::string::npos) {
+        ok = false;
+        break;
+      }
+      token += unit.substr(i, close - i + 1);
+      i = close;
+    } else {
+      token += c;
+    }
+  }
+  flush();
+  if (!ok || factors.empty()) return "(" + unit + ")**2";
+  std::string out;
+  for (std::size_t i = 0; i < factors.size(); ++i) {
+    const auto& f = factors[i];
+    if (i > 0) out += f.op;
+    const long p = 2 * f.power;
+    // Appended piece by piece: GCC 12 misreports a temporary concatenation here (-Wrestrict).
+    out += f.name;
+    out += "**";
+    if (p < 0) out += '(';
+    out += std::to_string(p);
+    if (p < 0) out += ')';
+  }
+  return out;
+}
+
+void validate_cube(const Cube& cube, const std::string& what) {
+  const auto& s = cube.shape;
+  auto fail = [&](const std::string& m) { throw std::invalid_argument(what + ": " + m); };
+  if (s.nx <= 0 || s.ny <= 0 || s.n_wave <= 0)
+    fail("cube shape " + std::to_string(s.nx) + " x " + std::to_string(s.ny) + " x " +
+         std::to_string(s.n_wave) + " has an empty axis");
+  if (cube.data.size() != s.n_voxels())
+    fail("cube has " + std::to_string(cube.data.size()) + " values, its shape needs " +
+         std::to_string(s.n_voxels()));
+  if (!cube.variance.empty() && cube.variance.size() != s.n_voxels())
+    fail("variance has " + std::to_string(cube.variance.size()) + " values, the shape needs " +
+         std::to_string(s.n_voxels()) + " (or none)");
+  if (!(cube.axes.spaxel_arcsec > 0) || !std::isfinite(cube.axes.spaxel_arcsec))
+    fail("spaxel size must be positive and finite, is " + std::to_string(cube.axes.spaxel_arcsec));
+  if (!(cube.axes.wave_step_angstrom > 0) || !std::isfinite(cube.axes.wave_start_angstrom) ||
+      !std::isfinite(cube.axes.wave_step_angstrom))
+    fail("wavelength step must be positive and finite, start finite");
+  if (cube.axes.wavelength_medium != "air" && cube.axes.wavelength_medium != "vacuum")
+    fail("wavelength medium must be \"air\" or \"vacuum\", is \"" + cube.axes.wavelength_medium +
+         "\"");
+  if (!std::isfinite(cube.axes.ra_deg) || !std::isfinite(cube.axes.dec_deg) ||
+      std::abs(cube.axes.dec_deg) > 90)
+    fail("RA/Dec of the centre must be finite with |Dec| <= 90 deg");
+  std::set<std::string> keys;
+  for (const auto& [k, v] : cube.provenance) {
+    if (k.empty()) fail("empty provenance key");
+    if (!keys.insert(k).second) fail("provenance key \"" + k + "\" appears twice");
+  }
+}
+
+void write_cube(const Cube& cube, const std::string& path) {
+  if (format_of(path, false) == Format::fits)
+    write_cube_fits(cube, path);
+  else
+    write_cube_hdf5(cube, path);
+}
+
+Cube read_cube(const std::string& path) {
+  return format_of(path, true) == Format::fits ? read_cube_fits(path) : read_cube_hdf5(path);
+}
+
+}  // namespace ifusim

@@ -1,0 +1,39 @@
+#pragma once
+// Reading and writing reduced cubes (data/datacube.h) as FITS and HDF5 files. The layouts are
+// described in docs/outputs.md. Writers write to "<path>.tmp" and rename it at the end, so a
+// failed write leaves no file behind; data and variance are stored as float32.
+#include <string>
+
+#include "data/datacube.h"
+
+namespace ifusim {
+
+// FITS, MUSE-like: an empty primary HDU holding the run's provenance, an image extension DATA
+// (NAXIS1 = x, NAXIS2 = y, NAXIS3 = wavelength) with the full WCS and BUNIT, and an extension STAT
+// with the variance (same WCS, BUNIT squared) when the cube has one.
+void write_cube_fits(const Cube& cube, const std::string& path);
+// Reads a cube written by write_cube_fits, or any 3D image with a celestial TAN WCS and a linear
+// wavelength axis (in extension DATA, else in the primary HDU). Throws InputError naming the file
+// and keyword when something is missing or not as expected.
+Cube read_cube_fits(const std::string& path);
+
+// HDF5: /data and /variance as (n_wave, ny, nx) float32, /wavelength_angstrom, the axes as
+// attributes of the root, and /provenance with one string attribute per key.
+void write_cube_hdf5(const Cube& cube, const std::string& path);
+Cube read_cube_hdf5(const std::string& path);
+
+// By extension: .fits, .fit, .fts (optionally .gz, reading only) or .h5, .hdf5.
+void write_cube(const Cube& cube, const std::string& path);
+Cube read_cube(const std::string& path);
+
+// The unit of a variance: `unit` squared, written so that astropy.units parses it
+// ("10**(-20)*erg/s/cm**2/Angstrom" -> "10**(-40)*erg**2/s**2/cm**4/Angstrom**2"). Units outside
+// the simple product/quotient grammar come back as "(unit)**2". Empty stays empty.
+std::string squared_unit(const std::string& unit);
+
+// Checks a cube before it is written: sizes of data/variance against the shape, a positive
+// spaxel size and wavelength step, a known medium, unique provenance keys. Throws
+// std::invalid_argument naming `what` (the destination) and the problem.
+void validate_cube(const Cube& cube, const std::string& what);
+
+}  // namespace ifusim

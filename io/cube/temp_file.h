@@ -1,0 +1,42 @@
+#pragma once
+// Write-to-temp-then-rename, shared by the cube and PNG writers: the temporary "<path>.tmp" is
+// removed on destruction unless commit() renamed it onto the final path.
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+#include "io/config_error.h"
+
+namespace ifusim::detail {
+
+class TempFile {
+ public:
+  explicit TempFile(std::string final_path)
+      : final_(std::move(final_path)), temp_(final_ + ".tmp") {
+    std::error_code ec;
+    std::filesystem::remove(temp_, ec);  // a stale temporary from an interrupted run
+  }
+  ~TempFile() {
+    if (!committed_) {
+      std::error_code ec;
+      std::filesystem::remove(temp_, ec);
+    }
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return temp_; }
+  void commit() {
+    std::error_code ec;
+    std::filesystem::rename(temp_, final_, ec);
+    if (ec)
+      throw InputError(final_ + ": cannot rename " + temp_ + " onto it (" + ec.message() + ")");
+    committed_ = true;
+  }
+
+ private:
+  std::string final_;
+  std::string temp_;
+  bool committed_ = false;
+};
+
+}  // namespace ifusim::detail

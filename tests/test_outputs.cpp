@@ -1,0 +1,321 @@
+#include <png.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "example_cube.h"
+#include "io/config_error.h"
+#include "io/cube/cube_io.h"
+#include "io/cube/quicklook.h"
+#include "io/hdf5.h"
+
+using namespace ifusim;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory per test case, removed at the end.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name)
+      : path(fs::temp_directory_path() /
+             ("ifusim_outputs_" + name + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& f) const { return (path / f).string(); }
+  std::size_t n_files() const {
+    return static_cast<std::size_t>(std::distance(fs::directory_iterator(path), {}));
+  }
+};
+
+// Float32 storage: what a written value reads back as, exactly.
+double as_float(double v) {
+  return static_cast<double>(static_cast<float>(v));
+}
+
+void check_round_trip(const Cube& original, const Cube& back) {
+  REQUIRE(back.shape == original.shape);
+  REQUIRE(back.data.size() == original.data.size());
+  REQUIRE(back.variance.size() == original.variance.size());
+  std::size_t mismatches = 0;
+  for (std::size_t i = 0; i < original.data.size(); ++i) {
+    mismatches += back.data[i] != as_float(original.data[i]);
+    mismatches += back.variance[i] != as_float(original.variance[i]);
+  }
+  CHECK(mismatches == 0);  // bitwise, element by element, in spaxel-major order
+  CHECK(back.at(4, 6, 29) == as_float(original.at(4, 6, 29)));
+  CHECK(back.at(4, 6, 29) > 600.0);  // the blob's peak at the line: a real value, not zero
+  // Axes: FITS stores the spaxel in degrees (x / 3600 * 3600), so 1e-12 relative there.
+  CHECK(back.axes.spaxel_arcsec == Approx(original.axes.spaxel_arcsec).epsilon(1e-12));
+  CHECK(back.axes.wave_start_angstrom == original.axes.wave_start_angstrom);
+  CHECK(back.axes.wave_step_angstrom == original.axes.wave_step_angstrom);
+  CHECK(back.axes.wavelength_medium == original.axes.wavelength_medium);
+  CHECK(back.axes.ra_deg == original.axes.ra_deg);
+  CHECK(back.axes.dec_deg == original.axes.dec_deg);
+  CHECK(back.unit == original.unit);
+  CHECK(back.provenance == original.provenance);  // incl. newline, quote, backslash, UTF-8
+}
+
+struct Png {
+  png_uint_32 width = 0, height = 0;
+  std::vector<std::array<std::uint8_t, 3>> pixels;
+  std::size_t n_colours() const {
+    return std::set<std::array<std::uint8_t, 3>>(pixels.begin(), pixels.end()).size();
+  }
+  bool has(std::array<std::uint8_t, 3> c) const {
+    return std::find(pixels.begin(), pixels.end(), c) != pixels.end();
+  }
+};
+
+// Reads a PNG back with libpng's simplified API, as 8-bit RGB.
+Png read_png(const std::string& path) {
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  REQUIRE(png_image_begin_read_from_file(&image, path.c_str()) != 0);
+  image.format = PNG_FORMAT_RGB;
+  std::vector<std::uint8_t> buffer(PNG_IMAGE_SIZE(image));
+  REQUIRE(png_image_finish_read(&image, nullptr, buffer.data(), 0, nullptr) != 0);
+  Png out;
+  out.width = image.width;
+  out.height = image.height;
+  for (std::size_t i = 0; i + 2 < buffer.size(); i += 3)
+    out.pixels.push_back({buffer[i], buffer[i + 1], buffer[i + 2]});
+  return out;
+}
+
+// Runs the ifusim binary; returns its exit status and fills `output` with stdout + stderr.
+int run_ifusim(const std::string& args, std::string& output, const TempDir& dir) {
+  const std::string log = dir / "log.txt";
+  const int status =
+      std::system((std::string(IFUSIM_BINARY) + " " + args + " > " + log + " 2>&1").c_str());
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  output = ss.str();
+  fs::remove(log);
+  REQUIRE(WIFEXITED(status));
+  return WEXITSTATUS(status);
+}
+
+}  // namespace
+
+TEST_CASE("outputs: FITS cube round trip, bitwise in float32", "[outputs]") {
+  TempDir dir("fits");
+  const Cube cube = test::example_cube();
+  write_cube_fits(cube, dir / "cube.fits");
+  CHECK(dir.n_files() == 1);  // no temporary left behind
+  check_round_trip(cube, read_cube_fits(dir / "cube.fits"));
+  check_round_trip(cube, read_cube(dir / "cube.fits"));
+  // Writing again replaces the file.
+  Cube twice = cube;
+  for (auto& v : twice.data) v *= 2;
+  write_cube_fits(twice, dir / "cube.fits");
+  CHECK(read_cube(dir / "cube.fits").at(4, 6, 29) == as_float(2 * cube.at(4, 6, 29)));
+}
+
+TEST_CASE("outputs: HDF5 cube round trip, bitwise in float32, and its layout", "[outputs]") {
+  TempDir dir("hdf5");
+  const Cube cube = test::example_cube();
+  write_cube_hdf5(cube, dir / "cube.h5");
+  CHECK(dir.n_files() == 1);
+  check_round_trip(cube, read_cube_hdf5(dir / "cube.h5"));
+  check_round_trip(cube, read_cube(dir / "cube.h5"));
+  // The documented layout: /data (n_wave, ny, nx), wavelengths of the pixel centres.
+  h5::File f(dir / "cube.h5");
+  CHECK(f.shape("data") == std::vector<hsize_t>{40, 9, 13});
+  CHECK(f.shape("variance") == std::vector<hsize_t>{40, 9, 13});
+  const auto data = f.read<float>("data");
+  CHECK(data[(29 * 9 + 6) * 13 + 4] == static_cast<float>(cube.at(4, 6, 29)));
+  const auto wave = f.read<double>("wavelength_angstrom");
+  REQUIRE(wave.size() == 40);
+  CHECK(wave[17] == 4750.0 + 17 * 1.25);
+  CHECK(f.string_attribute("unit", "variance") == "10**(-40)*erg**2/s**2/cm**4/Angstrom**2");
+  CHECK(f.string_attribute("CTYPE3", "data") == "AWAV");
+}
+
+TEST_CASE("outputs: a cube without variance, in vacuum, round-trips in both formats", "[outputs]") {
+  TempDir dir("novar");
+  Cube cube = test::example_cube();
+  cube.variance.clear();
+  cube.axes.wavelength_medium = "vacuum";
+  cube.unit = "Msun";
+  cube.provenance.clear();
+  for (const char* name : {"cube.fits", "cube.hdf5"}) {
+    write_cube(cube, dir / name);
+    const Cube back = read_cube(dir / name);
+    CHECK(back.variance.empty());
+    CHECK(back.axes.wavelength_medium == "vacuum");
+    CHECK(back.unit == "Msun");
+    CHECK(back.provenance.empty());
+    CHECK(back.at(12, 8, 39) == as_float(cube.at(12, 8, 39)));
+  }
+}
+
+TEST_CASE("outputs: bad cubes and bad files give clear errors and leave no file", "[outputs]") {
+  TempDir dir("errors");
+  Cube cube = test::example_cube();
+  cube.data.pop_back();
+  for (const char* name : {"cube.fits", "cube.h5"}) {
+    CHECK_THROWS_WITH(
+        write_cube(cube, dir / name),
+        Catch::Contains(name) && Catch::Contains("cube has 4679 values, its shape needs 4680"));
+  }
+  cube = test::example_cube();
+  cube.provenance.push_back({"snapshot", "98"});
+  CHECK_THROWS_WITH(write_cube(cube, dir / "cube.h5"),
+                    Catch::Contains("provenance key \"snapshot\" appears twice"));
+  cube = test::example_cube();
+  cube.axes.wavelength_medium = "water";
+  CHECK_THROWS_WITH(write_cube(cube, dir / "cube.fits"), Catch::Contains("wavelength medium"));
+  // A failure after the temporary file was created (too many provenance cards for FITS) removes
+  // it; so does one at its creation (a directory that does not exist).
+  cube = test::example_cube();
+  for (int i = 0; i < 1000; ++i)
+    cube.provenance.push_back({std::string("k").append(std::to_string(i)), "v"});
+  CHECK_THROWS_WITH(write_cube(cube, dir / "cube.fits"),
+                    Catch::Contains("at most 999 provenance entries"));
+  CHECK_THROWS_WITH(write_cube(test::example_cube(), dir / "missing/cube.fits"),
+                    Catch::Contains("missing/cube.fits"));
+  CHECK(dir.n_files() == 0);
+
+  CHECK_THROWS_WITH(read_cube(dir / "cube.txt"), Catch::Contains("unknown cube file type"));
+  CHECK_THROWS_AS(read_cube(dir / "absent.fits"), InputError);
+  CHECK_THROWS_WITH(read_cube(dir / "absent.fits"),
+                    Catch::Contains("absent.fits: cannot open FITS file"));
+  // An HDF5 file that is not a cube.
+  {
+    h5::File f(dir / "other.h5", h5::File::Mode::truncate);
+    f.write<float>("x", {1, 2}, {2});
+  }
+  CHECK_THROWS_WITH(read_cube(dir / "other.h5"),
+                    Catch::Contains("other.h5: attribute \"format\" of /"));
+}
+
+TEST_CASE("outputs: squared units parse the way astropy does", "[outputs]") {
+  CHECK(squared_unit("10**(-20)*erg/s/cm**2/Angstrom") ==
+        "10**(-40)*erg**2/s**2/cm**4/Angstrom**2");
+  CHECK(squared_unit("erg/s/cm2/Angstrom") == "erg**2/s**2/cm**4/Angstrom**2");
+  CHECK(squared_unit("Msun") == "Msun**2");
+  CHECK(squared_unit("km s-1") == "km**2*s**(-2)");
+  CHECK(squared_unit("") == "");
+  CHECK(squared_unit("erg/(s cm2)") == "(erg/(s cm2))**2");  // outside the grammar: kept whole
+}
+
+TEST_CASE("outputs: compare exits 0 for equal cubes, 1 beyond tolerance, 2 for other shapes",
+          "[outputs]") {
+  TempDir dir("compare");
+  const Cube cube = test::example_cube();
+  write_cube(cube, dir / "a.fits");
+  write_cube(cube, dir / "a.h5");
+  std::string out;
+  CHECK(run_ifusim("compare " + (dir / "a.fits") + " " + (dir / "a.h5"), out, dir) == 0);
+  CHECK_THAT(out, Catch::Contains("identical") && Catch::Contains("PASS"));
+
+  // One voxel off by 1e-3 relative: fails at the default rtol 1e-5 and names the voxel, passes
+  // at rtol 2e-3.
+  Cube perturbed = cube;
+  const std::size_t i = (static_cast<std::size_t>(6) * 13 + 4) * 40 + 29;
+  perturbed.data[i] *= 1.001;
+  write_cube(perturbed, dir / "b.h5");
+  CHECK(run_ifusim("compare " + (dir / "b.h5") + " " + (dir / "a.fits"), out, dir) == 1);
+  CHECK_THAT(out, Catch::Contains("(ix 4, iy 6, wavelength 4786.25 Angstrom = pixel 29)") &&
+                      Catch::Contains("1 of 4680 values beyond") && Catch::Contains("FAIL"));
+  CHECK(run_ifusim("compare --rtol 2e-3 " + (dir / "b.h5") + " " + (dir / "a.fits"), out, dir) ==
+        0);
+  CHECK(run_ifusim("compare --rtol 0 --atol 1 " + (dir / "b.h5") + " " + (dir / "a.fits"), out,
+                   dir) == 0);
+
+  // A NaN is a failure whatever the tolerance.
+  perturbed = cube;
+  perturbed.data[7] = std::nan("");
+  write_cube(perturbed, dir / "nan.fits");
+  CHECK(run_ifusim("compare --rtol 1 --atol 1e30 " + (dir / "nan.fits") + " " + (dir / "a.h5"), out,
+                   dir) == 1);
+  CHECK_THAT(out, Catch::Contains("NaN: 1 in A, 0 in B"));
+
+  // Shapes and wavelength axes must match.
+  Cube smaller = cube;
+  smaller.shape.n_wave = 39;
+  smaller.data.resize(smaller.shape.n_voxels());
+  smaller.variance.clear();
+  write_cube(smaller, dir / "small.fits");
+  CHECK(run_ifusim("compare " + (dir / "small.fits") + " " + (dir / "a.fits"), out, dir) == 2);
+  CHECK_THAT(
+      out, Catch::Contains("shapes differ: A is 13 x 9 x 39 (nx x ny x n_wave), B is 13 x 9 x 40"));
+  Cube shifted = cube;
+  shifted.axes.wave_start_angstrom += 1.25;
+  write_cube(shifted, dir / "shifted.h5");
+  CHECK(run_ifusim("compare " + (dir / "shifted.h5") + " " + (dir / "a.fits"), out, dir) == 2);
+  CHECK_THAT(out, Catch::Contains("wavelength axes differ"));
+  CHECK(run_ifusim("compare " + (dir / "absent.h5") + " " + (dir / "a.fits"), out, dir) == 2);
+  CHECK_THAT(out, Catch::Contains("absent.h5: cannot open HDF5 file"));
+}
+
+TEST_CASE("outputs: white-light image and integrated spectrum", "[outputs]") {
+  const Cube cube = test::example_cube();
+  const auto image = white_light_image(cube);
+  const auto spectrum = integrated_spectrum(cube);
+  REQUIRE(image.size() == 13 * 9);
+  REQUIRE(spectrum.size() == 40);
+  // Against the closed form the cube was built from: sums of 40 (or 117) terms, 1e-12 relative.
+  double spectrum_sum = 0, blob_sum = 0;
+  for (int k = 0; k < 40; ++k) spectrum_sum += test::example_spectrum(4750.0 + 1.25 * k);
+  for (int iy = 0; iy < 9; ++iy)
+    for (int ix = 0; ix < 13; ++ix) {
+      blob_sum += test::example_blob(ix, iy);
+      CHECK(image[iy * 13 + ix] ==
+            Approx(1.25 * 100.0 * test::example_blob(ix, iy) * spectrum_sum).epsilon(1e-12));
+    }
+  for (int k = 0; k < 40; ++k)
+    CHECK(spectrum[k] ==
+          Approx(100.0 * blob_sum * test::example_spectrum(4750.0 + 1.25 * k)).epsilon(1e-12));
+}
+
+TEST_CASE("outputs: quick-look PNGs are valid, sized and not uniform", "[outputs]") {
+  TempDir dir("png");
+  const Cube cube = test::example_cube();
+  const auto image = white_light_image(cube);
+  write_map_png(dir / "white_light.png", image, 13, 9,
+                MapStyle{"white light", Colormap::viridis, false, false, "10**(-20)*erg/s/cm**2"});
+  // A velocity-like map: antisymmetric in x, with empty (NaN) spaxels in one corner.
+  std::vector<double> velocity(13 * 9);
+  for (int iy = 0; iy < 9; ++iy)
+    for (int ix = 0; ix < 13; ++ix)
+      velocity[iy * 13 + ix] = (ix + iy < 3) ? std::nan("") : 25.0 * (ix - 6) + 3.0 * iy;
+  write_map_png(dir / "velocity.png", velocity, 13, 9,
+                MapStyle{"velocity", Colormap::diverging, true, false, "km/s"});
+  write_spectrum_png(dir / "spectrum.png", wavelength_angstrom(cube), integrated_spectrum(cube),
+                     "wavelength [Angstrom]", "flux [10**(-20)*erg/s/cm**2/Angstrom]",
+                     "integrated spectrum");
+  CHECK(dir.n_files() == 3);
+
+  const Png white = read_png(dir / "white_light.png");
+  const Png vel = read_png(dir / "velocity.png");
+  const Png spec = read_png(dir / "spectrum.png");
+  // 13 x 9 spaxels at 36 px each (480 / 13), plus margins and the colour bar.
+  CHECK(white.width >= 13 * 36);
+  CHECK(white.height >= 9 * 36);
+  CHECK(spec.width == 900);
+  CHECK(spec.height == 520);
+  CHECK(white.n_colours() > 50);  // a smooth blob and a colour bar, not a flat image
+  CHECK(vel.n_colours() > 30);
+  CHECK(spec.n_colours() > 3);
+  const std::array<std::uint8_t, 3> grey = {160, 160, 160}, viridis_top = {253, 231, 37};
+  CHECK(vel.has(grey));           // empty spaxels drawn grey
+  CHECK_FALSE(white.has(grey));   // none in the white-light image
+  CHECK(white.has(viridis_top));  // the colour bar reaches the map's maximum colour
+
+  CHECK_THROWS_WITH(write_map_png(dir / "bad.png", image, 12, 9, MapStyle{}),
+                    Catch::Contains("map of 117 values for nx = 12, ny = 9"));
+  CHECK_THROWS_AS(write_map_png(dir / "missing/bad.png", image, 13, 9, MapStyle{}), InputError);
+  CHECK(dir.n_files() == 3);
+}
