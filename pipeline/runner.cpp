@@ -127,6 +127,7 @@ void draw_progress(std::size_t done, std::size_t total, const std::string& label
 class OutputWriter {
  public:
   explicit OutputWriter(std::string dir) : dir_(std::move(dir)) {
+    created_dir_ = !fs::exists(dir_);
     fs::create_directories(dir_);
     staging_ = (fs::path(dir_) / (".partial-" + std::to_string(::getpid()))).string();
     fs::remove_all(staging_);
@@ -135,6 +136,7 @@ class OutputWriter {
   ~OutputWriter() {
     std::error_code ec;
     fs::remove_all(staging_, ec);
+    if (!committed_ && created_dir_) fs::remove(dir_, ec);  // only if still empty
   }
   std::string path(const std::string& name) {
     names_.push_back(name);
@@ -142,10 +144,12 @@ class OutputWriter {
   }
   std::vector<std::string> commit() {
     for (const auto& n : names_) fs::rename(fs::path(staging_) / n, fs::path(dir_) / n);
+    committed_ = true;
     return names_;
   }
 
  private:
+  bool created_dir_ = false, committed_ = false;
   std::string dir_, staging_;
   std::vector<std::string> names_;
 };
