@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# The first README command: installs what is missing, builds, and runs the main job.
+# The first README command: installs what is missing, builds, and runs the main job: the MUSE
+# example (the shared IllustrisTNG cutout with the MaStar templates). The cube and its pictures
+# land in out/muse_tng_mastar/.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh"
 "$root/scripts/build.sh"
+export IFUSIM_DATA_DIR="${IFUSIM_DATA_DIR:-$root/../shared/data}"
 "$root/build/ifusim" devices
+"$root/build/ifusim" run "$root/configs/examples/muse_tng_mastar.json" "$@"
