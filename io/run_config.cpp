@@ -100,9 +100,22 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
   }
 
   JsonParams galaxy = root.object("galaxy");
-  c.redshift = galaxy.number("redshift");
-  galaxy.require(c.redshift > 0 && c.redshift < 20, "redshift",
-                 "an observed redshift in (0, 20) (the cube needs a distance)", c.redshift);
+  if (galaxy.has("luminosity_distance_mpc") && !galaxy.has("redshift")) {
+    // A distance instead of a redshift: the redshift whose luminosity distance it is in the
+    // run's cosmology (D_L grows monotonically with z: bisection).
+    const double d_l = galaxy.number("luminosity_distance_mpc");
+    galaxy.require(d_l > 0 && d_l < c.cosmology.luminosity_distance_mpc(20.0), "luminosity_distance_mpc",
+                   "a distance in Mpc > 0 (below that of z = 20)", d_l);
+    double lo = 0.0, hi = 20.0;
+    for (int i = 0; i < 100 && hi - lo > 1e-12; ++i)
+      (c.cosmology.luminosity_distance_mpc(0.5 * (lo + hi)) < d_l ? lo : hi) = 0.5 * (lo + hi);
+    c.redshift = 0.5 * (lo + hi);
+  } else {
+    c.redshift = galaxy.number("redshift");
+    galaxy.require(c.redshift > 0 && c.redshift < 20, "redshift",
+                   "an observed redshift in (0, 20) (the cube needs a distance; or give luminosity_distance_mpc)",
+                   c.redshift);
+  }
   if (galaxy.has("orientation")) c.orientation = galaxy.raw("orientation");
   c.ra_deg = galaxy.number("ra_deg", 0.0);
   c.dec_deg = galaxy.number("dec_deg", 0.0);

@@ -145,6 +145,13 @@ TEST_CASE("bad configs fail before anything runs, naming the key, and leave no o
   CHECK_FALSE(fs::exists(dir.path));
 }
 
+TEST_CASE("a galaxy placed by distance gets the redshift of that distance", "[pipeline]") {
+  const RunConfig c = load_run_config(example("sami_tng_miles"),
+                                      {"galaxy={\"luminosity_distance_mpc\": 229.6}"});
+  CHECK(Cosmology().luminosity_distance_mpc(c.redshift) == Approx(229.6).epsilon(1e-9));
+  CHECK(c.redshift == Approx(0.05).epsilon(1e-3));
+}
+
 TEST_CASE("--set overrides config values by key path", "[pipeline]") {
   nlohmann::json doc = {{"galaxy", {{"redshift", 0.1}}}};
   apply_override(doc, "galaxy.redshift=0.25");
