@@ -12,6 +12,7 @@
 //                        [--gpu-stars 1000000] [--reps 3]
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -26,21 +27,42 @@ using namespace ifusim;
 namespace {
 
 struct FusedRun {
-  double seconds = 0.0;
+  double seconds = 0.0;        // stage + psum, median
+  double stage_seconds = 0.0;  // the stage alone (templates, bound, kernels), median
   Cube cube;
   std::vector<std::int32_t> spaxel_index;
 };
 
-// The fused stage + psum on `host` over `n_devices` devices of `backend`: median time, and the
-// cube of the last repetition. The stars are placed and assigned to spaxels once, untimed.
+int g_all_threads = 1;  // the OpenMP threads of the process, read at start
+
+double median(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+}
+
+// The fused stage + psum on `host` over `n_devices` devices of `backend`: median times after a
+// warm-up, and the cube of the last repetition. The stars are placed and assigned to spaxels
+// once, untimed. threads > 0: the OpenMP threads the cpu mesh shares (else all).
 FusedRun time_fused(Backend backend, int n_devices, const Telescope& telescope,
-                    const bench::HostStars& host, const Stage& spectra, int reps) {
+                    const bench::HostStars& host, const Stage& spectra, int reps, int threads = 0) {
+  // A one-device mesh binds the calling thread (its OpenMP thread count) to that device: set
+  // the count the mesh shares, and give the thread the whole machine back at the end.
+  omp_set_num_threads(threads > 0 ? threads : g_all_threads);
   const auto mesh = make_mesh(backend, n_devices);
   auto state = bench::prepared_state(*mesh, telescope, host);
   FusedRun run;
-  run.seconds =
-      bench::median_seconds(1, reps, [&] { run.cube = bench::spectra_cube(spectra, *state); });
+  std::vector<double> stage_t, total_t;
+  for (int rep = -1; rep < reps; ++rep) {  // rep -1: the warm-up
+    const auto start = std::chrono::steady_clock::now();
+    spectra.run(*state);
+    const double stage = bench::seconds_since(start);
+    run.cube = reduce_to_cube(*mesh, *state->partial, "Lsun/Angstrom");
+    if (rep >= 0) stage_t.push_back(stage), total_t.push_back(bench::seconds_since(start));
+  }
+  run.seconds = median(total_t);
+  run.stage_seconds = median(stage_t);
   run.spaxel_index = state->data.stars.spaxel_index.to_host();
+  omp_set_num_threads(g_all_threads);
   return run;
 }
 
@@ -73,10 +95,25 @@ bool against_reference(Backend backend, const Telescope& telescope, const SspGri
   std::printf("  stars %zu (%lld in the field), cube %d x %d x %d\n", host.size(),
               count_in_field(fused.spaxel_index), fused.cube.shape.nx, fused.cube.shape.ny,
               fused.cube.shape.n_wave);
-  std::printf("  reference (double, one star at a time): %9.4f s\n", ref_seconds);
-  std::printf("  fused %s stage + psum, 1 device:       %9.4f s\n", to_string(backend),
-              fused.seconds);
-  std::printf("  speedup reference / fused:              %9.2fx\n", ref_seconds / fused.seconds);
+  std::printf("  reference (double, one star at a time, 1 thread): %9.4f s\n", ref_seconds);
+  std::printf(
+      "  fused %s stage + psum, 1 device:                  %9.4f s (stage %.4f s, psum + to double "
+      "%.4f s)\n",
+      to_string(backend), fused.seconds, fused.stage_seconds, fused.seconds - fused.stage_seconds);
+  std::printf("  speedup reference / fused:                         %9.2fx\n",
+              ref_seconds / fused.seconds);
+  if (backend == Backend::cpu && g_all_threads > 1) {
+    // Per core: the same device on one OpenMP thread, as the reference runs.
+    const FusedRun single = time_fused(backend, 1, telescope, host, spectra, reps, 1);
+    std::printf("  fused cpu stage + psum, 1 device of 1 thread:      %9.4f s (stage %.4f s)\n",
+                single.seconds, single.stage_seconds);
+    std::printf("  speedup reference / fused, one thread each:        %9.2fx\n",
+                ref_seconds / single.seconds);
+    const bool same = bitwise_equal(single.cube, fused.cube);
+    std::printf("  1-thread cube bitwise identical to the %d-thread one: %s\n", g_all_threads,
+                same ? "yes" : "NO");
+    if (!same) return false;
+  }
   std::printf(
       "  max |fused - ref| / max|ref| = %.3g; max relative difference (voxels >= 1e-3 max) = "
       "%.3g\n",
@@ -93,9 +130,10 @@ bool device_scaling(Backend backend, int many, const Telescope& telescope, const
   const FusedRun several = time_fused(backend, many, telescope, host, spectra, reps);
   const bool identical = bitwise_equal(one.cube, several.cube) && bench::total(one.cube.data) > 0;
   std::printf("  stars %zu (%lld in the field)\n", host.size(), count_in_field(one.spaxel_index));
-  std::printf("  fused %s stage + psum, 1 device:  %9.4f s\n", to_string(backend), one.seconds);
-  std::printf("  fused %s stage + psum, %d devices: %9.4f s\n", to_string(backend), many,
-              several.seconds);
+  std::printf("  fused %s stage + psum, 1 device:  %9.4f s (stage %.4f s)\n", to_string(backend),
+              one.seconds, one.stage_seconds);
+  std::printf("  fused %s stage + psum, %d devices: %9.4f s (stage %.4f s)\n", to_string(backend),
+              many, several.seconds, several.stage_seconds);
   std::printf("  speedup 1 / %d devices:            %9.2fx\n", many, one.seconds / several.seconds);
   std::printf("  cubes bitwise identical (1 vs %d devices): %s\n", many, identical ? "yes" : "NO");
   bool ok = identical;
@@ -112,6 +150,7 @@ bool device_scaling(Backend backend, int many, const Telescope& telescope, const
 }  // namespace
 
 int main(int argc, char** argv) try {
+  g_all_threads = omp_get_max_threads();
   const std::string ssp = bench::option(argc, argv, "ssp", "mastar");
   const auto n_ref = std::stoul(bench::option(argc, argv, "stars", "2000"));
   const auto n_dev = std::stoul(bench::option(argc, argv, "device-stars", "20000"));
@@ -128,8 +167,7 @@ int main(int argc, char** argv) try {
       "bench_spectral_speed: MUSE (%d x %d spaxels, %d bins), z = %.2f, SSP %s (%zu x %zu x %zu)\n",
       muse.n_spaxels_side(), muse.n_spaxels_side(), muse.n_wave(), bench::kRedshift,
       bench::ssp_path(ssp).c_str(), grid->n_age(), grid->n_metallicity(), grid->n_wave());
-  std::printf("median of %d runs after a warm-up; OpenMP threads: %d\n\n", reps,
-              omp_get_max_threads());
+  std::printf("median of %d runs after a warm-up; OpenMP threads: %d\n\n", reps, g_all_threads);
   bool ok = true;
 
   std::printf("[1] fused kernel vs double-precision reference (cpu)\n");
