@@ -15,7 +15,10 @@ std::unique_ptr<Mesh> make_mesh(Backend backend, int n_devices) {
   std::vector<Device> devices;
   if (backend == Backend::cpu) {
     const int count = std::max(1, n_devices);
-    const int threads = std::max(1, omp_get_max_threads());
+    // The host's thread count as it was when the first mesh was made: shard_map binds the
+    // calling thread of a one-device mesh to that device's share, which must not shrink the
+    // next mesh.
+    static const int threads = std::max(1, omp_get_max_threads());
     for (int i = 0; i < count; ++i) {
       Device d;
       d.backend = Backend::cpu;
