@@ -4,6 +4,7 @@
 
 #include "io/json_params.h"
 #include "pipeline/collectives/psum.h"
+#include "stages/dust/dust.h"
 #include "stages/flux/flux.h"
 #include "stages/lsf/lsf.h"
 #include "stages/mass_image/mass_image.h"
@@ -39,6 +40,7 @@ std::unique_ptr<Stage> make_psum_stage(const nlohmann::json& params, const std::
 
 constexpr StageEntry kStages[] = {
     {"spaxel_grid", "assign stars to a square grid of spaxels", &make_spaxel_grid_stage},
+    {"dust", "A_V per star from the gas in front of it (CCM89 or Calzetti 2000 curve)", &make_dust_stage},
     {"mass_image", "accumulate a mass-weighted image per device", &make_mass_image_stage},
     {"psum", "sum the per-device partial cubes (exact, reproducible)", &make_psum_stage},
     {"flux", "luminosity density to observed flux density, L / (4 pi D_L^2)", &make_flux_stage},
