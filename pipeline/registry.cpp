@@ -4,6 +4,7 @@
 
 #include "io/json_params.h"
 #include "pipeline/collectives/psum.h"
+#include "stages/dust/dust.h"
 #include "stages/flux/flux.h"
 #include "stages/lsf/lsf.h"
 #include "stages/mass_image/mass_image.h"
@@ -51,6 +52,7 @@ constexpr StageEntry kStages[] = {
     {"spaxel_grid", "assign stars to a square grid of spaxels (kpc)", &make_spaxel_grid_stage, nullptr},
     {"orient", "face-on by the inertia tensor, then Euler angles", &make_orient_stage, nullptr},
     {"aperture", "assign stars to the telescope's spaxels and aperture", &make_aperture_stage, nullptr},
+    {"dust", "A_V per star from the gas in front of it (CCM89 or Calzetti 2000 curve)", &make_dust_stage, nullptr},
     {"mass_image", "accumulate a mass-weighted image per device", &make_mass_image_stage, nullptr},
     {"stellar_spectra", "fused SSP interpolation, Doppler shift and resampling into the cube",
      nullptr, &make_stellar_spectra},

@@ -13,6 +13,7 @@
 #include "data/mesh.h"
 #include "data/telescope.h"
 #include "stages/dust/dust_curves.h"
+#include "stages/spaxel_grid/grid.h"
 
 namespace ifusim {
 
@@ -41,6 +42,7 @@ struct RunState {
   GalaxyData data;
   Observation observation;
   CubeShape spaxels;                   // set by the spaxel stage (n_wave = 0 until spectra)
+  SpaxelGrid spaxel_grid;              // the grid behind `spaxels` (set with it)
   std::optional<PartialCube> partial;  // per-device partial sums, until psum
   // Per-spaxel sums of mass, mass * v_los and mass * v_los^2 (n_wave = 3), until psum.
   std::optional<PartialCube> kinematics;

@@ -58,6 +58,7 @@ void assign_stars_to_grid(RunState& state, const SpaxelGrid& grid, int n_wave) {
                     stars.position_kpc.local(device, 1), stars.spaxel_index.local(device));
   });
   state.spaxels = {grid.n_side, grid.n_side, n_wave};
+  state.spaxel_grid = grid;
 }
 
 std::unique_ptr<Stage> make_aperture_stage(const nlohmann::json& params, const std::string& path) {

@@ -1,0 +1,112 @@
+#pragma once
+// Dust (optional stage, RUBIX's calc_dusty_ifu): every star's light is attenuated by the dust in
+// the gas in front of it along the line of sight. The spectral stage applies the attenuation;
+// this stage gives each star its A_V (stars.dust_av) and sets the curve (state.dust_curve).
+//
+// Model (docs/dust.md):
+// - Screen. The gas particles are the screen. A star in spaxel s at depth z_star (the line of
+//   sight +z points away from the observer, so gas in front has z_gas < z_star) sees the dust
+//   surface density Sigma_dust = sum over gas in spaxel s with z_gas < z_star of
+//   m_gas * DGR(Z_gas) / A_spaxel. Gas is assigned to spaxels with the stars' own grid
+//   (state.spaxel_grid, aperture included); A_spaxel = spaxel_size_kpc^2.
+// - Dust-to-gas ratio. DGR = f_dm * Z_gas: a fixed fraction of the metals is in dust (Dwek 1998,
+//   ApJ 501, 643; Remy-Ruyer et al. 2014, A&A 563, A31 find DGR roughly proportional to Z
+//   near solar metallicity). Default f_dm = 0.4: DGR = 0.0054 at Z = 0.0134 (Asplund et al.
+//   2009), 0.008 at Z = 0.02.
+// - Extinction. tau_V = kappa_V Sigma_dust and A_V = 2.5 log10(e) tau_V = 1.086 tau_V, with the
+//   V-band mass extinction coefficient of Milky Way dust kappa_V = 2.62e4 cm^2 per g of dust:
+//   Draine (2003, ARA&A 41, 241) renormalised Weingartner & Draine (2001) R_V = 3.1 model,
+//   table kext_albedo_WD_MW_3.1_60_D03: C_ext/H = 4.896e-22 cm^2 at V (0.547 micron) and
+//   M_dust/H = 1.870e-26 g. Sigma_dust in Msun/kpc^2 times 2.0885e-10 is g/cm^2.
+// - Check against the Milky Way: N_H / A_V = 1.87e21 cm^-2 mag^-1 (Bohlin, Savage & Drake 1978,
+//   N_H / E(B-V) = 5.8e21, R_V = 3.1). This model gives N_H / A_V = X / (1.086 kappa_V f_dm Z
+//   m_H): 1.84e21 for Z = 0.02, X = 0.70 and 2.9e21 for Z = 0.0134, X = 0.738 (the Draine
+//   model's dust-to-gas ratio 1/124 corresponds to f_dm = 0.6 at Z = 0.0134).
+// - Curves: Cardelli, Clayton & Mathis 1989 with R_V (default 3.1) or Calzetti et al. 2000
+//   (default R_V = 4.05), stages/dust/dust_curves.h, evaluated at the rest wavelength.
+//
+// Devices: on the host, the gas in the grid is sorted by (spaxel, z) and each spaxel's A_V is
+// accumulated front to back (double, one fixed order); these tables are replicated on every
+// device and a kernel over the stars binary-searches its spaxel's depths: O((N_star + N_gas)
+// log N_gas), no float atomics, so A_V is identical for any number of devices.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/buffer.h"
+#include "data/hd.h"
+#include "io/json_params.h"
+#include "stages/dispatch.h"
+#include "stages/dust/dust_curves.h"
+#include "stages/stage.h"
+
+namespace ifusim {
+
+// 1 Msun / kpc^2 in g / cm^2 (IAU 2015 nominal solar mass 1.98841e33 g, 1 pc = 3.085677581e18 cm).
+inline constexpr double kMsunPerKpc2InGPerCm2 =
+    1.98841e33 / (3.0856775814913673e21 * 3.0856775814913673e21);
+// 2.5 log10(e): magnitudes per unit optical depth.
+inline constexpr double kMagPerOpticalDepth = 1.0857362047581294;
+
+struct DustParams {
+  DustCurve curve{DustCurveKind::ccm89, 3.1};
+  double dust_to_metals = 0.4;        // f_dm: dust mass / metal mass
+  double kappa_v_cm2_per_g = 2.62e4;  // V-band extinction cross-section per gram of dust
+  static DustParams from_json(JsonParams params);
+
+  // A_V per unit gas surface density (Msun/kpc^2) of metallicity Z.
+  double av_per_gas_msun_per_kpc2(double metallicity) const {
+    return kMagPerOpticalDepth * kappa_v_cm2_per_g * kMsunPerKpc2InGPerCm2 * dust_to_metals *
+           metallicity;
+  }
+};
+
+std::unique_ptr<Stage> make_dust_stage(const nlohmann::json& params, const std::string& path);
+
+// The gas screens of all spaxels: entries [offsets[s], offsets[s+1]) belong to spaxel s, sorted
+// by depth; av_through[k] is the A_V of that spaxel's gas up to and including entry k.
+struct DustScreens {
+  std::vector<std::int64_t> offsets;  // n_spaxels + 1
+  std::vector<float> z_kpc;
+  std::vector<double> av_through;
+};
+
+// Builds the screens from the gas on the host (row i: spaxel index (-1 outside), depth, mass,
+// metallicity). Throws std::runtime_error naming the field for a negative or non-finite mass or
+// metallicity of a particle in the grid.
+DustScreens make_dust_screens(std::size_t n_spaxels, double spaxel_size_kpc,
+                              const DustParams& params,
+                              const std::vector<std::int32_t>& gas_spaxel_index,
+                              const std::vector<float>& gas_z_kpc,
+                              const std::vector<float>& gas_mass_msun,
+                              const std::vector<float>& gas_metallicity);
+
+// What the kernel reads (replicated on every device).
+struct DustScreenView {
+  const std::int64_t* offsets = nullptr;
+  const float* z_kpc = nullptr;
+  const double* av_through = nullptr;
+};
+
+// A_V in front of a star at depth z in spaxel s (-1: outside, 0): the gas of s with z_gas < z.
+IFUSIM_HD inline float screen_av(const DustScreenView& v, std::int32_t spaxel, float z_kpc) {
+  if (spaxel < 0) return 0.0f;
+  const std::int64_t first = v.offsets[spaxel];
+  std::int64_t lo = first, hi = v.offsets[spaxel + 1];
+  while (lo < hi) {  // the first entry not in front (z_gas >= z)
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    if (v.z_kpc[mid] < z_kpc)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo > first ? static_cast<float>(v.av_through[lo - 1]) : 0.0f;
+}
+
+}  // namespace ifusim
+
+IFUSIM_DECLARE_BACKENDS(void compute_dust_av(const Device& device,
+                                             const ifusim::DustScreenView& screens,
+                                             Span<const std::int32_t> spaxel_index,
+                                             Span<const float> z_kpc, Span<float> dust_av);)

@@ -1,0 +1,3 @@
+#include "data/backend/cpu_system.h"
+#include "stages/dust/dust.h"
+#include "stages/dust/kernels.inl"

@@ -1,0 +1,42 @@
+#pragma once
+// The spaxel grid on its own (no stage machinery), so that RunState can carry the grid the stars
+// were assigned with and later stages (dust: the gas) use exactly the same one.
+#include <cstdint>
+
+#include "data/hd.h"
+
+namespace ifusim {
+
+// A square grid of n x n spaxels of side spaxel_size_kpc, centred on (0, 0), seen through an
+// aperture (square: the whole grid; circular: a disc of diameter aperture_kpc; hexagonal: a
+// regular hexagon, corner-to-corner width aperture_kpc, corners on the x axis, as an IFU fibre
+// bundle). Trivially copyable: kernels receive it by value.
+struct SpaxelGrid {
+  int n_side = 1;
+  double spaxel_size_kpc = 1.0;
+  int aperture = 0;  // ApertureShape as int (square 0, circular 1, hexagonal 2)
+  double aperture_kpc = 0.0;
+
+  IFUSIM_HD double half_extent_kpc() const { return 0.5 * n_side * spaxel_size_kpc; }
+  IFUSIM_HD bool inside_aperture(double x, double y) const {
+    const double r = 0.5 * aperture_kpc;
+    if (aperture == 1) return x * x + y * y <= r * r;
+    if (aperture == 2) {
+      // |y| <= r sqrt(3)/2 (flat top and bottom) and the slanted sides: sqrt(3)|x| + |y| <= sqrt(3)
+      // r.
+      const double s3 = 1.7320508075688772, ax = x < 0 ? -x : x, ay = y < 0 ? -y : y;
+      return ay <= 0.5 * s3 * r && s3 * ax + ay <= s3 * r;
+    }
+    return true;
+  }
+  // iy * n_side + ix, or -1 outside the grid or the aperture.
+  IFUSIM_HD std::int32_t index_of(double x_kpc, double y_kpc) const {
+    const double fx = (x_kpc + half_extent_kpc()) / spaxel_size_kpc;
+    const double fy = (y_kpc + half_extent_kpc()) / spaxel_size_kpc;
+    if (!(fx >= 0.0 && fy >= 0.0 && fx < n_side && fy < n_side)) return -1;
+    if (!inside_aperture(x_kpc, y_kpc)) return -1;
+    return static_cast<std::int32_t>(fy) * n_side + static_cast<std::int32_t>(fx);
+  }
+};
+
+}  // namespace ifusim
