@@ -87,10 +87,9 @@ bool against_reference(Backend backend, const Telescope& telescope, const SspGri
   const auto v_los = host.velocity_los_kms();
   std::vector<double> reference;
   const double ref_seconds = bench::median_seconds(1, reps, [&] {
-    reference = reference_stellar_cube(grid, OutsideGrid::clamp, telescope.wavelength_medium,
-                                       bench::kRedshift, bins, n_spaxels,
-                                       v_los, host.initial_mass_msun, host.age_gyr,
-                                       host.metallicity, fused.spaxel_index);
+    reference = reference_stellar_cube(
+        grid, OutsideGrid::clamp, telescope.wavelength_medium, bench::kRedshift, bins, n_spaxels,
+        v_los, host.initial_mass_msun, host.age_gyr, host.metallicity, fused.spaxel_index);
   });
   const bench::Agreement g = bench::compare(fused.cube.data, reference);
   std::printf("  stars %zu (%lld in the field), cube %d x %d x %d\n", host.size(),

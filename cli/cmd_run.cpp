@@ -19,7 +19,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
     bool no_progress = false;
   };
   auto o = std::make_shared<Options>();
-  auto* cmd = app.add_subcommand("run", "Simulate the IFU cube of a galaxy described by a run config");
+  auto* cmd =
+      app.add_subcommand("run", "Simulate the IFU cube of a galaxy described by a run config");
   cmd->add_option("config", o->config, "Run config (JSON), see docs/config.md")->required();
   cmd->add_option("--backend", o->backend, "cpu or cuda (overrides devices.backend)")
       ->check(CLI::IsMember({"cpu", "cuda"}));

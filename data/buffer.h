@@ -20,8 +20,8 @@ struct Span {
   IFUSIM_HD Span(T* d, std::size_t n) : data(d), size(n) {}
   // A view of mutable elements is also a view of const ones.
   template <class U>
-    requires std::is_same_v<const U, T>
-  IFUSIM_HD Span(Span<U> other) : data(other.data), size(other.size) {}
+  requires std::is_same_v<const U, T> IFUSIM_HD Span(Span<U> other)
+      : data(other.data), size(other.size) {}
 
   IFUSIM_HD T& operator[](std::size_t i) const { return data[i]; }
   IFUSIM_HD bool empty() const { return size == 0; }

@@ -34,7 +34,7 @@ struct CubeAxes {
   double wave_start_angstrom = 0.0;  // centre of the first wavelength pixel
   double wave_step_angstrom = 0.0;
   std::string wavelength_medium = "air";  // FITS AWAV for air, WAVE for vacuum
-  double ra_deg = 0.0;   // sky position of the cube's centre
+  double ra_deg = 0.0;                    // sky position of the cube's centre
   double dec_deg = 0.0;
   double wavelength_angstrom(int k) const { return wave_start_angstrom + k * wave_step_angstrom; }
 };

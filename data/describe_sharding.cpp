@@ -31,9 +31,14 @@ std::string describe_sharding(const std::string& name, const std::string& dtype,
     } else {
       out << "[" << s.range.begin << ", " << s.range.end << ") " << s.range.size() << " rows";
       switch (sharding.kind()) {
-        case Sharding::Kind::sharded: break;
-        case Sharding::Kind::replicated: out << ", replica " << s.replica_id; break;
-        case Sharding::Kind::partial: out << ", partial sum"; break;
+        case Sharding::Kind::sharded:
+          break;
+        case Sharding::Kind::replicated:
+          out << ", replica " << s.replica_id;
+          break;
+        case Sharding::Kind::partial:
+          out << ", partial sum";
+          break;
       }
     }
     out << "\n";

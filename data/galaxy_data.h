@@ -23,22 +23,22 @@ struct Galaxy {
   std::string simulation;  // e.g. "L75n1820TNG"
   int snapshot = -1;
   long long subhalo_id = -1;
-  double redshift = 0.0;      // of the snapshot
-  double scale_factor = 1.0;  // of the snapshot
-  Cosmology cosmology;        // the snapshot's own
+  double redshift = 0.0;                      // of the snapshot
+  double scale_factor = 1.0;                  // of the snapshot
+  Cosmology cosmology;                        // the snapshot's own
   std::array<double, 3> center_kpc{0, 0, 0};  // physical, in the box frame
   double halfmass_radius_stars_kpc = 0.0;
 };
 
 struct Stars {
-  ShardedArray<float> position_kpc;       // (N, 3) physical, relative to the centre
-  ShardedArray<float> velocity_kms;       // (N, 3) peculiar, relative to the galaxy
-  ShardedArray<float> initial_mass_msun;  // what SSP spectra are normalised to
-  ShardedArray<float> mass_msun;          // current mass
-  ShardedArray<float> metallicity;        // mass fraction Z
-  ShardedArray<float> age_gyr;            // at the snapshot's own epoch
+  ShardedArray<float> position_kpc;         // (N, 3) physical, relative to the centre
+  ShardedArray<float> velocity_kms;         // (N, 3) peculiar, relative to the galaxy
+  ShardedArray<float> initial_mass_msun;    // what SSP spectra are normalised to
+  ShardedArray<float> mass_msun;            // current mass
+  ShardedArray<float> metallicity;          // mass fraction Z
+  ShardedArray<float> age_gyr;              // at the snapshot's own epoch
   ShardedArray<std::int32_t> spaxel_index;  // derived: -1 outside the field of view
-  ShardedArray<float> dust_av;               // derived: A_V (mag) in front of the star
+  ShardedArray<float> dust_av;              // derived: A_V (mag) in front of the star
 
   std::size_t count() const { return mass_msun.rows(); }
 
@@ -57,8 +57,8 @@ struct Stars {
 };
 
 struct Gas {
-  ShardedArray<float> position_kpc;           // (N, 3)
-  ShardedArray<float> velocity_kms;           // (N, 3)
+  ShardedArray<float> position_kpc;  // (N, 3)
+  ShardedArray<float> velocity_kms;  // (N, 3)
   ShardedArray<float> mass_msun;
   ShardedArray<float> density_msun_per_kpc3;
   ShardedArray<float> internal_energy_km2_s2;  // specific, (km/s)^2
@@ -66,8 +66,8 @@ struct Gas {
   ShardedArray<float> metallicity;             // mass fraction Z
   ShardedArray<float> metals;                  // (N, 10) GFM_Metals mass fractions
   ShardedArray<float> sfr_msun_per_yr;
-  ShardedArray<float> temperature_k;           // derived
-  ShardedArray<std::int32_t> spaxel_index;     // derived
+  ShardedArray<float> temperature_k;        // derived
+  ShardedArray<std::int32_t> spaxel_index;  // derived
 
   std::size_t count() const { return mass_msun.rows(); }
 

@@ -5,18 +5,20 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <mutex>
-#include <unordered_map>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "data/buffer.h"
 #include "data/cuda_impl.h"
 
 namespace ifusim {
 
-const char* to_string(Backend backend) { return backend == Backend::cuda ? "cuda" : "cpu"; }
+const char* to_string(Backend backend) {
+  return backend == Backend::cuda ? "cuda" : "cpu";
+}
 
 Backend backend_from_string(const std::string& name) {
   if (name == "cpu") return Backend::cpu;
@@ -41,7 +43,9 @@ struct MemoryCounter {
   }
 };
 MemoryCounter counters[2];
-MemoryCounter& counter(Backend b) { return counters[b == Backend::cuda ? 1 : 0]; }
+MemoryCounter& counter(Backend b) {
+  return counters[b == Backend::cuda ? 1 : 0];
+}
 
 // Host allocation sizes are kept in a header so that release() can account for them; CUDA
 // ones in a table, since CUDA does not tell a pointer's size.
@@ -195,9 +199,15 @@ void synchronize([[maybe_unused]] const Device& device) {
 #endif
 }
 
-std::size_t bytes_in_use(Backend backend) { return counter(backend).in_use.load(); }
-std::size_t peak_bytes(Backend backend) { return counter(backend).peak.load(); }
-void reset_peak(Backend backend) { counter(backend).peak.store(counter(backend).in_use.load()); }
+std::size_t bytes_in_use(Backend backend) {
+  return counter(backend).in_use.load();
+}
+std::size_t peak_bytes(Backend backend) {
+  return counter(backend).peak.load();
+}
+void reset_peak(Backend backend) {
+  counter(backend).peak.store(counter(backend).in_use.load());
+}
 
 }  // namespace memory
 }  // namespace ifusim

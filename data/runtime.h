@@ -6,11 +6,11 @@
 
 namespace ifusim::runtime {
 
-bool cuda_built();                        // was this binary built with the CUDA backend?
-int cuda_device_count();                  // 0 when not built or when no GPU is usable
+bool cuda_built();        // was this binary built with the CUDA backend?
+int cuda_device_count();  // 0 when not built or when no GPU is usable
 std::string cuda_device_name(int gpu_ordinal);
-std::string cuda_unavailable_reason();    // why cuda_device_count() is 0, in words
-void* create_stream(int gpu_ordinal);     // a cudaStream_t, opaque
+std::string cuda_unavailable_reason();  // why cuda_device_count() is 0, in words
+void* create_stream(int gpu_ordinal);   // a cudaStream_t, opaque
 void destroy_stream(int gpu_ordinal, void* stream) noexcept;
 
 // Makes the calling host thread work on `device`: cudaSetDevice for CUDA, the OpenMP thread

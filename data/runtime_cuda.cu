@@ -13,7 +13,9 @@ void check(cudaError_t err, const char* what) {
   if (err != cudaSuccess)
     throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(err));
 }
-cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+cudaStream_t as_stream(void* s) {
+  return static_cast<cudaStream_t>(s);
+}
 }  // namespace
 
 int device_count(std::string* reason) {
@@ -45,7 +47,9 @@ void destroy_stream(int gpu_ordinal, void* stream) noexcept {
   if (cudaSetDevice(gpu_ordinal) == cudaSuccess) cudaStreamDestroy(as_stream(stream));
 }
 
-void set_device(int gpu_ordinal) { check(cudaSetDevice(gpu_ordinal), "cudaSetDevice"); }
+void set_device(int gpu_ordinal) {
+  check(cudaSetDevice(gpu_ordinal), "cudaSetDevice");
+}
 
 void* allocate(int gpu_ordinal, std::size_t bytes) {
   check(cudaSetDevice(gpu_ordinal), "cudaSetDevice");

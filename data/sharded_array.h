@@ -17,8 +17,8 @@ namespace ifusim {
 template <class T>
 struct Shard {
   const Device* device = nullptr;
-  IndexRange range;     // global rows this shard holds
-  int replica_id = 0;   // which copy this is: 0..D-1 for replicated data, 0 for sharded
+  IndexRange range;        // global rows this shard holds
+  int replica_id = 0;      // which copy this is: 0..D-1 for replicated data, 0 for sharded
   DeviceBuffer<T> buffer;  // range.size() * components elements, component-major
 };
 
@@ -91,7 +91,8 @@ class ShardedArray {
   std::vector<T> to_host() const {
     if (sharding_.kind() == Sharding::Kind::partial)
       throw std::logic_error("to_host of a partial (unreduced) array: psum it first");
-    if (sharding_.kind() == Sharding::Kind::replicated) return download_shard(*shards_.at(0).device);
+    if (sharding_.kind() == Sharding::Kind::replicated)
+      return download_shard(*shards_.at(0).device);
     std::vector<T> out;
     out.reserve(rows_ * static_cast<std::size_t>(components_));
     for (const auto& s : shards_) {
@@ -144,22 +145,28 @@ ShardedArray<T> device_put(const Mesh& mesh, const std::vector<T>& host_rows, in
   const std::size_t k = static_cast<std::size_t>(components);
   if (components < 1 || host_rows.size() % k != 0)
     throw std::invalid_argument("device_put: host array size is not a multiple of components");
-  return from_callback<T>(mesh, host_rows.size() / k, components, sharding,
-                          [&](IndexRange r, T* out) {
-                            std::copy(host_rows.begin() + static_cast<std::ptrdiff_t>(r.begin * k),
-                                      host_rows.begin() + static_cast<std::ptrdiff_t>(r.end * k),
-                                      out);
-                          });
+  return from_callback<T>(
+      mesh, host_rows.size() / k, components, sharding, [&](IndexRange r, T* out) {
+        std::copy(host_rows.begin() + static_cast<std::ptrdiff_t>(r.begin * k),
+                  host_rows.begin() + static_cast<std::ptrdiff_t>(r.end * k), out);
+      });
 }
 
 // Element type names for describe_sharding.
-template <class T> constexpr const char* type_name() {
-  if constexpr (std::is_same_v<T, float>) return "float32";
-  else if constexpr (std::is_same_v<T, double>) return "float64";
-  else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
-  else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
-  else if constexpr (std::is_same_v<T, std::uint64_t>) return "uint64";
-  else return "?";
+template <class T>
+constexpr const char* type_name() {
+  if constexpr (std::is_same_v<T, float>)
+    return "float32";
+  else if constexpr (std::is_same_v<T, double>)
+    return "float64";
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return "int32";
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return "int64";
+  else if constexpr (std::is_same_v<T, std::uint64_t>)
+    return "uint64";
+  else
+    return "?";
 }
 
 // A text picture of which device holds which rows (jax.debug.visualize_array_sharding).
@@ -176,10 +183,10 @@ template <class T>
 std::string describe_sharding(const std::string& name, const ShardedArray<T>& array) {
   std::vector<ShardLayout> layout;
   for (const auto& s : array.shards())
-    layout.push_back({s.device->description.substr(0, s.device->description.find(' ')), s.range,
-                      s.replica_id});
-  return describe_sharding(name, type_name<T>(), array.rows(), array.components(),
-                           array.sharding(), layout);
+    layout.push_back(
+        {s.device->description.substr(0, s.device->description.find(' ')), s.range, s.replica_id});
+  return describe_sharding(name, type_name<T>(), array.rows(), array.components(), array.sharding(),
+                           layout);
 }
 
 }  // namespace ifusim

@@ -6,9 +6,12 @@ namespace ifusim {
 
 std::string Sharding::to_string() const {
   switch (kind_) {
-    case Kind::sharded: return "Sharded(" + axis_ + ")";
-    case Kind::replicated: return "Replicated";
-    case Kind::partial: return "Partial(" + axis_ + ")";
+    case Kind::sharded:
+      return "Sharded(" + axis_ + ")";
+    case Kind::replicated:
+      return "Replicated";
+    case Kind::partial:
+      return "Partial(" + axis_ + ")";
   }
   return "?";
 }

@@ -22,9 +22,13 @@ struct IndexRange {
 class Sharding {
  public:
   enum class Kind { sharded, replicated, partial };
-  static Sharding sharded(std::string axis = kParticlesAxis) { return {Kind::sharded, std::move(axis)}; }
+  static Sharding sharded(std::string axis = kParticlesAxis) {
+    return {Kind::sharded, std::move(axis)};
+  }
   static Sharding replicated() { return {Kind::replicated, ""}; }
-  static Sharding partial(std::string axis = kParticlesAxis) { return {Kind::partial, std::move(axis)}; }
+  static Sharding partial(std::string axis = kParticlesAxis) {
+    return {Kind::partial, std::move(axis)};
+  }
 
   Kind kind() const { return kind_; }
   const std::string& axis() const { return axis_; }

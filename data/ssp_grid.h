@@ -8,8 +8,8 @@
 namespace ifusim {
 
 struct SspGrid {
-  std::string name;    // e.g. "MILES_BASTI_CH_baseFe"
-  std::string source;  // the file or directory it was read from
+  std::string name;                         // e.g. "MILES_BASTI_CH_baseFe"
+  std::string source;                       // the file or directory it was read from
   std::vector<double> age_gyr;              // ascending, n_age > 0
   std::vector<double> metallicity;          // mass fraction Z, ascending, n_z > 0
   std::vector<double> wavelength_angstrom;  // rest frame, ascending, n_wave > 1

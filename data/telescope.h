@@ -29,7 +29,8 @@ struct Telescope {
                                               : static_cast<int>(std::ceil(r));
   }
   int n_wave() const {
-    return static_cast<int>(std::ceil((wave_end_angstrom - wave_start_angstrom) / wave_step_angstrom - 1e-9));
+    return static_cast<int>(
+        std::ceil((wave_end_angstrom - wave_start_angstrom) / wave_step_angstrom - 1e-9));
   }
 };
 

@@ -14,7 +14,8 @@ inline double refractive_index_of_air(double vacuum_angstrom) {
 }
 
 inline double air_from_vacuum(double vacuum_angstrom) {
-  return vacuum_angstrom < 2000.0 ? vacuum_angstrom : vacuum_angstrom / refractive_index_of_air(vacuum_angstrom);
+  return vacuum_angstrom < 2000.0 ? vacuum_angstrom
+                                  : vacuum_angstrom / refractive_index_of_air(vacuum_angstrom);
 }
 
 // Inverse by fixed-point iteration (n varies slowly: three steps reach 1e-12 relative).

@@ -28,25 +28,61 @@ hsize_t product(const std::vector<hsize_t>& dims, std::size_t from) {
 void Handle::reset() noexcept {
   if (id_ < 0) return;
   switch (H5Iget_type(id_)) {
-    case H5I_FILE: H5Fclose(id_); break;
-    case H5I_GROUP: H5Gclose(id_); break;
-    case H5I_DATASET: H5Dclose(id_); break;
-    case H5I_DATASPACE: H5Sclose(id_); break;
-    case H5I_DATATYPE: H5Tclose(id_); break;
-    case H5I_ATTR: H5Aclose(id_); break;
-    case H5I_GENPROP_LST: H5Pclose(id_); break;
-    default: break;
+    case H5I_FILE:
+      H5Fclose(id_);
+      break;
+    case H5I_GROUP:
+      H5Gclose(id_);
+      break;
+    case H5I_DATASET:
+      H5Dclose(id_);
+      break;
+    case H5I_DATASPACE:
+      H5Sclose(id_);
+      break;
+    case H5I_DATATYPE:
+      H5Tclose(id_);
+      break;
+    case H5I_ATTR:
+      H5Aclose(id_);
+      break;
+    case H5I_GENPROP_LST:
+      H5Pclose(id_);
+      break;
+    default:
+      break;
   }
   id_ = H5I_INVALID_HID;
 }
 
-template <> hid_t native_type<float>() { return H5T_NATIVE_FLOAT; }
-template <> hid_t native_type<double>() { return H5T_NATIVE_DOUBLE; }
-template <> hid_t native_type<std::int32_t>() { return H5T_NATIVE_INT32; }
-template <> hid_t native_type<std::int64_t>() { return H5T_NATIVE_INT64; }
-template <> hid_t native_type<std::uint32_t>() { return H5T_NATIVE_UINT32; }
-template <> hid_t native_type<std::uint64_t>() { return H5T_NATIVE_UINT64; }
-template <> hid_t native_type<std::uint8_t>() { return H5T_NATIVE_UINT8; }
+template <>
+hid_t native_type<float>() {
+  return H5T_NATIVE_FLOAT;
+}
+template <>
+hid_t native_type<double>() {
+  return H5T_NATIVE_DOUBLE;
+}
+template <>
+hid_t native_type<std::int32_t>() {
+  return H5T_NATIVE_INT32;
+}
+template <>
+hid_t native_type<std::int64_t>() {
+  return H5T_NATIVE_INT64;
+}
+template <>
+hid_t native_type<std::uint32_t>() {
+  return H5T_NATIVE_UINT32;
+}
+template <>
+hid_t native_type<std::uint64_t>() {
+  return H5T_NATIVE_UINT64;
+}
+template <>
+hid_t native_type<std::uint8_t>() {
+  return H5T_NATIVE_UINT8;
+}
 
 std::string Location::describe(const std::string& child) const {
   return file_name_ + ":" + join(path_, child);
@@ -70,8 +106,7 @@ bool Location::exists(const std::string& relative_path) const {
 }
 
 Location Location::group(const std::string& relative_path) const {
-  if (!exists(relative_path))
-    throw InputError(describe(relative_path) + ": group not found");
+  if (!exists(relative_path)) throw InputError(describe(relative_path) + ": group not found");
   Handle h(H5Gopen2(id(), relative_path.c_str(), H5P_DEFAULT));
   if (!h.valid()) throw InputError(describe(relative_path) + ": not an HDF5 group");
   return Location(std::move(h), file_name_, join(path_, relative_path));
@@ -188,15 +223,17 @@ void Location::write(const std::string& dataset, const std::vector<T>& data,
   if (product(shape, 0) != data.size())
     throw std::invalid_argument(describe(dataset) + ": data size does not match the shape");
   if (exists(dataset)) H5Ldelete(id(), dataset.c_str(), H5P_DEFAULT);
-  Handle space(shape.empty() ? H5Screate(H5S_SCALAR)
-                             : H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr));
+  Handle space(shape.empty()
+                   ? H5Screate(H5S_SCALAR)
+                   : H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr));
   Handle lcpl(H5Pcreate(H5P_LINK_CREATE));
   H5Pset_create_intermediate_group(lcpl.id(), 1);
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE));
   H5Pset_obj_track_times(dcpl.id(), 0);  // no timestamps: same data, same bytes
   if (compress && !shape.empty() && product(shape, 0) > 0) {
     std::vector<hsize_t> chunk = shape;
-    chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(shape[0], (1 << 20) / std::max<hsize_t>(1, product(shape, 1))));
+    chunk[0] = std::max<hsize_t>(
+        1, std::min<hsize_t>(shape[0], (1 << 20) / std::max<hsize_t>(1, product(shape, 1))));
     H5Pset_chunk(dcpl.id(), static_cast<int>(chunk.size()), chunk.data());
     H5Pset_deflate(dcpl.id(), 4);
   }
@@ -290,8 +327,8 @@ void Location::write_string(const std::string& dataset, const std::string& value
 
 bool Location::has_attribute(const std::string& name, const std::string& object) const {
   if (!object.empty() && !exists(object)) return false;
-  return H5Aexists_by_name(id(), object.empty() ? "." : object.c_str(), name.c_str(),
-                           H5P_DEFAULT) > 0;
+  return H5Aexists_by_name(id(), object.empty() ? "." : object.c_str(), name.c_str(), H5P_DEFAULT) >
+         0;
 }
 
 std::vector<std::string> Location::attribute_names(const std::string& object) const {
@@ -337,8 +374,8 @@ template <class T>
 T Location::attribute(const std::string& name, const std::string& object) const {
   const auto values = attribute_array<T>(name, object);
   if (values.size() != 1)
-    throw InputError(describe(object) + ": attribute \"" + name + "\" should be a single value, has " +
-                     std::to_string(values.size()));
+    throw InputError(describe(object) + ": attribute \"" + name +
+                     "\" should be a single value, has " + std::to_string(values.size()));
   return values[0];
 }
 
@@ -373,8 +410,8 @@ void Location::set_attribute_array(const std::string& name, const std::vector<T>
   if (H5Aexists(obj.id(), name.c_str()) > 0) H5Adelete(obj.id(), name.c_str());
   const hsize_t n = values.size();
   Handle space(H5Screate_simple(1, &n, nullptr));
-  Handle a(H5Acreate2(obj.id(), name.c_str(), native_type<T>(), space.id(), H5P_DEFAULT,
-                      H5P_DEFAULT));
+  Handle a(
+      H5Acreate2(obj.id(), name.c_str(), native_type<T>(), space.id(), H5P_DEFAULT, H5P_DEFAULT));
   if (!a.valid() || H5Awrite(a.id(), native_type<T>(), values.data()) < 0)
     throw InputError(describe(object) + ": cannot write attribute \"" + name + "\"");
 }
@@ -385,8 +422,8 @@ void Location::set_attribute(const std::string& name, const T& value,
   Handle obj = open_object(object);
   if (H5Aexists(obj.id(), name.c_str()) > 0) H5Adelete(obj.id(), name.c_str());
   Handle space(H5Screate(H5S_SCALAR));
-  Handle a(H5Acreate2(obj.id(), name.c_str(), native_type<T>(), space.id(), H5P_DEFAULT,
-                      H5P_DEFAULT));
+  Handle a(
+      H5Acreate2(obj.id(), name.c_str(), native_type<T>(), space.id(), H5P_DEFAULT, H5P_DEFAULT));
   if (!a.valid() || H5Awrite(a.id(), native_type<T>(), &value) < 0)
     throw InputError(describe(object) + ": cannot write attribute \"" + name + "\"");
 }
@@ -413,27 +450,28 @@ File::File(const std::string& name, Mode mode) : Location(Handle(), name, "/") {
     if (id < 0) throw InputError(name + ": cannot create HDF5 file");
   } else {
     id = H5Fopen(name.c_str(), mode == Mode::read ? H5F_ACC_RDONLY : H5F_ACC_RDWR, H5P_DEFAULT);
-    if (id < 0) throw InputError(name + ": cannot open HDF5 file (missing, unreadable or not HDF5)");
+    if (id < 0)
+      throw InputError(name + ": cannot open HDF5 file (missing, unreadable or not HDF5)");
   }
   handle_ = Handle(id);
 }
 
-#define IFUSIM_H5_INSTANTIATE(T)                                                                  \
-  template std::vector<T> Location::read<T>(const std::string&) const;                           \
-  template std::vector<T> Location::read_rows<T>(const std::string&, hsize_t, hsize_t,            \
-                                                 std::optional<hsize_t>) const;                   \
-  template void Location::read_rows_into<T>(const std::string&, hsize_t, hsize_t, T*,             \
-                                            std::optional<hsize_t>) const;                        \
-  template void Location::write<T>(const std::string&, const std::vector<T>&,                    \
-                                   const std::vector<hsize_t>&, bool) const;                      \
-  template void Location::create<T>(const std::string&, const std::vector<hsize_t>&) const;      \
-  template void Location::write_rows<T>(const std::string&, hsize_t, const T*, hsize_t) const;   \
-  template T Location::attribute<T>(const std::string&, const std::string&) const;               \
-  template std::vector<T> Location::attribute_array<T>(const std::string&, const std::string&)   \
-      const;                                                                                      \
-  template void Location::set_attribute<T>(const std::string&, const T&, const std::string&)     \
-      const;                                                                                      \
-  template void Location::set_attribute_array<T>(const std::string&, const std::vector<T>&,      \
+#define IFUSIM_H5_INSTANTIATE(T)                                                               \
+  template std::vector<T> Location::read<T>(const std::string&) const;                         \
+  template std::vector<T> Location::read_rows<T>(const std::string&, hsize_t, hsize_t,         \
+                                                 std::optional<hsize_t>) const;                \
+  template void Location::read_rows_into<T>(const std::string&, hsize_t, hsize_t, T*,          \
+                                            std::optional<hsize_t>) const;                     \
+  template void Location::write<T>(const std::string&, const std::vector<T>&,                  \
+                                   const std::vector<hsize_t>&, bool) const;                   \
+  template void Location::create<T>(const std::string&, const std::vector<hsize_t>&) const;    \
+  template void Location::write_rows<T>(const std::string&, hsize_t, const T*, hsize_t) const; \
+  template T Location::attribute<T>(const std::string&, const std::string&) const;             \
+  template std::vector<T> Location::attribute_array<T>(const std::string&, const std::string&) \
+      const;                                                                                   \
+  template void Location::set_attribute<T>(const std::string&, const T&, const std::string&)   \
+      const;                                                                                   \
+  template void Location::set_attribute_array<T>(const std::string&, const std::vector<T>&,    \
                                                  const std::string&) const;
 
 IFUSIM_H5_INSTANTIATE(float)

@@ -39,7 +39,8 @@ class Handle {
 };
 
 // Element types the wrappers read and write.
-template <class T> hid_t native_type();
+template <class T>
+hid_t native_type();
 
 class File;
 
@@ -47,12 +48,12 @@ class File;
 class Location {
  public:
   const std::string& file_name() const { return file_name_; }
-  const std::string& path() const { return path_; }  // "/" or "/PartType4"
+  const std::string& path() const { return path_; }           // "/" or "/PartType4"
   std::string describe(const std::string& child = "") const;  // "file.hdf5:/PartType4/Masses"
   hid_t id() const { return handle_.id(); }
 
   bool exists(const std::string& relative_path) const;
-  Location group(const std::string& relative_path) const;        // must exist
+  Location group(const std::string& relative_path) const;         // must exist
   Location create_group(const std::string& relative_path) const;  // or open if it exists
   void remove(const std::string& relative_path) const;            // unlinks a dataset or group
   // A new group whose attributes keep their creation order (for attribute_names); the group must

@@ -15,7 +15,9 @@ std::string JsonParams::key_path(const std::string& key) const {
   return path_.empty() ? key : path_ + "." + key;
 }
 
-bool JsonParams::has(const std::string& key) const { return object_.contains(key); }
+bool JsonParams::has(const std::string& key) const {
+  return object_.contains(key);
+}
 
 const nlohmann::json* JsonParams::find(const std::string& key) const {
   used_.insert(key);

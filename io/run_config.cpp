@@ -24,15 +24,19 @@ std::string resolve_path(const std::string& value, const std::string& config_pat
   std::string out = value;
   if (out.rfind(var, 0) == 0) out = data_dir() + out.substr(var.size());
   fs::path p(out);
-  if (p.is_relative() && !config_path.empty()) p = fs::absolute(fs::path(config_path).parent_path()) / p;
+  if (p.is_relative() && !config_path.empty())
+    p = fs::absolute(fs::path(config_path).parent_path()) / p;
   return p.lexically_normal().string();
 }
 
 std::vector<std::string> pipeline_preset(const std::string& name, const std::string& path) {
   const char* env = std::getenv("IFUSIM_CONFIG_DIR");
-  const std::string file = std::string(env && *env ? env : IFUSIM_CONFIG_DIR) + "/pipelines/" + name + ".json";
+  const std::string file =
+      std::string(env && *env ? env : IFUSIM_CONFIG_DIR) + "/pipelines/" + name + ".json";
   std::ifstream in(file);
-  if (!in) throw ConfigError(path + ": unknown pipeline \"" + name + "\" (expected calc_ifu, calc_dusty_ifu or a list of stage names)");
+  if (!in)
+    throw ConfigError(path + ": unknown pipeline \"" + name +
+                      "\" (expected calc_ifu, calc_dusty_ifu or a list of stage names)");
   const auto doc = nlohmann::json::parse(in);
   return doc.at("stages").get<std::vector<std::string>>();
 }
@@ -56,7 +60,9 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
     const auto dot = key.find('.', start);
     const std::string part = key.substr(start, dot - start);
     if (part.empty()) throw ConfigError("--set " + assignment + ": empty key in the path");
-    if (!node->is_object()) throw ConfigError("--set " + assignment + ": " + key.substr(0, start - 1) + " is not an object");
+    if (!node->is_object())
+      throw ConfigError("--set " + assignment + ": " + key.substr(0, start - 1) +
+                        " is not an object");
     if (dot == std::string::npos) {
       (*node)[part] = value;
       return;
@@ -92,7 +98,8 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
     c.cosmology.name = "custom";
     c.cosmology.hubble_param = cosmo.number("hubble_param");
     c.cosmology.omega_matter = cosmo.number("omega_matter");
-    cosmo.require(c.cosmology.hubble_param > 0, "hubble_param", "a number > 0", c.cosmology.hubble_param);
+    cosmo.require(c.cosmology.hubble_param > 0, "hubble_param", "a number > 0",
+                  c.cosmology.hubble_param);
     cosmo.require(c.cosmology.omega_matter > 0 && c.cosmology.omega_matter <= 1, "omega_matter",
                   "a number in (0, 1]", c.cosmology.omega_matter);
     c.cosmology.omega_lambda = 1.0 - c.cosmology.omega_matter;  // flat
@@ -104,8 +111,8 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
     // A distance instead of a redshift: the redshift whose luminosity distance it is in the
     // run's cosmology (D_L grows monotonically with z: bisection).
     const double d_l = galaxy.number("luminosity_distance_mpc");
-    galaxy.require(d_l > 0 && d_l < c.cosmology.luminosity_distance_mpc(20.0), "luminosity_distance_mpc",
-                   "a distance in Mpc > 0 (below that of z = 20)", d_l);
+    galaxy.require(d_l > 0 && d_l < c.cosmology.luminosity_distance_mpc(20.0),
+                   "luminosity_distance_mpc", "a distance in Mpc > 0 (below that of z = 20)", d_l);
     double lo = 0.0, hi = 20.0;
     for (int i = 0; i < 100 && hi - lo > 1e-12; ++i)
       (c.cosmology.luminosity_distance_mpc(0.5 * (lo + hi)) < d_l ? lo : hi) = 0.5 * (lo + hi);
@@ -113,20 +120,25 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
   } else {
     c.redshift = galaxy.number("redshift");
     galaxy.require(c.redshift > 0 && c.redshift < 20, "redshift",
-                   "an observed redshift in (0, 20) (the cube needs a distance; or give luminosity_distance_mpc)",
+                   "an observed redshift in (0, 20) (the cube needs a distance; or give "
+                   "luminosity_distance_mpc)",
                    c.redshift);
   }
   if (galaxy.has("orientation")) c.orientation = galaxy.raw("orientation");
   c.ra_deg = galaxy.number("ra_deg", 0.0);
   c.dec_deg = galaxy.number("dec_deg", 0.0);
   galaxy.require(c.ra_deg >= 0 && c.ra_deg < 360, "ra_deg", "a number in [0, 360)", c.ra_deg);
-  galaxy.require(c.dec_deg >= -90 && c.dec_deg <= 90, "dec_deg", "a number in [-90, 90]", c.dec_deg);
+  galaxy.require(c.dec_deg >= -90 && c.dec_deg <= 90, "dec_deg", "a number in [-90, 90]",
+                 c.dec_deg);
   galaxy.finish();
 
   const auto& tel = root.raw("telescope");
-  if (tel.is_string()) c.telescope = load_telescope_preset(tel.get<std::string>(), "telescope");
-  else if (tel.is_object()) c.telescope = parse_telescope(tel, "telescope");
-  else throw ConfigError("telescope: expected a preset name or a telescope object, got " + tel.dump());
+  if (tel.is_string())
+    c.telescope = load_telescope_preset(tel.get<std::string>(), "telescope");
+  else if (tel.is_object())
+    c.telescope = parse_telescope(tel, "telescope");
+  else
+    throw ConfigError("telescope: expected a preset name or a telescope object, got " + tel.dump());
 
   JsonParams ssp = root.object("ssp");
   c.ssp_library = resolve_path(ssp.string("library"), config_path);
@@ -146,23 +158,28 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
     }
   else
     throw ConfigError("pipeline: expected a pipeline name or a list of stage names");
-  const nlohmann::json stage_params = root.has("stages") ? root.raw("stages") : nlohmann::json::object();
-  if (!stage_params.is_object()) throw ConfigError("stages: expected an object of per-stage parameters");
+  const nlohmann::json stage_params =
+      root.has("stages") ? root.raw("stages") : nlohmann::json::object();
+  if (!stage_params.is_object())
+    throw ConfigError("stages: expected an object of per-stage parameters");
   for (auto it = stage_params.begin(); it != stage_params.end(); ++it)
     if (std::find(names.begin(), names.end(), it.key()) == names.end())
       throw ConfigError("stages." + it.key() + ": the pipeline has no such stage");
   for (const auto& n : names)
-    c.stages.push_back({n, stage_params.contains(n) ? stage_params.at(n) : nlohmann::json::object()});
+    c.stages.push_back(
+        {n, stage_params.contains(n) ? stage_params.at(n) : nlohmann::json::object()});
 
   if (root.has("devices")) {
     JsonParams dev = root.object("devices");
     c.backend = backend_from_string(dev.choice("backend", {"cpu", "cuda"}, "cpu"));
     c.n_devices = static_cast<int>(dev.integer("count", 1));
-    dev.require(c.n_devices >= 0 && c.n_devices <= 4096, "count", "a device count from 0 (cuda: one per GPU) to 4096", c.n_devices);
+    dev.require(c.n_devices >= 0 && c.n_devices <= 4096, "count",
+                "a device count from 0 (cuda: one per GPU) to 4096", c.n_devices);
     dev.finish();
   }
 
-  JsonParams out = root.has("output") ? root.object("output") : JsonParams(nlohmann::json::object(), "output");
+  JsonParams out =
+      root.has("output") ? root.object("output") : JsonParams(nlohmann::json::object(), "output");
   c.output_dir = resolve_path(out.string("dir", "out"), config_path);
   c.write_fits = out.boolean("fits", true);
   c.write_hdf5 = out.boolean("hdf5", true);

@@ -32,7 +32,7 @@ struct RunConfig {
   bool read_gas = true;
 
   // galaxy
-  double redshift = 0.0;     // observed redshift of the galaxy
+  double redshift = 0.0;  // observed redshift of the galaxy
   nlohmann::json orientation = "face-on";
   double ra_deg = 0.0, dec_deg = 0.0;
 

@@ -35,7 +35,7 @@ Telescope parse_telescope(const nlohmann::json& object, const std::string& path)
   p.require(t.spaxel_arcsec > 0 && t.spaxel_arcsec <= t.fov_arcsec, "spaxel_arcsec",
             "a number > 0 and no larger than fov_arcsec", t.spaxel_arcsec);
   const std::string shape = p.choice("aperture", {"square", "circular", "hexagonal"}, "square");
-  t.aperture = shape == "circular" ? ApertureShape::circular
+  t.aperture = shape == "circular"    ? ApertureShape::circular
                : shape == "hexagonal" ? ApertureShape::hexagonal
                                       : ApertureShape::square;
   JsonParams w = p.object("wavelength");
@@ -45,7 +45,8 @@ Telescope parse_telescope(const nlohmann::json& object, const std::string& path)
   w.require(t.wave_start_angstrom > 0, "start_angstrom", "a wavelength > 0", t.wave_start_angstrom);
   w.require(t.wave_end_angstrom > t.wave_start_angstrom, "end_angstrom",
             "a wavelength above start_angstrom", t.wave_end_angstrom);
-  w.require(t.wave_step_angstrom > 0 && t.wave_step_angstrom < t.wave_end_angstrom - t.wave_start_angstrom,
+  w.require(t.wave_step_angstrom > 0 &&
+                t.wave_step_angstrom < t.wave_end_angstrom - t.wave_start_angstrom,
             "step_angstrom", "a step > 0 and smaller than the range", t.wave_step_angstrom);
   t.wavelength_medium = w.choice("medium", {"air", "vacuum"}, "air");
   w.finish();

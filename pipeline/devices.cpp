@@ -24,8 +24,8 @@ std::unique_ptr<Mesh> make_mesh(Backend backend, int n_devices) {
       d.backend = Backend::cpu;
       // Threads are dealt out like particles: threads / count each, one more to the first few.
       d.n_threads = std::max(1, threads / count + (i < threads % count ? 1 : 0));
-      d.description = "cpu:" + std::to_string(i) + " (" + std::to_string(d.n_threads) +
-                      " thread" + (d.n_threads == 1 ? ")" : "s)");
+      d.description = "cpu:" + std::to_string(i) + " (" + std::to_string(d.n_threads) + " thread" +
+                      (d.n_threads == 1 ? ")" : "s)");
       devices.push_back(std::move(d));
     }
   } else {
@@ -41,8 +41,8 @@ std::unique_ptr<Mesh> make_mesh(Backend backend, int n_devices) {
       d.logical_on_gpu = i / gpus;
       d.stream = runtime::create_stream(d.gpu_ordinal);
       const int sharing = count / gpus + (d.gpu_ordinal < count % gpus ? 1 : 0);
-      d.description = "cuda:" + std::to_string(i) + " (GPU " + std::to_string(d.gpu_ordinal) +
-                      " " + runtime::cuda_device_name(d.gpu_ordinal) + ", logical " +
+      d.description = "cuda:" + std::to_string(i) + " (GPU " + std::to_string(d.gpu_ordinal) + " " +
+                      runtime::cuda_device_name(d.gpu_ordinal) + ", logical " +
                       std::to_string(d.logical_on_gpu) + " of " + std::to_string(sharing) + ")";
       devices.push_back(std::move(d));
     }

@@ -25,7 +25,7 @@ using ResourceStageFactory = std::unique_ptr<Stage> (*)(const nlohmann::json& pa
 struct StageEntry {
   const char* name;
   const char* summary;
-  StageFactory make;                           // one of the two is set
+  StageFactory make;  // one of the two is set
   ResourceStageFactory make_with_resources;
 };
 

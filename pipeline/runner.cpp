@@ -33,7 +33,9 @@ std::size_t peak_rss_bytes() {
     if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
   return 0;
 }
-void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+void reset_peak_rss() {
+  std::ofstream("/proc/self/clear_refs") << "5";
+}
 
 bool is_rubix_file(const std::string& path) {
   if (fs::is_directory(path)) return false;
@@ -45,7 +47,8 @@ bool is_rubix_file(const std::string& path) {
 }
 
 GalaxyData read_galaxy(const Mesh& mesh, const RunConfig& c) {
-  const bool rubix = c.input_format == "rubix" || (c.input_format == "auto" && is_rubix_file(c.input_file));
+  const bool rubix =
+      c.input_format == "rubix" || (c.input_format == "auto" && is_rubix_file(c.input_file));
   if (rubix) {
     spdlog::info("reading RUBIX galaxy {}", c.input_file);
     return read_rubix_galaxy(mesh, c.input_file);
@@ -57,7 +60,8 @@ GalaxyData read_galaxy(const Mesh& mesh, const RunConfig& c) {
   options.drop_nonfinite = c.drop_nonfinite;
   options.read_gas = c.read_gas;
   TngIngestReport report;
-  spdlog::info("reading IllustrisTNG {} {}", fs::is_directory(c.input_file) ? "snapshot" : "cutout", c.input_file);
+  spdlog::info("reading IllustrisTNG {} {}", fs::is_directory(c.input_file) ? "snapshot" : "cutout",
+               c.input_file);
   GalaxyData data = read_tng(mesh, options, &report);
   spdlog::info("{} stars ({} wind cells dropped), {} gas cells; centre by {}", report.n_stars,
                report.n_wind_dropped, report.n_gas, report.center_method);
@@ -75,7 +79,8 @@ nlohmann::json stage_params(const StageConfig& s, const RunConfig& c) {
   if (s.name == "psum" && !p.contains("unit")) p["unit"] = "Lsun/Angstrom";
   if (s.name == "psf" && !p.contains("fwhm_arcsec")) {
     if (!(c.telescope.psf_fwhm_arcsec > 0))
-      throw ConfigError("stages.psf.fwhm_arcsec: expected a number > 0 (the telescope gives no PSF)");
+      throw ConfigError(
+          "stages.psf.fwhm_arcsec: expected a number > 0 (the telescope gives no PSF)");
     p["fwhm_arcsec"] = c.telescope.psf_fwhm_arcsec;
   }
   return p;
@@ -101,12 +106,14 @@ Observation make_observation(const RunConfig& c, const GalaxyData& data, const S
 }
 
 // Mass-weighted line-of-sight velocity and dispersion per spaxel (NaN where no star).
-void kinematic_maps(const Cube& moments, std::vector<double>& velocity, std::vector<double>& dispersion) {
+void kinematic_maps(const Cube& moments, std::vector<double>& velocity,
+                    std::vector<double>& dispersion) {
   const std::size_t n = moments.shape.n_spaxels();
   velocity.assign(n, std::nan(""));
   dispersion.assign(n, std::nan(""));
   for (std::size_t s = 0; s < n; ++s) {
-    const double m = moments.data[3 * s], mv = moments.data[3 * s + 1], mvv = moments.data[3 * s + 2];
+    const double m = moments.data[3 * s], mv = moments.data[3 * s + 1],
+                 mvv = moments.data[3 * s + 2];
     if (!(m > 0)) continue;
     velocity[s] = mv / m;
     dispersion[s] = std::sqrt(std::max(0.0, mvv / m - velocity[s] * velocity[s]));
@@ -166,7 +173,8 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
   const Backend backend = options.backend.value_or(c.backend);
   const int n_devices = options.n_devices.value_or(c.n_devices);
   auto mesh = make_mesh(backend, n_devices);
-  for (std::size_t d = 0; d < mesh->size(); ++d) report.devices.push_back(mesh->device(d).description);
+  for (std::size_t d = 0; d < mesh->size(); ++d)
+    report.devices.push_back(mesh->device(d).description);
   spdlog::info("{} device(s) on backend {}", mesh->size(), to_string(backend));
 
   spdlog::info("loading SSP templates {}", c.ssp_library);
@@ -193,9 +201,11 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
   for (const auto& shard : state.data.stars.mass_msun.shards())
     report.stars_per_device.push_back(shard.range.size());
   state.observation = make_observation(c, state.data, *resources.ssp);
-  spdlog::info("z = {}, D_L = {:.2f} Mpc, {:.4f} kpc/arcsec; telescope {} ({} x {} spaxels, {} wavelengths)",
-               c.redshift, state.observation.luminosity_distance_mpc, state.observation.kpc_per_arcsec,
-               c.telescope.name, c.telescope.n_spaxels_side(), c.telescope.n_spaxels_side(), c.telescope.n_wave());
+  spdlog::info(
+      "z = {}, D_L = {:.2f} Mpc, {:.4f} kpc/arcsec; telescope {} ({} x {} spaxels, {} wavelengths)",
+      c.redshift, state.observation.luminosity_distance_mpc, state.observation.kpc_per_arcsec,
+      c.telescope.name, c.telescope.n_spaxels_side(), c.telescope.n_spaxels_side(),
+      c.telescope.n_wave());
 
   // 3. The stages, timed, with their memory peaks.
   std::optional<Cube> moments;
@@ -210,26 +220,30 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
       moments = reduce_to_cube(*mesh, *state.kinematics, "");
       state.kinematics.reset();
     }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    report.stages.push_back({stages[i]->name(), seconds, memory::peak_bytes(backend), peak_rss_bytes()});
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    report.stages.push_back(
+        {stages[i]->name(), seconds, memory::peak_bytes(backend), peak_rss_bytes()});
     spdlog::info("{:<16} {:8.3f} s", stages[i]->name(), seconds);
   }
   if (progress) draw_progress(stages.size(), stages.size(), "done");
-  if (!state.cube) throw ConfigError("pipeline: no stage produced the reduced cube (is psum missing?)");
+  if (!state.cube)
+    throw ConfigError("pipeline: no stage produced the reduced cube (is psum missing?)");
   Cube& cube = *state.cube;
   cube.axes = state.observation.axes;
-  cube.provenance = {{"IFUSIM_VERSION", IFUSIM_VERSION},
-                     {"CONFIG_FILE", c.config_path},
-                     {"CONFIG", c.document.dump()},
-                     {"INPUT", c.input_file},
-                     {"SIMULATION", state.data.galaxy.simulation},
-                     {"SNAPSHOT", std::to_string(state.data.galaxy.snapshot)},
-                     {"SUBHALO", std::to_string(state.data.galaxy.subhalo_id)},
-                     {"SSP", resources.ssp->name + " (" + c.ssp_library + ")"},
-                     {"TELESCOPE", c.telescope.name},
-                     {"REDSHIFT", std::to_string(c.redshift)},
-                     {"BACKEND", std::string(to_string(backend)) + " x " + std::to_string(mesh->size())},
-                     {"SEED", std::to_string(c.seed)}};
+  cube.provenance = {
+      {"IFUSIM_VERSION", IFUSIM_VERSION},
+      {"CONFIG_FILE", c.config_path},
+      {"CONFIG", c.document.dump()},
+      {"INPUT", c.input_file},
+      {"SIMULATION", state.data.galaxy.simulation},
+      {"SNAPSHOT", std::to_string(state.data.galaxy.snapshot)},
+      {"SUBHALO", std::to_string(state.data.galaxy.subhalo_id)},
+      {"SSP", resources.ssp->name + " (" + c.ssp_library + ")"},
+      {"TELESCOPE", c.telescope.name},
+      {"REDSHIFT", std::to_string(c.redshift)},
+      {"BACKEND", std::string(to_string(backend)) + " x " + std::to_string(mesh->size())},
+      {"SEED", std::to_string(c.seed)}};
 
   // 4. Outputs.
   if (c.write_fits) write_cube_fits(cube, out.path("cube.fits"));
@@ -238,18 +252,22 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
     const int nx = cube.shape.nx, ny = cube.shape.ny;
     write_map_png(out.path("white_light.png"), white_light_image(cube), nx, ny,
                   {"White light", Colormap::viridis, false, true, cube.unit + " x Angstrom"});
-    write_spectrum_png(out.path("spectrum.png"), wavelength_angstrom(cube), integrated_spectrum(cube),
-                       "Wavelength (Angstrom)", cube.unit, "Integrated spectrum");
+    write_spectrum_png(out.path("spectrum.png"), wavelength_angstrom(cube),
+                       integrated_spectrum(cube), "Wavelength (Angstrom)", cube.unit,
+                       "Integrated spectrum");
     if (moments) {
       std::vector<double> velocity, dispersion;
       kinematic_maps(*moments, velocity, dispersion);
-      write_map_png(out.path("velocity.png"), velocity, nx, ny,
-                    {"Line-of-sight velocity (mass-weighted)", Colormap::diverging, true, false, "km/s"});
-      write_map_png(out.path("dispersion.png"), dispersion, nx, ny,
-                    {"Velocity dispersion (mass-weighted)", Colormap::viridis, false, false, "km/s"});
+      write_map_png(
+          out.path("velocity.png"), velocity, nx, ny,
+          {"Line-of-sight velocity (mass-weighted)", Colormap::diverging, true, false, "km/s"});
+      write_map_png(
+          out.path("dispersion.png"), dispersion, nx, ny,
+          {"Velocity dispersion (mass-weighted)", Colormap::viridis, false, false, "km/s"});
     }
   }
-  report.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.total_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   nlohmann::json summary;
   summary["ifusim_version"] = IFUSIM_VERSION;
@@ -258,11 +276,17 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
   summary["n_stars"] = state.data.stars.count();
   summary["n_gas"] = state.data.gas.count();
   for (std::size_t d = 0; d < report.devices.size(); ++d)
-    summary["devices"].push_back({{"device", report.devices[d]}, {"stars", report.stars_per_device.at(d)}});
+    summary["devices"].push_back(
+        {{"device", report.devices[d]}, {"stars", report.stars_per_device.at(d)}});
   for (const auto& s : report.stages)
-    summary["stages"].push_back({{"stage", s.name}, {"seconds", s.seconds},
-                                 {"peak_device_bytes", s.peak_device_bytes}, {"peak_rss_bytes", s.peak_rss_bytes}});
-  summary["cube"] = {{"nx", cube.shape.nx}, {"ny", cube.shape.ny}, {"n_wave", cube.shape.n_wave}, {"unit", cube.unit}};
+    summary["stages"].push_back({{"stage", s.name},
+                                 {"seconds", s.seconds},
+                                 {"peak_device_bytes", s.peak_device_bytes},
+                                 {"peak_rss_bytes", s.peak_rss_bytes}});
+  summary["cube"] = {{"nx", cube.shape.nx},
+                     {"ny", cube.shape.ny},
+                     {"n_wave", cube.shape.n_wave},
+                     {"unit", cube.unit}};
   summary["total_seconds"] = report.total_seconds;
   std::ofstream(out.path("summary.json")) << summary.dump(2) << "\n";
 

@@ -25,8 +25,8 @@ struct StageReport {
 
 struct RunReport {
   std::string output_dir;
-  std::vector<std::string> files;        // written, relative to output_dir
-  std::vector<std::string> devices;      // descriptions
+  std::vector<std::string> files;    // written, relative to output_dir
+  std::vector<std::string> devices;  // descriptions
   std::vector<std::size_t> stars_per_device;
   std::vector<StageReport> stages;
   double total_seconds = 0.0;

@@ -9,12 +9,16 @@
 #define IFUSIM_DISPATCH(device, fn, ...) \
   ((device).is_cuda() ? ::ifusim::cuda::fn(__VA_ARGS__) : ::ifusim::cpu::fn(__VA_ARGS__))
 #else
-#define IFUSIM_DISPATCH(device, fn, ...)                                                       \
+#define IFUSIM_DISPATCH(device, fn, ...)                                                         \
   ((device).is_cuda() ? throw std::runtime_error("this ifusim was built without CUDA (" #fn ")") \
                       : ::ifusim::cpu::fn(__VA_ARGS__))
 #endif
 
 // Declares a stage's entry points once for both backends.
-#define IFUSIM_DECLARE_BACKENDS(DECLS)  \
-  namespace ifusim::cpu { DECLS }       \
-  namespace ifusim::cuda { DECLS }
+#define IFUSIM_DECLARE_BACKENDS(DECLS) \
+  namespace ifusim::cpu {              \
+  DECLS                                \
+  }                                    \
+  namespace ifusim::cuda {             \
+  DECLS                                \
+  }

@@ -2,8 +2,8 @@
 // The contract every stage keeps: parameters parsed and validated from JSON when the stage is
 // made (nothing runs until every stage of a run is made), then run() on the run's state, using
 // shard_map for per-device work. Stages are listed explicitly in pipeline/registry.cpp.
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,9 +22,9 @@ struct Observation {
   double redshift = 0.0;  // the galaxy's observed (cosmological) redshift
   Cosmology cosmology;
   double luminosity_distance_mpc = 0.0;
-  double kpc_per_arcsec = 0.0;            // proper kpc per arcsec at `redshift`
+  double kpc_per_arcsec = 0.0;  // proper kpc per arcsec at `redshift`
   Telescope telescope;
-  CubeAxes axes;                          // spaxel size, observed wavelength grid, sky position
+  CubeAxes axes;                             // spaxel size, observed wavelength grid, sky position
   double telescope_lsf_fwhm_angstrom = 0.0;  // the instrument's line-spread function (observed)
   double template_fwhm_angstrom = 0.0;       // the SSP library's own resolution (rest frame)
   std::uint64_t seed = 0;                    // for anything random (noise)
@@ -46,8 +46,8 @@ struct RunState {
   std::optional<PartialCube> partial;  // per-device partial sums, until psum
   // Per-spaxel sums of mass, mass * v_los and mass * v_los^2 (n_wave = 3), until psum.
   std::optional<PartialCube> kinematics;
-  std::optional<Cube> cube;            // the reduced cube, after psum
-  DustCurve dust_curve;                // set by the dust stage with stars.dust_av
+  std::optional<Cube> cube;  // the reduced cube, after psum
+  DustCurve dust_curve;      // set by the dust stage with stars.dust_av
 };
 
 class Stage {

@@ -7,7 +7,8 @@
 
 namespace ifusim::test {
 
-inline SspGrid synthetic_ssp_grid(double wave_start = 3000.0, double wave_step = 2.0, int n_wave = 2500) {
+inline SspGrid synthetic_ssp_grid(double wave_start = 3000.0, double wave_step = 2.0,
+                                  int n_wave = 2500) {
   SspGrid g;
   g.name = "synthetic";
   g.age_gyr = {0.05, 0.3, 1.0, 4.0, 13.0};

@@ -12,7 +12,8 @@ TEST_CASE("hdf5 wrapper: datasets, hyperslabs, attributes and clear errors", "[i
     h5::File f(path, h5::File::Mode::truncate);
     f.write<float>("PartType4/Coordinates", {1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3});
     f.set_attribute<double>("a_scaling", 1.0, "PartType4/Coordinates");
-    f.create_group("Header").set_attribute_array<std::int64_t>("NumPart_ThisFile", {0, 0, 0, 0, 7, 0});
+    f.create_group("Header").set_attribute_array<std::int64_t>("NumPart_ThisFile",
+                                                               {0, 0, 0, 0, 7, 0});
     f.set_string_attribute("unit", "kpc", "PartType4/Coordinates");
     f.create<double>("big", {10, 2});
     const std::vector<double> rows = {1, 2, 3, 4};
@@ -20,7 +21,8 @@ TEST_CASE("hdf5 wrapper: datasets, hyperslabs, attributes and clear errors", "[i
   }
   h5::File f(path);
   CHECK(f.shape("PartType4/Coordinates") == std::vector<hsize_t>{3, 3});
-  CHECK(f.read_rows<double>("PartType4/Coordinates", 1, 3, 3) == std::vector<double>{4, 5, 6, 7, 8, 9});
+  CHECK(f.read_rows<double>("PartType4/Coordinates", 1, 3, 3) ==
+        std::vector<double>{4, 5, 6, 7, 8, 9});
   CHECK(f.attribute<double>("a_scaling", "PartType4/Coordinates") == 1.0);
   CHECK(f.group("Header").attribute_array<std::int64_t>("NumPart_ThisFile")[4] == 7);
   CHECK(f.string_attribute("unit", "PartType4/Coordinates") == "kpc");

@@ -24,14 +24,17 @@ test::HostStars tilted_disc(std::size_t n, const Matrix3& tilt, unsigned seed) {
     const double pos[3] = {r * std::cos(p), r * std::sin(p), height(rng)};
     const double vel[3] = {-200 * std::sin(p), 200 * std::cos(p), 0};
     for (int a = 0; a < 3; ++a) {
-      s.position_kpc[3 * i + a] = static_cast<float>(tilt[3 * a] * pos[0] + tilt[3 * a + 1] * pos[1] + tilt[3 * a + 2] * pos[2]);
-      s.velocity_kms[3 * i + a] = static_cast<float>(tilt[3 * a] * vel[0] + tilt[3 * a + 1] * vel[1] + tilt[3 * a + 2] * vel[2]);
+      s.position_kpc[3 * i + a] = static_cast<float>(
+          tilt[3 * a] * pos[0] + tilt[3 * a + 1] * pos[1] + tilt[3 * a + 2] * pos[2]);
+      s.velocity_kms[3 * i + a] = static_cast<float>(
+          tilt[3 * a] * vel[0] + tilt[3 * a + 1] * vel[1] + tilt[3 * a + 2] * vel[2]);
     }
   }
   return s;
 }
 
-std::vector<float> oriented_positions(int n_devices, const test::HostStars& host, const nlohmann::json& params) {
+std::vector<float> oriented_positions(int n_devices, const test::HostStars& host,
+                                      const nlohmann::json& params) {
   auto mesh = make_mesh(Backend::cpu, n_devices);
   RunState state(*mesh);
   state.data.stars = test::put_stars(*mesh, host);
@@ -42,7 +45,8 @@ std::vector<float> oriented_positions(int n_devices, const test::HostStars& host
 
 }  // namespace
 
-TEST_CASE("orient: Euler rotations are proper rotations; edge-on turns the normal to -y", "[orient]") {
+TEST_CASE("orient: Euler rotations are proper rotations; edge-on turns the normal to -y",
+          "[orient]") {
   const Matrix3 r = euler_rotation(30, -50, 110);
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 3; ++j) {
@@ -51,7 +55,7 @@ TEST_CASE("orient: Euler rotations are proper rotations; edge-on turns the norma
       CHECK(dot == Approx(i == j ? 1.0 : 0.0).margin(1e-14));
     }
   const Matrix3 edge = euler_rotation(90, 0, 0);
-  CHECK(edge[2] == Approx(0).margin(1e-15));   // z -> (0, -1, 0)
+  CHECK(edge[2] == Approx(0).margin(1e-15));  // z -> (0, -1, 0)
   CHECK(edge[5] == Approx(-1).margin(1e-15));
   CHECK(edge[8] == Approx(0).margin(1e-15));
 }
@@ -71,7 +75,8 @@ TEST_CASE("orient: a tilted disc is turned face-on, rotating counter-clockwise",
     INFO("rms z / rms R = " << std::sqrt(zz / rr));
     CHECK(std::sqrt(zz / rr) < 0.052);
   }
-  CHECK(oriented_positions(1, host, nlohmann::json::object()) == oriented_positions(4, host, nlohmann::json::object()));
+  CHECK(oriented_positions(1, host, nlohmann::json::object()) ==
+        oriented_positions(4, host, nlohmann::json::object()));
 }
 
 TEST_CASE("orient: edge-on puts the disc along the line of sight", "[orient]") {
@@ -89,8 +94,10 @@ TEST_CASE("orient: edge-on puts the disc along the line of sight", "[orient]") {
 }
 
 TEST_CASE("orient: parameters are validated", "[orient]") {
-  CHECK_THROWS_WITH(OrientParams::from_json(JsonParams(nlohmann::json{{"orientation", "sideways"}}, "galaxy")),
-                    Catch::Contains("galaxy.orientation: expected one of \"face-on\", \"edge-on\""));
-  CHECK_THROWS_WITH(OrientParams::from_json(JsonParams(nlohmann::json{{"orientation", {{"alpha", 3}}}}, "galaxy")),
+  CHECK_THROWS_WITH(
+      OrientParams::from_json(JsonParams(nlohmann::json{{"orientation", "sideways"}}, "galaxy")),
+      Catch::Contains("galaxy.orientation: expected one of \"face-on\", \"edge-on\""));
+  CHECK_THROWS_WITH(OrientParams::from_json(
+                        JsonParams(nlohmann::json{{"orientation", {{"alpha", 3}}}}, "galaxy")),
                     Catch::Contains("galaxy.orientation.alpha: unknown key"));
 }

@@ -24,8 +24,8 @@ std::string example(const std::string& name) {
 struct TempDir {
   fs::path path;
   TempDir() {
-    path = fs::temp_directory_path() / ("ifusim_pipeline_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(counter()++));
+    path = fs::temp_directory_path() /
+           ("ifusim_pipeline_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
     fs::remove_all(path);
   }
   ~TempDir() { fs::remove_all(path); }
@@ -45,8 +45,9 @@ RunReport run(const RunConfig& config, int n_devices, const fs::path& out) {
 
 }  // namespace
 
-TEST_CASE("example runs: bitwise identical for 1, 3 and 5 devices, and equal to the reference cubes",
-          "[pipeline]") {
+TEST_CASE(
+    "example runs: bitwise identical for 1, 3 and 5 devices, and equal to the reference cubes",
+    "[pipeline]") {
   for (const std::string name : {"muse_tng_mastar", "sami_tng_miles"}) {
     INFO("example " << name);
     const RunConfig config = load_run_config(example(name), {});
@@ -54,20 +55,23 @@ TEST_CASE("example runs: bitwise identical for 1, 3 and 5 devices, and equal to 
     const RunReport one = run(config, 1, out1.path);
     REQUIRE(one.cube.shape.n_voxels() > 0);
     REQUIRE(one.cube.variance.size() == one.cube.data.size());
-    for (const auto& f : {"cube.fits", "cube.h5", "white_light.png", "velocity.png", "dispersion.png",
-                          "spectrum.png", "summary.json"})
+    for (const auto& f : {"cube.fits", "cube.h5", "white_light.png", "velocity.png",
+                          "dispersion.png", "spectrum.png", "summary.json"})
       CHECK(fs::exists(out1.path / f));
-    for (const auto& [report, d] : {std::pair{run(config, 3, out3.path), 3}, std::pair{run(config, 5, out5.path), 5}}) {
+    for (const auto& [report, d] :
+         {std::pair{run(config, 3, out3.path), 3}, std::pair{run(config, 5, out5.path), 5}}) {
       INFO(d << " devices");
       CHECK(report.stars_per_device.size() == static_cast<std::size_t>(d));
-      CHECK(std::memcmp(report.cube.data.data(), one.cube.data.data(), one.cube.data.size() * sizeof(double)) == 0);
+      CHECK(std::memcmp(report.cube.data.data(), one.cube.data.data(),
+                        one.cube.data.size() * sizeof(double)) == 0);
       CHECK(std::memcmp(report.cube.variance.data(), one.cube.variance.data(),
                         one.cube.variance.size() * sizeof(double)) == 0);
     }
 
     // The reference keeps 13 mantissa bits (relative 1.2e-4); a voxel agrees to 2.5e-4 of its
     // value plus 1e-6 of the brightest voxel (tests/tools/make_reference_cube.py).
-    const Cube reference = read_cube(std::string(IFUSIM_SOURCE_DIR) + "/tests/reference/" + name + ".h5");
+    const Cube reference =
+        read_cube(std::string(IFUSIM_SOURCE_DIR) + "/tests/reference/" + name + ".h5");
     const Cube written = read_cube((out1.path / "cube.h5").string());
     REQUIRE(reference.shape == written.shape);
     double peak = 0;
@@ -76,7 +80,9 @@ TEST_CASE("example runs: bitwise identical for 1, 3 and 5 devices, and equal to 
     std::size_t bad = 0;
     for (std::size_t i = 0; i < reference.data.size(); ++i) {
       REQUIRE(std::isfinite(written.data[i]));
-      if (std::abs(written.data[i] - reference.data[i]) > 2.5e-4 * std::abs(reference.data[i]) + 1e-6 * peak) ++bad;
+      if (std::abs(written.data[i] - reference.data[i]) >
+          2.5e-4 * std::abs(reference.data[i]) + 1e-6 * peak)
+        ++bad;
     }
     CHECK(bad == 0);
   }
@@ -100,9 +106,13 @@ TEST_CASE("a rotated galaxy keeps its total light", "[pipeline]") {
   nlohmann::json doc = {
       {"input", {{"file", snapshot}}},
       {"galaxy", {{"redshift", 0.05}}},
-      {"telescope", {{"name", "wide"}, {"fov_arcsec", 200.0}, {"spaxel_arcsec", 10.0},
-                     {"wavelength", {{"start_angstrom", 3600.0}, {"end_angstrom", 7900.0}, {"step_angstrom", 2.0}}},
-                     {"lsf_fwhm_angstrom", 3.0}}},
+      {"telescope",
+       {{"name", "wide"},
+        {"fov_arcsec", 200.0},
+        {"spaxel_arcsec", 10.0},
+        {"wavelength",
+         {{"start_angstrom", 3600.0}, {"end_angstrom", 7900.0}, {"step_angstrom", 2.0}}},
+        {"lsf_fwhm_angstrom", 3.0}}},
       {"ssp", {{"library", "${IFUSIM_DATA_DIR}/ssp/MILES_BASTI_CH_baseFe"}}},
       {"pipeline", {"orient", "aperture", "stellar_spectra", "psum"}},
       {"output", {{"dir", (dir.path / "out").string()}, {"png", false}, {"fits", false}}}};
@@ -123,7 +133,8 @@ TEST_CASE("a rotated galaxy keeps its total light", "[pipeline]") {
         Approx(face_on).epsilon(1e-9));
 }
 
-TEST_CASE("bad configs fail before anything runs, naming the key, and leave no output", "[pipeline]") {
+TEST_CASE("bad configs fail before anything runs, naming the key, and leave no output",
+          "[pipeline]") {
   TempDir dir;
   const std::string config = example("muse_tng_mastar");
   CHECK_THROWS_WITH(load_run_config(config, {"galaxy.redshfit=0.1"}),
@@ -146,8 +157,8 @@ TEST_CASE("bad configs fail before anything runs, naming the key, and leave no o
 }
 
 TEST_CASE("a galaxy placed by distance gets the redshift of that distance", "[pipeline]") {
-  const RunConfig c = load_run_config(example("sami_tng_miles"),
-                                      {"galaxy={\"luminosity_distance_mpc\": 229.6}"});
+  const RunConfig c =
+      load_run_config(example("sami_tng_miles"), {"galaxy={\"luminosity_distance_mpc\": 229.6}"});
   CHECK(Cosmology().luminosity_distance_mpc(c.redshift) == Approx(229.6).epsilon(1e-9));
   CHECK(c.redshift == Approx(0.05).epsilon(1e-3));
 }
@@ -160,6 +171,8 @@ TEST_CASE("--set overrides config values by key path", "[pipeline]") {
   CHECK(doc["galaxy"]["redshift"] == 0.25);
   CHECK(doc["stages"]["psf"]["shape"] == "moffat");
   CHECK(doc["devices"]["count"] == 3);
-  CHECK_THROWS_WITH(apply_override(doc, "galaxy.redshift"), Catch::Contains("expected key.path=value"));
-  CHECK_THROWS_WITH(apply_override(doc, "galaxy.redshift.x=1"), Catch::Contains("galaxy.redshift is not an object"));
+  CHECK_THROWS_WITH(apply_override(doc, "galaxy.redshift"),
+                    Catch::Contains("expected key.path=value"));
+  CHECK_THROWS_WITH(apply_override(doc, "galaxy.redshift.x=1"),
+                    Catch::Contains("galaxy.redshift is not an object"));
 }

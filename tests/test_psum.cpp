@@ -48,7 +48,8 @@ PsumCase run_psum(int n_devices, std::size_t n, unsigned seed) {
   out.cube = reduce_to_cube(*mesh, partial, "test");
   // After psum every device holds the same total.
   for (int d = 1; d < n_devices; ++d)
-    CHECK(partial.sums.download_shard(mesh->device(d)) == partial.sums.download_shard(mesh->device(0)));
+    CHECK(partial.sums.download_shard(mesh->device(d)) ==
+          partial.sums.download_shard(mesh->device(0)));
   CHECK(partial.sums.sharding() == Sharding::replicated());
   return out;
 }

@@ -30,7 +30,8 @@ TEST_CASE("split_evenly: N / D each, one more to the first N % D devices", "[sha
 TEST_CASE("device_put: shards hold exactly their rows; idle devices hold nothing", "[sharding]") {
   for (int d : {1, 2, 3, 5, 8}) {
     auto mesh = make_mesh(Backend::cpu, d);
-    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t(d - 1), std::size_t(d + 1), std::size_t{1000}}) {
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t(d - 1), std::size_t(d + 1),
+                          std::size_t{1000}}) {
       std::vector<float> host(n * 3);
       std::iota(host.begin(), host.end(), 1.0f);
       auto array = device_put(*mesh, host, 3, Sharding::sharded());
@@ -45,7 +46,8 @@ TEST_CASE("device_put: shards hold exactly their rows; idle devices hold nothing
             CHECK(rows[i * 3 + c] == host[(shard.range.begin + i) * 3 + c]);
         // Component planes on the device: x of every row, then y, then z.
         const auto y = array.local(*shard.device, 1);
-        for (std::size_t i = 0; i < y.size; ++i) CHECK(y[i] == host[(shard.range.begin + i) * 3 + 1]);
+        for (std::size_t i = 0; i < y.size; ++i)
+          CHECK(y[i] == host[(shard.range.begin + i) * 3 + 1]);
       }
       CHECK(array.to_host() == host);
     }
@@ -70,16 +72,17 @@ TEST_CASE("from_callback: each device is asked for exactly its own range", "[sha
     const std::size_t n = 10;  // 7 devices: 2,2,2,1,1,1,1
     std::mutex m;
     std::vector<IndexRange> asked;
-    auto array = from_callback<std::int64_t>(*mesh, n, 2, Sharding::sharded(), [&](IndexRange r, std::int64_t* out) {
-      {
-        std::lock_guard lock(m);
-        asked.push_back(r);
-      }
-      for (std::size_t i = r.begin; i < r.end; ++i) {
-        out[(i - r.begin) * 2] = static_cast<std::int64_t>(i);
-        out[(i - r.begin) * 2 + 1] = -static_cast<std::int64_t>(i);
-      }
-    });
+    auto array = from_callback<std::int64_t>(
+        *mesh, n, 2, Sharding::sharded(), [&](IndexRange r, std::int64_t* out) {
+          {
+            std::lock_guard lock(m);
+            asked.push_back(r);
+          }
+          for (std::size_t i = r.begin; i < r.end; ++i) {
+            out[(i - r.begin) * 2] = static_cast<std::int64_t>(i);
+            out[(i - r.begin) * 2 + 1] = -static_cast<std::int64_t>(i);
+          }
+        });
     std::sort(asked.begin(), asked.end(), [](auto a, auto b) { return a.begin < b.begin; });
     CHECK(asked == split_evenly(n, d));
     for (const auto& shard : array.shards()) {
@@ -91,11 +94,12 @@ TEST_CASE("from_callback: each device is asked for exactly its own range", "[sha
   SECTION("more devices than rows: the idle ones are never asked") {
     auto mesh = make_mesh(Backend::cpu, 5);
     std::atomic<int> calls{0};
-    auto array = from_callback<float>(*mesh, 2, 1, Sharding::sharded(), [&](IndexRange r, float* out) {
-      ++calls;
-      REQUIRE(r.size() == 1);
-      out[0] = 1.0f;
-    });
+    auto array =
+        from_callback<float>(*mesh, 2, 1, Sharding::sharded(), [&](IndexRange r, float* out) {
+          ++calls;
+          REQUIRE(r.size() == 1);
+          out[0] = 1.0f;
+        });
     CHECK(calls == 2);
     CHECK(array.shards()[4].range.empty());
     CHECK(array.shards()[4].buffer.data() == nullptr);

@@ -54,7 +54,8 @@ TEST_CASE("skeleton: image bitwise equal for 1, 2, 3, 4 and 7 devices", "[skelet
   std::vector<double> reference(one.data.size(), 0.0);
   std::vector<int> count(one.data.size(), 0);
   for (std::size_t i = 0; i < host.size(); ++i) {
-    const double fx = (host.position_kpc[3 * i] + 9.0) / 0.75, fy = (host.position_kpc[3 * i + 1] + 9.0) / 0.75;
+    const double fx = (host.position_kpc[3 * i] + 9.0) / 0.75,
+                 fy = (host.position_kpc[3 * i + 1] + 9.0) / 0.75;
     if (fx < 0 || fy < 0 || fx >= 24 || fy >= 24) continue;
     const std::size_t s = static_cast<std::size_t>(fy) * 24 + static_cast<std::size_t>(fx);
     reference[s] += host.mass_msun[i];
@@ -93,12 +94,22 @@ TEST_CASE("skeleton: more devices than stars leaves devices idle, not padded", "
 }
 
 TEST_CASE("stage lists are validated before anything runs", "[skeleton]") {
-  CHECK_THROWS_WITH(make_stages(nlohmann::json::parse(R"([{"stage": "mass_image"}])"), "stages", kInputs),
-                    Catch::Contains("stages[0]: stage \"mass_image\" needs stars.spaxel_index"));
-  CHECK_THROWS_WITH(make_stages(nlohmann::json::parse(R"([{"stage": "spaxel_grid", "params": {"n_spaxels": 4, "spaxel_size_kpc": -1}}])"), "stages", kInputs),
-                    Catch::Contains("stages[0].params.spaxel_size_kpc: expected a number > 0, got -1"));
-  CHECK_THROWS_WITH(make_stages(nlohmann::json::parse(R"([{"stage": "spaxel_grid", "params": {"n_spaxels": 4, "spaxel_size_kpc": 1, "colour": 2}}])"), "stages", kInputs),
-                    Catch::Contains("stages[0].params.colour: unknown key"));
-  CHECK_THROWS_WITH(make_stages(nlohmann::json::parse(R"([{"stage": "telescope"}])"), "stages", kInputs),
-                    Catch::Contains("stages[0].stage: expected one of"));
+  CHECK_THROWS_WITH(
+      make_stages(nlohmann::json::parse(R"([{"stage": "mass_image"}])"), "stages", kInputs),
+      Catch::Contains("stages[0]: stage \"mass_image\" needs stars.spaxel_index"));
+  CHECK_THROWS_WITH(
+      make_stages(
+          nlohmann::json::parse(
+              R"([{"stage": "spaxel_grid", "params": {"n_spaxels": 4, "spaxel_size_kpc": -1}}])"),
+          "stages", kInputs),
+      Catch::Contains("stages[0].params.spaxel_size_kpc: expected a number > 0, got -1"));
+  CHECK_THROWS_WITH(
+      make_stages(
+          nlohmann::json::parse(
+              R"([{"stage": "spaxel_grid", "params": {"n_spaxels": 4, "spaxel_size_kpc": 1, "colour": 2}}])"),
+          "stages", kInputs),
+      Catch::Contains("stages[0].params.colour: unknown key"));
+  CHECK_THROWS_WITH(
+      make_stages(nlohmann::json::parse(R"([{"stage": "telescope"}])"), "stages", kInputs),
+      Catch::Contains("stages[0].stage: expected one of"));
 }

@@ -16,9 +16,9 @@ void parallel_for(const Device& device, std::size_t n, F f) {
 template <class T, class F>
 T transform_max(const Device& device, std::size_t n, F f, T lowest) {
   if (n == 0) return lowest;
-  const T result = thrust::transform_reduce(policy(device), thrust::counting_iterator<std::size_t>(0),
-                                            thrust::counting_iterator<std::size_t>(n), f, lowest,
-                                            thrust::maximum<T>());
+  const T result = thrust::transform_reduce(
+      policy(device), thrust::counting_iterator<std::size_t>(0),
+      thrust::counting_iterator<std::size_t>(n), f, lowest, thrust::maximum<T>());
   finish(device);
   return result;
 }

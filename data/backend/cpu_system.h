@@ -16,7 +16,9 @@
 namespace ifusim::cpu {
 
 // The OpenMP team size is this device's share, set on the calling thread by shard_map.
-inline auto policy(const Device&) { return thrust::omp::par; }
+inline auto policy(const Device&) {
+  return thrust::omp::par;
+}
 inline void finish(const Device&) {}
 
 }  // namespace ifusim::cpu

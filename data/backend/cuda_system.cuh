@@ -21,7 +21,9 @@ namespace ifusim::cuda {
 inline cudaStream_t stream_of(const Device& device) {
   return static_cast<cudaStream_t>(device.stream);
 }
-inline auto policy(const Device& device) { return thrust::cuda::par_nosync.on(stream_of(device)); }
+inline auto policy(const Device& device) {
+  return thrust::cuda::par_nosync.on(stream_of(device));
+}
 inline void finish(const Device& device) {
   cudaError_t err = cudaStreamSynchronize(stream_of(device));
   if (err == cudaSuccess) err = cudaGetLastError();

@@ -59,7 +59,8 @@ Cube reduce_to_cube(const Mesh& mesh, PartialCube& partial, const std::string& u
   cube.unit = unit;
   cube.data.resize(sums.size());
   const double quantum = partial.scale.quantum();
-  for (std::size_t i = 0; i < sums.size(); ++i) cube.data[i] = static_cast<double>(sums[i]) * quantum;
+  for (std::size_t i = 0; i < sums.size(); ++i)
+    cube.data[i] = static_cast<double>(sums[i]) * quantum;
   return cube;
 }
 

@@ -32,7 +32,8 @@ void nccl_allreduce_sum(const std::vector<const Device*>& devices,
     for (int i = 0; i < n; ++i) {
       cudaSetDevice(devices[i]->gpu_ordinal);
       if (cudaStreamSynchronize(static_cast<cudaStream_t>(devices[i]->stream)) != cudaSuccess)
-        throw std::runtime_error("psum: NCCL all-reduce failed on GPU " + std::to_string(ordinals[i]));
+        throw std::runtime_error("psum: NCCL all-reduce failed on GPU " +
+                                 std::to_string(ordinals[i]));
     }
   } catch (...) {
     for (auto c : comms) ncclCommDestroy(c);

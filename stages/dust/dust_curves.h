@@ -25,8 +25,13 @@ IFUSIM_HD inline double ccm89_ratio(double x, double r_v) {
     b = -0.527 * p;
   } else if (x < 3.3) {
     const double y = x - 1.82;
-    a = 1 + y * (0.17699 + y * (-0.50447 + y * (-0.02427 + y * (0.72085 + y * (0.01979 + y * (-0.77530 + y * 0.32999))))));
-    b = y * (1.41338 + y * (2.28305 + y * (1.07233 + y * (-5.38434 + y * (-0.62251 + y * (5.30260 + y * -2.09002))))));
+    a = 1 +
+        y * (0.17699 +
+             y * (-0.50447 +
+                  y * (-0.02427 + y * (0.72085 + y * (0.01979 + y * (-0.77530 + y * 0.32999))))));
+    b = y * (1.41338 +
+             y * (2.28305 +
+                  y * (1.07233 + y * (-5.38434 + y * (-0.62251 + y * (5.30260 + y * -2.09002))))));
   } else if (x < 8.0) {
     double fa = 0.0, fb = 0.0;
     if (x >= 5.9) {
@@ -49,8 +54,9 @@ IFUSIM_HD inline double ccm89_ratio(double x, double r_v) {
 // extended beyond, and k is kept >= 0.
 IFUSIM_HD inline double calzetti00_ratio(double lambda_micron, double r_v) {
   const double l = lambda_micron, il = 1.0 / l;
-  const double k = l < 0.63 ? 2.659 * (-2.156 + 1.509 * il - 0.198 * il * il + 0.011 * il * il * il) + r_v
-                            : 2.659 * (-1.857 + 1.040 * il) + r_v;
+  const double k =
+      l < 0.63 ? 2.659 * (-2.156 + 1.509 * il - 0.198 * il * il + 0.011 * il * il * il) + r_v
+               : 2.659 * (-1.857 + 1.040 * il) + r_v;
   return k > 0 ? k / r_v : 0.0;
 }
 
@@ -58,8 +64,10 @@ IFUSIM_HD inline double calzetti00_ratio(double lambda_micron, double r_v) {
 IFUSIM_HD inline double attenuation_ratio(const DustCurve& curve, double lambda_angstrom) {
   const double micron = lambda_angstrom * 1e-4;
   double r = 0.0;
-  if (curve.kind == DustCurveKind::ccm89) r = ccm89_ratio(1.0 / micron, curve.r_v);
-  else if (curve.kind == DustCurveKind::calzetti00) r = calzetti00_ratio(micron, curve.r_v);
+  if (curve.kind == DustCurveKind::ccm89)
+    r = ccm89_ratio(1.0 / micron, curve.r_v);
+  else if (curve.kind == DustCurveKind::calzetti00)
+    r = calzetti00_ratio(micron, curve.r_v);
   return r > 0 ? r : 0.0;
 }
 

@@ -18,34 +18,39 @@ class MassImageStage final : public Stage {
   explicit MassImageStage(MassImageParams params) : params_(params) {}
   std::string name() const override { return "mass_image"; }
   std::vector<std::string> needs() const override {
-    return {"stars.spaxel_index", "spaxels", params_.initial_mass ? "stars.initial_mass_msun" : "stars.mass_msun"};
+    return {"stars.spaxel_index", "spaxels",
+            params_.initial_mass ? "stars.initial_mass_msun" : "stars.mass_msun"};
   }
   std::vector<std::string> provides() const override { return {"partial_cube"}; }
 
   void run(RunState& state) const override {
     const Mesh& mesh = state.mesh;
     const Stars& stars = state.data.stars;
-    const ShardedArray<float>& weight = params_.initial_mass ? stars.initial_mass_msun : stars.mass_msun;
+    const ShardedArray<float>& weight =
+        params_.initial_mass ? stars.initial_mass_msun : stars.mass_msun;
 
     // The fixed-point scale must not depend on the split: bound every pixel's total by
     // N * max|weight| (a max is exact in any order, N is the global count).
     std::vector<float> local_max(mesh.size(), 0.0f);
     shard_map(mesh, [&](const Device& device) {
-      local_max[device.id] = IFUSIM_DISPATCH(device, max_abs, device, Span<const float>(weight.local(device)));
+      local_max[device.id] =
+          IFUSIM_DISPATCH(device, max_abs, device, Span<const float>(weight.local(device)));
     });
-    const double bound = static_cast<double>(stars.count()) *
-                         *std::max_element(local_max.begin(), local_max.end());
+    const double bound =
+        static_cast<double>(stars.count()) * *std::max_element(local_max.begin(), local_max.end());
 
     PartialCube partial;
     partial.shape = {state.spaxels.nx, state.spaxels.ny, 1};
     partial.scale = FixedPointScale::for_bound(bound);
-    partial.sums = ShardedArray<std::int64_t>(mesh, partial.shape.n_voxels(), 1, Sharding::partial());
+    partial.sums =
+        ShardedArray<std::int64_t>(mesh, partial.shape.n_voxels(), 1, Sharding::partial());
     shard_map(mesh, [&](const Device& device) {
       auto sums = partial.sums.local(device);
       partial.sums.shard(device).buffer.zero();
-      IFUSIM_DISPATCH(device, accumulate_mass_image, device, Span<const float>(weight.local(device)),
-                      Span<const std::int32_t>(stars.spaxel_index.local(device)), partial.scale.counts_per_unit,
-                      sums);
+      IFUSIM_DISPATCH(device, accumulate_mass_image, device,
+                      Span<const float>(weight.local(device)),
+                      Span<const std::int32_t>(stars.spaxel_index.local(device)),
+                      partial.scale.counts_per_unit, sums);
     });
     state.partial = std::move(partial);
   }

@@ -16,13 +16,13 @@ struct MassImageParams {
   static MassImageParams from_json(JsonParams params);
 };
 
-std::unique_ptr<Stage> make_mass_image_stage(const nlohmann::json& params,
-                                             const std::string& path);
+std::unique_ptr<Stage> make_mass_image_stage(const nlohmann::json& params, const std::string& path);
 
 }  // namespace ifusim
 
-IFUSIM_DECLARE_BACKENDS(
-    float max_abs(const Device& device, Span<const float> values);
-    void accumulate_mass_image(const Device& device, Span<const float> mass_msun,
-                               Span<const std::int32_t> spaxel_index, double counts_per_unit,
-                               Span<std::int64_t> image_sums);)
+IFUSIM_DECLARE_BACKENDS(float max_abs(const Device& device, Span<const float> values);
+                        void accumulate_mass_image(const Device& device,
+                                                   Span<const float> mass_msun,
+                                                   Span<const std::int32_t> spaxel_index,
+                                                   double counts_per_unit,
+                                                   Span<std::int64_t> image_sums);)

@@ -11,9 +11,14 @@ struct InertiaSums {
     const double px = x[i], py = y[i], pz = z[i], m = mass[i];
     const double r2 = px * px + py * py + pz * pz;
     if (r2 > radius_sq) return;
-    const double terms[9] = {m * (r2 - px * px), m * (r2 - py * py), m * (r2 - pz * pz),
-                             -m * px * py,       -m * px * pz,       -m * py * pz,
-                             m * (py * vz[i] - pz * vy[i]), m * (pz * vx[i] - px * vz[i]),
+    const double terms[9] = {m * (r2 - px * px),
+                             m * (r2 - py * py),
+                             m * (r2 - pz * pz),
+                             -m * px * py,
+                             -m * px * pz,
+                             -m * py * pz,
+                             m * (py * vz[i] - pz * vy[i]),
+                             m * (pz * vx[i] - px * vz[i]),
                              m * (px * vy[i] - py * vx[i])};
     for (int t = 0; t < 9; ++t) atomic_add_fixed(sums + t, to_fixed(terms[t], counts_per_unit));
   }

@@ -43,7 +43,8 @@ Matrix3 face_on_rotation(const std::array<double, 6>& s, const std::array<double
   Eigen::Matrix3d inertia;
   inertia << s[0], s[3], s[4], s[3], s[1], s[5], s[4], s[5], s[2];
   const Eigen::SelfAdjointEigenSolver<Eigen::Matrix3d> solver(inertia);
-  if (solver.info() != Eigen::Success) throw std::runtime_error("orient: inertia tensor eigen-decomposition failed");
+  if (solver.info() != Eigen::Success)
+    throw std::runtime_error("orient: inertia tensor eigen-decomposition failed");
   // Eigenvalues ascending: the new x, y, z axes are the eigenvectors in that order; the largest
   // (the disc's normal) along the angular momentum; x with its largest component positive;
   // y completes a right-handed frame.
@@ -89,7 +90,8 @@ class OrientStage final : public Stage {
     auto rotate = [&](ShardedArray<float>& field) {
       if (field.empty()) return;
       shard_map(state.mesh, [&](const Device& d) {
-        IFUSIM_DISPATCH(d, rotate_vectors, d, r, field.local(d, 0), field.local(d, 1), field.local(d, 2));
+        IFUSIM_DISPATCH(d, rotate_vectors, d, r, field.local(d, 0), field.local(d, 1),
+                        field.local(d, 2));
       });
     };
     rotate(state.data.stars.position_kpc);
@@ -104,25 +106,28 @@ class OrientStage final : public Stage {
     const Stars& stars = state.data.stars;
     const double radius = state.data.galaxy.halfmass_radius_stars_kpc;
     if (!(radius > 0))
-      throw std::runtime_error("orient: the galaxy has no stellar half-mass radius to align within");
+      throw std::runtime_error(
+          "orient: the galaxy has no stellar half-mass radius to align within");
     std::vector<float> m_max(mesh.size()), v_max(mesh.size());
     shard_map(mesh, [&](const Device& d) {
       m_max[d.id] = IFUSIM_DISPATCH(d, max_abs_value, d, stars.mass_msun.local(d));
       for (int c = 0; c < 3; ++c)
-        v_max[d.id] = std::max(v_max[d.id], IFUSIM_DISPATCH(d, max_abs_value, d, stars.velocity_kms.local(d, c)));
+        v_max[d.id] = std::max(
+            v_max[d.id], IFUSIM_DISPATCH(d, max_abs_value, d, stars.velocity_kms.local(d, c)));
     });
     // |each term| <= m r^2 (tensor) or m r |v| sqrt(2) (angular momentum), r <= radius.
     const double per_star = *std::max_element(m_max.begin(), m_max.end()) * radius *
                             std::max(radius, 1.5 * *std::max_element(v_max.begin(), v_max.end()));
-    const FixedPointScale scale = FixedPointScale::for_bound(static_cast<double>(stars.count()) * per_star);
+    const FixedPointScale scale =
+        FixedPointScale::for_bound(static_cast<double>(stars.count()) * per_star);
     ShardedArray<std::int64_t> sums(mesh, 9, 1, Sharding::partial());
     shard_map(mesh, [&](const Device& d) {
       sums.shard(d).buffer.zero();
       const auto& p = stars.position_kpc;
       const auto& v = stars.velocity_kms;
       IFUSIM_DISPATCH(d, accumulate_inertia, d, p.local(d, 0), p.local(d, 1), p.local(d, 2),
-                      v.local(d, 0), v.local(d, 1), v.local(d, 2), stars.mass_msun.local(d),
-                      radius, scale.counts_per_unit, sums.local(d));
+                      v.local(d, 0), v.local(d, 1), v.local(d, 2), stars.mass_msun.local(d), radius,
+                      scale.counts_per_unit, sums.local(d));
     });
     std::vector<std::int64_t> total(9, 0);
     for (const auto& shard : sums.shards()) {

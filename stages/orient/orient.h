@@ -34,7 +34,8 @@ struct OrientParams {
 Matrix3 euler_rotation(double alpha_deg, double beta_deg, double gamma_deg);
 // The face-on rotation from the 6 inertia-tensor sums (xx, yy, zz, xy, xz, yz) and the angular
 // momentum (Lx, Ly, Lz).
-Matrix3 face_on_rotation(const std::array<double, 6>& inertia, const std::array<double, 3>& angular_momentum);
+Matrix3 face_on_rotation(const std::array<double, 6>& inertia,
+                         const std::array<double, 3>& angular_momentum);
 
 std::unique_ptr<Stage> make_orient_stage(const nlohmann::json& params, const std::string& path);
 
@@ -44,10 +45,11 @@ struct RotationMatrix {
 
 }  // namespace ifusim
 
-IFUSIM_DECLARE_BACKENDS(
-    void accumulate_inertia(const Device& device, Span<const float> x, Span<const float> y,
-                            Span<const float> z, Span<const float> vx, Span<const float> vy,
-                            Span<const float> vz, Span<const float> mass, double radius_kpc,
-                            double counts_per_unit, Span<std::int64_t> sums);
-    void rotate_vectors(const Device& device, ifusim::RotationMatrix rotation, Span<float> x,
-                        Span<float> y, Span<float> z);)
+IFUSIM_DECLARE_BACKENDS(void accumulate_inertia(const Device& device, Span<const float> x,
+                                                Span<const float> y, Span<const float> z,
+                                                Span<const float> vx, Span<const float> vy,
+                                                Span<const float> vz, Span<const float> mass,
+                                                double radius_kpc, double counts_per_unit,
+                                                Span<std::int64_t> sums);
+                        void rotate_vectors(const Device& device, ifusim::RotationMatrix rotation,
+                                            Span<float> x, Span<float> y, Span<float> z);)

@@ -13,7 +13,8 @@ struct AssignSpaxel {
 
 void assign_spaxels(const Device& device, SpaxelGrid grid, Span<const float> x_kpc,
                     Span<const float> y_kpc, Span<std::int32_t> spaxel_index) {
-  parallel_for(device, spaxel_index.size, AssignSpaxel{grid, x_kpc.data, y_kpc.data, spaxel_index.data});
+  parallel_for(device, spaxel_index.size,
+               AssignSpaxel{grid, x_kpc.data, y_kpc.data, spaxel_index.data});
 }
 
 }  // namespace ifusim::IFUSIM_BACKEND_NS

@@ -52,7 +52,8 @@ class ApertureStage final : public Stage {
 
 void assign_stars_to_grid(RunState& state, const SpaxelGrid& grid, int n_wave) {
   Stars& stars = state.data.stars;
-  stars.spaxel_index = ShardedArray<std::int32_t>(state.mesh, stars.count(), 1, Sharding::sharded());
+  stars.spaxel_index =
+      ShardedArray<std::int32_t>(state.mesh, stars.count(), 1, Sharding::sharded());
   shard_map(state.mesh, [&](const Device& device) {
     IFUSIM_DISPATCH(device, assign_spaxels, device, grid, stars.position_kpc.local(device, 0),
                     stars.position_kpc.local(device, 1), stars.spaxel_index.local(device));

@@ -7,8 +7,8 @@ inline constexpr int kBinsPerChunk = 32;
 
 // Position of x in an ascending table of n values: the lower node and the weight of the upper
 // one. Outside the table: clamped to the end node, and *outside is set.
-IFUSIM_HD inline void bracket(const double* table, int n, double x, int& lower, double& upper_weight,
-                              bool& outside) {
+IFUSIM_HD inline void bracket(const double* table, int n, double x, int& lower,
+                              double& upper_weight, bool& outside) {
   if (n == 1 || !(x > table[0])) {
     outside = outside || x < table[0] || x != x;
     lower = 0;
@@ -24,7 +24,10 @@ IFUSIM_HD inline void bracket(const double* table, int n, double x, int& lower, 
   int lo = 0, hi = n - 1;  // table[lo] <= x < table[hi]
   while (hi - lo > 1) {
     const int mid = (lo + hi) / 2;
-    if (table[mid] <= x) lo = mid; else hi = mid;
+    if (table[mid] <= x)
+      lo = mid;
+    else
+      hi = mid;
   }
   lower = lo;
   upper_weight = (x - table[lo]) / (table[lo + 1] - table[lo]);
@@ -64,8 +67,16 @@ IFUSIM_HD inline NodeWeights node_weights(const SspView& ssp, double age_gyr, do
 // outside the table gives j = -1 (below) or n_wave (above).
 IFUSIM_HD inline void locate(const SspView& ssp, double lambda, int& j, double& fraction) {
   const int n = ssp.n_wave;
-  if (!(lambda > ssp.edges[0])) { j = -1; fraction = 0.0; return; }
-  if (lambda >= ssp.edges[n]) { j = n; fraction = 0.0; return; }
+  if (!(lambda > ssp.edges[0])) {
+    j = -1;
+    fraction = 0.0;
+    return;
+  }
+  if (lambda >= ssp.edges[n]) {
+    j = n;
+    fraction = 0.0;
+    return;
+  }
   if (ssp.uniform) {
     j = static_cast<int>((lambda - ssp.edge0) / ssp.step);
     j = j < 0 ? 0 : (j >= n ? n - 1 : j);
@@ -73,7 +84,10 @@ IFUSIM_HD inline void locate(const SspView& ssp, double lambda, int& j, double& 
     int lo = 0, hi = n;
     while (hi - lo > 1) {
       const int mid = (lo + hi) / 2;
-      if (ssp.edges[mid] <= lambda) lo = mid; else hi = mid;
+      if (ssp.edges[mid] <= lambda)
+        lo = mid;
+      else
+        hi = mid;
     }
     j = lo;
   }
@@ -157,8 +171,8 @@ void accumulate_stellar_spectra(const Device& device, const SspView& ssp, const 
                                 double counts_per_unit, Span<std::int64_t> cube_sums) {
   const int n_chunks = (bins.n + kBinsPerChunk - 1) / kBinsPerChunk;
   parallel_for(device, stars.n * static_cast<std::size_t>(n_chunks),
-               DepositSpectrumChunk{ssp, bins, 1.0 + redshift, stars, dust, n_chunks, counts_per_unit,
-                                    cube_sums.data});
+               DepositSpectrumChunk{ssp, bins, 1.0 + redshift, stars, dust, n_chunks,
+                                    counts_per_unit, cube_sums.data});
 }
 
 // Mass-weighted moments of the line-of-sight velocity per spaxel: sum m, sum m v, sum m v^2.
@@ -181,7 +195,8 @@ struct DepositMoments {
 void accumulate_kinematics(const Device& device, const StarViews& stars,
                            Span<const float> mass_msun, double counts_per_unit,
                            Span<std::int64_t> moment_sums) {
-  parallel_for(device, stars.n, DepositMoments{stars, mass_msun.data, counts_per_unit, moment_sums.data});
+  parallel_for(device, stars.n,
+               DepositMoments{stars, mass_msun.data, counts_per_unit, moment_sums.data});
 }
 
 }  // namespace ifusim::IFUSIM_BACKEND_NS

@@ -14,7 +14,8 @@ namespace {
 // The templates' rest wavelengths in the telescope's medium.
 std::vector<double> rest_wavelengths(const SspGrid& grid, const std::string& medium) {
   std::vector<double> out;
-  for (double w : grid.wavelength_angstrom) out.push_back(convert_wavelength(w, grid.wavelength_medium, medium));
+  for (double w : grid.wavelength_angstrom)
+    out.push_back(convert_wavelength(w, grid.wavelength_medium, medium));
   return out;
 }
 
@@ -33,11 +34,13 @@ void check_grid(const SspGrid& g) {
     return std::adjacent_find(v.begin(), v.end(), std::greater_equal<>()) == v.end();
   };
   if (g.n_age() == 0 || g.n_metallicity() == 0 || g.n_wave() < 2)
-    throw std::invalid_argument("SSP grid " + g.name + ": needs ages, metallicities and >= 2 wavelengths");
+    throw std::invalid_argument("SSP grid " + g.name +
+                                ": needs ages, metallicities and >= 2 wavelengths");
   if (!ascending(g.age_gyr) || !ascending(g.metallicity) || !ascending(g.wavelength_angstrom))
     throw std::invalid_argument("SSP grid " + g.name + ": axes must be strictly ascending");
   if (g.age_gyr.front() <= 0 || g.metallicity.front() <= 0)
-    throw std::invalid_argument("SSP grid " + g.name + ": ages and metallicities must be > 0 (log grid)");
+    throw std::invalid_argument("SSP grid " + g.name +
+                                ": ages and metallicities must be > 0 (log grid)");
   if (g.flux.size() != g.n_age() * g.n_metallicity() * g.n_wave())
     throw std::invalid_argument("SSP grid " + g.name + ": flux size does not match its axes");
 }
@@ -72,7 +75,7 @@ StellarSpectraParams StellarSpectraParams::from_json(JsonParams p) {
   // Only bilinear interpolation in (log age, log Z) is offered; the key documents it.
   p.choice("interpolation", {"bilinear"}, "bilinear");
   out.outside = p.choice("outside_grid", {"clamp", "zero"}, "clamp") == "zero" ? OutsideGrid::zero
-                                                                             : OutsideGrid::clamp;
+                                                                               : OutsideGrid::clamp;
   p.finish();
   return out;
 }
@@ -87,8 +90,8 @@ class StellarSpectraStage final : public Stage {
   }
   std::string name() const override { return "stellar_spectra"; }
   std::vector<std::string> needs() const override {
-    return {"stars.spaxel_index", "stars.velocity_kms", "stars.initial_mass_msun", "stars.age_gyr",
-            "stars.metallicity", "spaxels"};
+    return {"stars.spaxel_index", "stars.velocity_kms", "stars.initial_mass_msun",
+            "stars.age_gyr",      "stars.metallicity",  "spaxels"};
   }
   std::vector<std::string> provides() const override { return {"partial_cube", "kinematics"}; }
 
@@ -126,13 +129,15 @@ class StellarSpectraStage final : public Stage {
     PartialCube partial;
     partial.shape = {state.spaxels.nx, state.spaxels.ny, bins.n};
     partial.scale = FixedPointScale::for_bound(bound);
-    partial.sums = ShardedArray<std::int64_t>(mesh, partial.shape.n_voxels(), 1, Sharding::partial());
+    partial.sums =
+        ShardedArray<std::int64_t>(mesh, partial.shape.n_voxels(), 1, Sharding::partial());
 
     const double mc_max = *std::max_element(max_current.begin(), max_current.end());
     PartialCube moments;
     moments.shape = {state.spaxels.nx, state.spaxels.ny, 3};
     moments.scale = FixedPointScale::for_bound(n * mc_max * std::max(1.0, v_max * v_max));
-    moments.sums = ShardedArray<std::int64_t>(mesh, moments.shape.n_voxels(), 1, Sharding::partial());
+    moments.sums =
+        ShardedArray<std::int64_t>(mesh, moments.shape.n_voxels(), 1, Sharding::partial());
 
     shard_map(mesh, [&](const Device& d) {
       partial.sums.shard(d).buffer.zero();
@@ -149,13 +154,15 @@ class StellarSpectraStage final : public Stage {
       ssp.edge0 = tables_.edges.front();
       ssp.step = (tables_.edges.back() - tables_.edges.front()) / ssp.n_wave;
       ssp.outside = params_.outside;
-      const StarViews views{stars.velocity_kms.local(d, 2).data, stars.initial_mass_msun.local(d).data,
-                            stars.age_gyr.local(d).data,       stars.metallicity.local(d).data,
+      const StarViews views{stars.velocity_kms.local(d, 2).data,
+                            stars.initial_mass_msun.local(d).data,
+                            stars.age_gyr.local(d).data,
+                            stars.metallicity.local(d).data,
                             stars.spaxel_index.local(d).data,
                             stars.dust_av.empty() ? nullptr : stars.dust_av.local(d).data,
                             stars.spaxel_index.local(d).size};
-      IFUSIM_DISPATCH(d, accumulate_stellar_spectra, d, ssp, bins, obs.redshift, state.dust_curve, views,
-                      partial.scale.counts_per_unit, partial.sums.local(d));
+      IFUSIM_DISPATCH(d, accumulate_stellar_spectra, d, ssp, bins, obs.redshift, state.dust_curve,
+                      views, partial.scale.counts_per_unit, partial.sums.local(d));
       IFUSIM_DISPATCH(d, accumulate_kinematics, d, views, stars.mass_msun.local(d),
                       moments.scale.counts_per_unit, moments.sums.local(d));
     });
@@ -175,26 +182,32 @@ std::unique_ptr<Stage> make_stellar_spectra_stage(std::shared_ptr<const SspGrid>
   return std::make_unique<StellarSpectraStage>(std::move(grid), params);
 }
 
-std::vector<double> reference_stellar_cube(const SspGrid& grid, OutsideGrid outside,
-                                           const std::string& medium, double redshift, const WaveBins& bins,
-                                           std::size_t n_spaxels,
-                                           const std::vector<float>& velocity_los_kms,
-                                           const std::vector<float>& initial_mass_msun,
-                                           const std::vector<float>& age_gyr,
-                                           const std::vector<float>& metallicity,
-                                           const std::vector<std::int32_t>& spaxel_index) {
+std::vector<double> reference_stellar_cube(
+    const SspGrid& grid, OutsideGrid outside, const std::string& medium, double redshift,
+    const WaveBins& bins, std::size_t n_spaxels, const std::vector<float>& velocity_los_kms,
+    const std::vector<float>& initial_mass_msun, const std::vector<float>& age_gyr,
+    const std::vector<float>& metallicity, const std::vector<std::int32_t>& spaxel_index) {
   check_grid(grid);
   const std::size_t n_wave = grid.n_wave(), n_z = grid.n_metallicity();
   const std::vector<double> rest_edges = edges_from_centres(rest_wavelengths(grid, medium));
   std::vector<double> cube(n_spaxels * static_cast<std::size_t>(bins.n), 0.0);
   // Linear interpolation weight of x in an ascending axis (in log10), clamped at the ends.
-  auto locate = [](const std::vector<double>& axis, double x, std::size_t& lo, double& t, bool& out) {
+  auto locate = [](const std::vector<double>& axis, double x, std::size_t& lo, double& t,
+                   bool& out) {
     std::vector<double> logs;
     for (double a : axis) logs.push_back(std::log10(a));
     const double lx = std::log10(std::max(x, 1e-12));
     if (lx < logs.front() || lx > logs.back()) out = true;
-    if (axis.size() == 1 || lx <= logs.front()) { lo = 0; t = 0; return; }
-    if (lx >= logs.back()) { lo = axis.size() - 2; t = 1; return; }
+    if (axis.size() == 1 || lx <= logs.front()) {
+      lo = 0;
+      t = 0;
+      return;
+    }
+    if (lx >= logs.back()) {
+      lo = axis.size() - 2;
+      t = 1;
+      return;
+    }
     lo = 0;
     while (logs[lo + 1] <= lx) ++lo;
     t = (lx - logs[lo]) / (logs[lo + 1] - logs[lo]);
@@ -211,9 +224,10 @@ std::vector<double> reference_stellar_cube(const SspGrid& grid, OutsideGrid outs
     const std::size_t ia1 = std::min(ia + 1, grid.n_age() - 1), iz1 = std::min(iz + 1, n_z - 1);
     // 1. The star's rest-frame spectrum: bilinear in (log age, log Z), times initial mass.
     for (std::size_t j = 0; j < n_wave; ++j)
-      spectrum[j] = initial_mass_msun[i] *
-                    ((1 - ta) * (1 - tz) * grid.spectrum(ia, iz)[j] + (1 - ta) * tz * grid.spectrum(ia, iz1)[j] +
-                     ta * (1 - tz) * grid.spectrum(ia1, iz)[j] + ta * tz * grid.spectrum(ia1, iz1)[j]);
+      spectrum[j] = initial_mass_msun[i] * ((1 - ta) * (1 - tz) * grid.spectrum(ia, iz)[j] +
+                                            (1 - ta) * tz * grid.spectrum(ia, iz1)[j] +
+                                            ta * (1 - tz) * grid.spectrum(ia1, iz)[j] +
+                                            ta * tz * grid.spectrum(ia1, iz1)[j]);
     // 2. Shift every pixel edge; 3. share each pixel's energy among the bins it overlaps.
     const double doppler = (1 + redshift) * (1 + velocity_los_kms[i] / kSpeedOfLightKms);
     double* out_spectrum = cube.data() + static_cast<std::size_t>(spaxel_index[i]) * bins.n;
@@ -222,8 +236,10 @@ std::vector<double> reference_stellar_cube(const SspGrid& grid, OutsideGrid outs
       const double energy = spectrum[j] * (rest_edges[j + 1] - rest_edges[j]);
       // Only the bins [a, b] can reach (a margin of one bin on each side).
       const double first_edge = bins.start_angstrom - 0.5 * bins.step_angstrom;
-      const int k_begin = std::max(0, static_cast<int>(std::floor((a - first_edge) / bins.step_angstrom)) - 1);
-      const int k_end = std::min(bins.n, static_cast<int>(std::floor((b - first_edge) / bins.step_angstrom)) + 2);
+      const int k_begin =
+          std::max(0, static_cast<int>(std::floor((a - first_edge) / bins.step_angstrom)) - 1);
+      const int k_end =
+          std::min(bins.n, static_cast<int>(std::floor((b - first_edge) / bins.step_angstrom)) + 2);
       for (int k = k_begin; k < k_end; ++k) {
         const double lo = bins.start_angstrom + (k - 0.5) * bins.step_angstrom;
         const double hi = lo + bins.step_angstrom;

@@ -34,11 +34,11 @@ enum class OutsideGrid : int { clamp, zero };
 // Templates on the device, ready for the kernel (replicated on every device).
 struct SspView {
   int n_age = 0, n_z = 0, n_wave = 0;
-  const double* log_age = nullptr;  // log10(age / Gyr), n_age
-  const double* log_z = nullptr;    // log10(Z), n_z
-  const double* edges = nullptr;    // rest-frame pixel edges, n_wave + 1 (Angstrom)
+  const double* log_age = nullptr;     // log10(age / Gyr), n_age
+  const double* log_z = nullptr;       // log10(Z), n_z
+  const double* edges = nullptr;       // rest-frame pixel edges, n_wave + 1 (Angstrom)
   const double* cumulative = nullptr;  // per node (i_age * n_z + i_z): n_wave + 1 values
-  bool uniform = false;  // edges equally spaced: pixel lookup without search
+  bool uniform = false;                // edges equally spaced: pixel lookup without search
   double edge0 = 0.0, step = 1.0;
   OutsideGrid outside = OutsideGrid::clamp;
 };
@@ -83,14 +83,11 @@ std::unique_ptr<Stage> make_stellar_spectra_stage(std::shared_ptr<const SspGrid>
 // The slow, obvious double-precision reference of the same physics, one particle at a time:
 // interpolate the full spectrum, shift every pixel edge, and share each pixel's energy among
 // the bins it overlaps. Returns the cube (spaxel-major) in L_sun per observed Angstrom.
-std::vector<double> reference_stellar_cube(const SspGrid& grid, OutsideGrid outside,
-                                           const std::string& medium, double redshift, const WaveBins& bins,
-                                           std::size_t n_spaxels,
-                                           const std::vector<float>& velocity_los_kms,
-                                           const std::vector<float>& initial_mass_msun,
-                                           const std::vector<float>& age_gyr,
-                                           const std::vector<float>& metallicity,
-                                           const std::vector<std::int32_t>& spaxel_index);
+std::vector<double> reference_stellar_cube(
+    const SspGrid& grid, OutsideGrid outside, const std::string& medium, double redshift,
+    const WaveBins& bins, std::size_t n_spaxels, const std::vector<float>& velocity_los_kms,
+    const std::vector<float>& initial_mass_msun, const std::vector<float>& age_gyr,
+    const std::vector<float>& metallicity, const std::vector<std::int32_t>& spaxel_index);
 
 inline constexpr double kSpeedOfLightKms = 299792.458;
 
@@ -100,9 +97,8 @@ IFUSIM_DECLARE_BACKENDS(
     float max_abs_value(const Device& device, Span<const float> values);
     void accumulate_stellar_spectra(const Device& device, const ifusim::SspView& ssp,
                                     const ifusim::WaveBins& bins, double redshift,
-                                    const ifusim::DustCurve& dust,
-                                    const ifusim::StarViews& stars, double counts_per_unit,
-                                    Span<std::int64_t> cube_sums);
+                                    const ifusim::DustCurve& dust, const ifusim::StarViews& stars,
+                                    double counts_per_unit, Span<std::int64_t> cube_sums);
     void accumulate_kinematics(const Device& device, const ifusim::StarViews& stars,
                                Span<const float> mass_msun, double counts_per_unit,
                                Span<std::int64_t> moment_sums);)
