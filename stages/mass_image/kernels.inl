@@ -1,11 +1,6 @@
 // Mass-image kernels: one source, compiled by mass_image_cpu.cpp and mass_image_cuda.cu.
 namespace ifusim::IFUSIM_BACKEND_NS {
 
-struct AbsValue {
-  const float* values;
-  IFUSIM_HD float operator()(std::size_t i) const { return values[i] < 0 ? -values[i] : values[i]; }
-};
-
 struct DepositMass {
   const float* mass_msun;
   const std::int32_t* spaxel_index;
@@ -16,10 +11,6 @@ struct DepositMass {
     if (s >= 0) atomic_add_fixed(&image_sums[s], to_fixed(mass_msun[i], counts_per_unit));
   }
 };
-
-float max_abs(const Device& device, Span<const float> values) {
-  return transform_max(device, values.size, AbsValue{values.data}, 0.0f);
-}
 
 void accumulate_mass_image(const Device& device, Span<const float> mass_msun,
                            Span<const std::int32_t> spaxel_index, double counts_per_unit,

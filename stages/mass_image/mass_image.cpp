@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "stages/reductions/reductions.h"
+
 namespace ifusim {
 
 MassImageParams MassImageParams::from_json(JsonParams p) {
@@ -31,13 +33,7 @@ class MassImageStage final : public Stage {
 
     // The fixed-point scale must not depend on the split: bound every pixel's total by
     // N * max|weight| (a max is exact in any order, N is the global count).
-    std::vector<float> local_max(mesh.size(), 0.0f);
-    shard_map(mesh, [&](const Device& device) {
-      local_max[device.id] =
-          IFUSIM_DISPATCH(device, max_abs, device, Span<const float>(weight.local(device)));
-    });
-    const double bound =
-        static_cast<double>(stars.count()) * *std::max_element(local_max.begin(), local_max.end());
+    const double bound = static_cast<double>(stars.count()) * global_max_abs(mesh, weight);
 
     PartialCube partial;
     partial.shape = {state.spaxels.nx, state.spaxels.ny, 1};

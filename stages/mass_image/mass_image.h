@@ -20,8 +20,7 @@ std::unique_ptr<Stage> make_mass_image_stage(const nlohmann::json& params, const
 
 }  // namespace ifusim
 
-IFUSIM_DECLARE_BACKENDS(float max_abs(const Device& device, Span<const float> values);
-                        void accumulate_mass_image(const Device& device,
+IFUSIM_DECLARE_BACKENDS(void accumulate_mass_image(const Device& device,
                                                    Span<const float> mass_msun,
                                                    Span<const std::int32_t> spaxel_index,
                                                    double counts_per_unit,

@@ -6,7 +6,7 @@
 #include <numbers>
 #include <stdexcept>
 
-#include "stages/stellar_spectra/stellar_spectra.h"
+#include "stages/reductions/reductions.h"
 
 namespace ifusim {
 
@@ -108,16 +108,12 @@ class OrientStage final : public Stage {
     if (!(radius > 0))
       throw std::runtime_error(
           "orient: the galaxy has no stellar half-mass radius to align within");
-    std::vector<float> m_max(mesh.size()), v_max(mesh.size());
-    shard_map(mesh, [&](const Device& d) {
-      m_max[d.id] = IFUSIM_DISPATCH(d, max_abs_value, d, stars.mass_msun.local(d));
-      for (int c = 0; c < 3; ++c)
-        v_max[d.id] = std::max(
-            v_max[d.id], IFUSIM_DISPATCH(d, max_abs_value, d, stars.velocity_kms.local(d, c)));
-    });
+    double v_max = 0.0;
+    for (int c = 0; c < 3; ++c)
+      v_max = std::max<double>(v_max, global_max_abs(mesh, stars.velocity_kms, c));
     // |each term| <= m r^2 (tensor) or m r |v| sqrt(2) (angular momentum), r <= radius.
-    const double per_star = *std::max_element(m_max.begin(), m_max.end()) * radius *
-                            std::max(radius, 1.5 * *std::max_element(v_max.begin(), v_max.end()));
+    const double per_star =
+        global_max_abs(mesh, stars.mass_msun) * radius * std::max(radius, 1.5 * v_max);
     const FixedPointScale scale =
         FixedPointScale::for_bound(static_cast<double>(stars.count()) * per_star);
     ShardedArray<std::int64_t> sums(mesh, 9, 1, Sharding::partial());

@@ -157,15 +157,6 @@ struct DepositSpectrumChunk {
   }
 };
 
-struct AbsFloat {
-  const float* values;
-  IFUSIM_HD float operator()(std::size_t i) const { return values[i] < 0 ? -values[i] : values[i]; }
-};
-
-float max_abs_value(const Device& device, Span<const float> values) {
-  return transform_max(device, values.size, AbsFloat{values.data}, 0.0f);
-}
-
 void accumulate_stellar_spectra(const Device& device, const SspView& ssp, const WaveBins& bins,
                                 double redshift, const DustCurve& dust, const StarViews& stars,
                                 double counts_per_unit, Span<std::int64_t> cube_sums) {

@@ -6,6 +6,7 @@
 
 #include "data/sharded_array.h"
 #include "data/wavelength.h"
+#include "stages/reductions/reductions.h"
 
 namespace ifusim {
 
@@ -114,14 +115,8 @@ class StellarSpectraStage final : public Stage {
 
     // A bound on any voxel's total that does not depend on the split: every star adds at most
     // m * max|f| / D_min to a voxel, D_min from the largest approaching speed.
-    std::vector<float> max_mass(mesh.size()), max_speed(mesh.size()), max_current(mesh.size());
-    shard_map(mesh, [&](const Device& d) {
-      max_mass[d.id] = IFUSIM_DISPATCH(d, max_abs_value, d, stars.initial_mass_msun.local(d));
-      max_speed[d.id] = IFUSIM_DISPATCH(d, max_abs_value, d, stars.velocity_kms.local(d, 2));
-      max_current[d.id] = IFUSIM_DISPATCH(d, max_abs_value, d, stars.mass_msun.local(d));
-    });
-    const double m_max = *std::max_element(max_mass.begin(), max_mass.end());
-    const double v_max = *std::max_element(max_speed.begin(), max_speed.end());
+    const double m_max = global_max_abs(mesh, stars.initial_mass_msun);
+    const double v_max = global_max_abs(mesh, stars.velocity_kms, 2);
     const double d_min = (1.0 + obs.redshift) * std::max(1e-3, 1.0 - v_max / kSpeedOfLightKms);
     const double n = static_cast<double>(stars.count());
     const double bound = n * m_max * tables_.max_flux_density / d_min;
@@ -132,7 +127,7 @@ class StellarSpectraStage final : public Stage {
     partial.sums =
         ShardedArray<std::int64_t>(mesh, partial.shape.n_voxels(), 1, Sharding::partial());
 
-    const double mc_max = *std::max_element(max_current.begin(), max_current.end());
+    const double mc_max = global_max_abs(mesh, stars.mass_msun);
     PartialCube moments;
     moments.shape = {state.spaxels.nx, state.spaxels.ny, 3};
     moments.scale = FixedPointScale::for_bound(n * mc_max * std::max(1.0, v_max * v_max));

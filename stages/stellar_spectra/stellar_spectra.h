@@ -94,7 +94,6 @@ inline constexpr double kSpeedOfLightKms = 299792.458;
 }  // namespace ifusim
 
 IFUSIM_DECLARE_BACKENDS(
-    float max_abs_value(const Device& device, Span<const float> values);
     void accumulate_stellar_spectra(const Device& device, const ifusim::SspView& ssp,
                                     const ifusim::WaveBins& bins, double redshift,
                                     const ifusim::DustCurve& dust, const ifusim::StarViews& stars,

@@ -1,0 +1,16 @@
+#include "stages/reductions/reductions.h"
+
+#include <algorithm>
+
+namespace ifusim {
+
+float global_max_abs(const Mesh& mesh, const ShardedArray<float>& field, int component) {
+  if (field.empty()) return 0.0f;
+  std::vector<float> per_device(mesh.size(), 0.0f);
+  shard_map(mesh, [&](const Device& d) {
+    per_device[d.id] = IFUSIM_DISPATCH(d, max_abs_value, d, field.local(d, component));
+  });
+  return *std::max_element(per_device.begin(), per_device.end());
+}
+
+}  // namespace ifusim

@@ -1,0 +1,16 @@
+#pragma once
+// Exact reductions over sharded fields. Stages use them to choose fixed-point scales
+// (data/fixed_point.h) that do not depend on how the particles are split: a maximum is exact
+// in any order.
+#include "data/buffer.h"
+#include "data/sharded_array.h"
+#include "stages/dispatch.h"
+
+namespace ifusim {
+
+// max |x| over every device's shard of one component of `field` (0 for an empty field).
+float global_max_abs(const Mesh& mesh, const ShardedArray<float>& field, int component = 0);
+
+}  // namespace ifusim
+
+IFUSIM_DECLARE_BACKENDS(float max_abs_value(const Device& device, Span<const float> values);)
