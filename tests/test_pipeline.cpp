@@ -163,7 +163,7 @@ TEST_CASE("a galaxy placed by distance gets the redshift of that distance", "[pi
   CHECK(c.redshift == Approx(0.05).epsilon(1e-3));
 }
 
-TEST_CASE("--set overrides config values by key path", "[pipeline]") {
+TEST_CASE("config values are overridden by key path, as --set does", "[pipeline]") {
   nlohmann::json doc = {{"galaxy", {{"redshift", 0.1}}}};
   apply_override(doc, "galaxy.redshift=0.25");
   apply_override(doc, "stages.psf.shape=moffat");
