@@ -1,5 +1,7 @@
 #include "stages/stellar_spectra/stellar_spectra.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -105,6 +107,16 @@ class StellarSpectraStage final : public Stage {
                         state.spaxels.n_wave};
     if (bins.n <= 0 || !(bins.step_angstrom > 0))
       throw std::logic_error("stellar_spectra: the observation has no wavelength grid");
+    // Templates that do not reach the band's ends (after the shift) leave those bins dark.
+    const double reach_lo = tables_.edges.front() * (1.0 + obs.redshift);
+    const double reach_hi = tables_.edges.back() * (1.0 + obs.redshift);
+    const double band_hi = bins.start_angstrom + bins.n * bins.step_angstrom;
+    if (reach_lo > bins.start_angstrom || reach_hi < band_hi)
+      spdlog::warn(
+          "stellar_spectra: the templates ({:.1f}-{:.1f} A at rest) cover {:.1f}-{:.1f} A at "
+          "z = {}, not all of the telescope's {:.1f}-{:.1f} A: the rest of the cube stays dark",
+          tables_.edges.front(), tables_.edges.back(), reach_lo, reach_hi, obs.redshift,
+          bins.start_angstrom, band_hi);
 
     // The templates, replicated on every device.
     const auto rep = Sharding::replicated();
