@@ -55,20 +55,7 @@ inline std::string option(int argc, char** argv, const std::string& name,
   return fallback;
 }
 
-struct HostStars {
-  std::vector<float> position_kpc;  // (N, 3)
-  std::vector<float> velocity_kms;  // (N, 3)
-  std::vector<float> mass_msun;
-  std::vector<float> initial_mass_msun;
-  std::vector<float> metallicity;
-  std::vector<float> age_gyr;
-  std::size_t size() const { return mass_msun.size(); }
-  std::vector<float> velocity_los_kms() const {
-    std::vector<float> v(size());
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = velocity_kms[3 * i + 2];
-    return v;
-  }
-};
+using ifusim::HostStars;
 
 // A rotating exponential disc (scale length `scale_kpc`, thin, inclined 60 degrees about x) with
 // a 40 km/s dispersion and an arctan rotation curve (v_flat 200 km/s, turnover 0.5 kpc), ages
@@ -106,18 +93,6 @@ inline HostStars disc_stars(std::size_t n, std::uint64_t seed, double scale_kpc)
     s.metallicity.push_back(static_cast<float>(0.0005 * std::pow(80.0, unit(rng))));
     s.age_gyr.push_back(static_cast<float>(0.02 + 11.98 * unit(rng)));
   }
-  return s;
-}
-
-inline Stars put_stars(const Mesh& mesh, const HostStars& h) {
-  Stars s;
-  const auto sh = Sharding::sharded();
-  s.position_kpc = device_put(mesh, h.position_kpc, 3, sh);
-  s.velocity_kms = device_put(mesh, h.velocity_kms, 3, sh);
-  s.mass_msun = device_put(mesh, h.mass_msun, 1, sh);
-  s.initial_mass_msun = device_put(mesh, h.initial_mass_msun, 1, sh);
-  s.metallicity = device_put(mesh, h.metallicity, 1, sh);
-  s.age_gyr = device_put(mesh, h.age_gyr, 1, sh);
   return s;
 }
 

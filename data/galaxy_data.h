@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "data/cosmology.h"
 #include "data/sharded_array.h"
@@ -89,6 +90,35 @@ struct Gas {
     f(FieldSpec{"spaxel_index", "", 1, K::sharded, true}, s.spaxel_index);
   }
 };
+
+// Star fields on the host, row-major (as read from a file or generated), and their placement on
+// a mesh, every field Sharded(particles) (jax.device_put of a whole particle set).
+struct HostStars {
+  std::vector<float> position_kpc;  // (N, 3)
+  std::vector<float> velocity_kms;  // (N, 3)
+  std::vector<float> mass_msun;
+  std::vector<float> initial_mass_msun;
+  std::vector<float> metallicity;
+  std::vector<float> age_gyr;
+  std::size_t size() const { return mass_msun.size(); }
+  std::vector<float> velocity_los_kms() const {  // v_z
+    std::vector<float> v(size());
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = velocity_kms[3 * i + 2];
+    return v;
+  }
+};
+
+inline Stars put_stars(const Mesh& mesh, const HostStars& h) {
+  Stars s;
+  const auto sharded = Sharding::sharded();
+  s.position_kpc = device_put(mesh, h.position_kpc, 3, sharded);
+  s.velocity_kms = device_put(mesh, h.velocity_kms, 3, sharded);
+  s.mass_msun = device_put(mesh, h.mass_msun, 1, sharded);
+  s.initial_mass_msun = device_put(mesh, h.initial_mass_msun, 1, sharded);
+  s.metallicity = device_put(mesh, h.metallicity, 1, sharded);
+  s.age_gyr = device_put(mesh, h.age_gyr, 1, sharded);
+  return s;
+}
 
 struct GalaxyData {
   Galaxy galaxy;

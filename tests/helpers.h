@@ -7,15 +7,8 @@
 
 namespace ifusim::test {
 
-struct HostStars {
-  std::vector<float> position_kpc;  // (N, 3)
-  std::vector<float> velocity_kms;  // (N, 3)
-  std::vector<float> mass_msun;
-  std::vector<float> initial_mass_msun;
-  std::vector<float> metallicity;
-  std::vector<float> age_gyr;
-  std::size_t size() const { return mass_msun.size(); }
-};
+using ifusim::HostStars;
+using ifusim::put_stars;
 
 // Positions in a Gaussian blob of `scale_kpc`, log-normal masses around 1e6 Msun.
 inline HostStars random_stars(std::size_t n, unsigned seed, double scale_kpc = 5.0) {
@@ -32,18 +25,6 @@ inline HostStars random_stars(std::size_t n, unsigned seed, double scale_kpc = 5
     s.metallicity.push_back(static_cast<float>(z(rng)));
     s.age_gyr.push_back(static_cast<float>(age(rng)));
   }
-  return s;
-}
-
-inline Stars put_stars(const Mesh& mesh, const HostStars& h) {
-  Stars s;
-  const auto sh = Sharding::sharded();
-  s.position_kpc = device_put(mesh, h.position_kpc, 3, sh);
-  s.velocity_kms = device_put(mesh, h.velocity_kms, 3, sh);
-  s.mass_msun = device_put(mesh, h.mass_msun, 1, sh);
-  s.initial_mass_msun = device_put(mesh, h.initial_mass_msun, 1, sh);
-  s.metallicity = device_put(mesh, h.metallicity, 1, sh);
-  s.age_gyr = device_put(mesh, h.age_gyr, 1, sh);
   return s;
 }
 
