@@ -4,10 +4,10 @@
 // the same functors compile for both systems. Only backend translation units include this.
 #include <thrust/execution_policy.h>
 #include <thrust/for_each.h>
-#include <thrust/functional.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/system/omp/execution_policy.h>
-#include <thrust/transform_reduce.h>
+
+#include <cstddef>
 
 #include "data/device.h"
 
@@ -20,6 +20,22 @@ inline auto policy(const Device&) {
   return thrust::omp::par;
 }
 inline void finish(const Device&) {}
+
+// max over i in [0, n) of f(i), or `lowest` when n == 0; exact in any order. An OpenMP
+// reduction rather than thrust::transform_reduce: Thrust's OpenMP reduce writes its result
+// through a reference bound to a null system pointer (tag dispatch in thrust/detail/reference.h),
+// which UBSan rightly reports as undefined behaviour.
+template <class T, class F>
+T transform_max(const Device&, std::size_t n, F f, T lowest) {
+  T result = lowest;
+  const auto count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for reduction(max : result)
+  for (std::ptrdiff_t i = 0; i < count; ++i) {
+    const T v = f(static_cast<std::size_t>(i));
+    result = v > result ? v : result;
+  }
+  return result;
+}
 
 }  // namespace ifusim::cpu
 

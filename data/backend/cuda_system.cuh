@@ -32,6 +32,17 @@ inline void finish(const Device& device) {
                              cudaGetErrorString(err));
 }
 
+// max over i in [0, n) of f(i), or `lowest` when n == 0; exact in any order.
+template <class T, class F>
+T transform_max(const Device& device, std::size_t n, F f, T lowest) {
+  if (n == 0) return lowest;
+  const T result = thrust::transform_reduce(
+      policy(device), thrust::counting_iterator<std::size_t>(0),
+      thrust::counting_iterator<std::size_t>(n), f, lowest, thrust::maximum<T>());
+  finish(device);
+  return result;
+}
+
 }  // namespace ifusim::cuda
 
 #include "data/backend/algorithms.inl"
