@@ -7,7 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "data/galaxy_data.h"
 #include "data/hd.h"
+#include "stages/spaxel_grid/grid.h"
 
 namespace ifusim {
 
@@ -24,5 +26,15 @@ struct FootprintView {
     if (s >= 0) f(s, 1.0);
   }
 };
+
+// The footprint of the stars held by `device` (views into the stars' fields on that device), for
+// the grid the stars were assigned with (RunState::spaxel_grid).
+inline FootprintView star_footprint(const Stars& stars, const SpaxelGrid& grid,
+                                    const Device& device) {
+  (void)grid;  // smoothing will need it
+  FootprintView view;
+  view.spaxel_index = stars.spaxel_index.local(device).data;
+  return view;
+}
 
 }  // namespace ifusim
