@@ -24,7 +24,7 @@
 #include "data/sharded_array.h"
 #include "io/ssp/ssp_library.h"
 #include "io/telescope.h"
-#include "pipeline/collectives/psum.h"
+#include "stages/psum/psum.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
 #include "stages/stellar_spectra/stellar_spectra.h"
 
@@ -125,10 +125,17 @@ inline std::unique_ptr<RunState> prepared_state(const Mesh& mesh, const Telescop
   return state;
 }
 
+inline StellarSpectraParams exact_params() {
+  StellarSpectraParams p;
+  p.method = SpectralMethod::exact;
+  return p;
+}
+
 // The fused spectral stage and psum: the cube in L_sun / A, as the pipeline would have it.
 inline Cube spectra_cube(const Stage& spectra, RunState& state) {
   spectra.run(state);
-  return reduce_to_cube(state.mesh, *state.partial, "Lsun/Angstrom");
+  reduce_partials(state);
+  return std::move(*state.cube);
 }
 
 inline double seconds_since(std::chrono::steady_clock::time_point start) {

@@ -48,7 +48,7 @@ int run_child(long long n, const std::string& ssp) {
         bench::disc_stars(static_cast<std::size_t>(n), 42, bench::disc_scale_kpc(muse));
     auto state = bench::prepared_state(*mesh, muse, host);
     for (std::int32_t s : state->data.stars.spaxel_index.to_host()) in_field += s >= 0;
-    const auto spectra = make_stellar_spectra_stage(grid, StellarSpectraParams{});
+    const auto spectra = make_stellar_spectra_stage(grid, bench::exact_params());
     const Cube cube = bench::spectra_cube(*spectra, *state);
     light = bench::total(cube.data);
   }

@@ -56,7 +56,8 @@ FusedRun time_fused(Backend backend, int n_devices, const Telescope& telescope,
     const auto start = std::chrono::steady_clock::now();
     spectra.run(*state);
     const double stage = bench::seconds_since(start);
-    run.cube = reduce_to_cube(*mesh, *state->partial, "Lsun/Angstrom");
+    reduce_partials(*state);
+    run.cube = std::move(*state->cube);
     if (rep >= 0) stage_t.push_back(stage), total_t.push_back(bench::seconds_since(start));
   }
   run.seconds = median(total_t);
@@ -161,7 +162,7 @@ int main(int argc, char** argv) try {
 
   const Telescope muse = load_telescope_preset("MUSE", "bench");
   auto grid = std::make_shared<const SspGrid>(load_ssp_library(bench::ssp_path(ssp)));
-  const auto spectra = make_stellar_spectra_stage(grid, StellarSpectraParams{});
+  const auto spectra = make_stellar_spectra_stage(grid, bench::exact_params());
   const double scale = bench::disc_scale_kpc(muse);
   std::printf(
       "bench_spectral_speed: MUSE (%d x %d spaxels, %d bins), z = %.2f, SSP %s (%zu x %zu x %zu)\n",

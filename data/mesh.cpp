@@ -18,9 +18,27 @@ Mesh::Mesh(Backend backend, std::vector<Device> devices, std::string axis_name)
     devices[i].id = static_cast<int>(i);
     devices_.push_back(std::make_unique<Device>(std::move(devices[i])));
   }
+  // The owner of a memory space is its first device: for host devices device 0, for a GPU the
+  // first logical device dealt to it.
+  for (std::size_t i = 0; i < devices_.size(); ++i) {
+    std::size_t owner = i;
+    for (std::size_t j = 0; j < i && owner == i; ++j)
+      if (devices_[j]->is_cuda() == devices_[i]->is_cuda() &&
+          (!devices_[i]->is_cuda() || devices_[j]->gpu_ordinal == devices_[i]->gpu_ordinal))
+        owner = j;
+    memory_owner_.push_back(owner);
+  }
+}
+
+std::vector<const Device*> Mesh::memory_owners() const {
+  std::vector<const Device*> out;
+  for (std::size_t i = 0; i < size(); ++i)
+    if (memory_owner_[i] == i) out.push_back(devices_[i].get());
+  return out;
 }
 
 Mesh::~Mesh() {
+  collective_state.reset();  // before the streams it may use
   for (auto& d : devices_)
     if (d->is_cuda() && d->stream) runtime::destroy_stream(d->gpu_ordinal, d->stream);
 }

@@ -28,19 +28,27 @@ class ShardedArray {
   ShardedArray() = default;
 
   // Allocates every device's shard (uninitialised) for a global array of `rows` x `components`.
+  // A Partial(particles) array is allocated once per memory space (Mesh::memory_owner) and
+  // filled with zeros: the devices sharing that memory add into one buffer with integer atomics
+  // (data/fixed_point.h), so `--devices 1000` on one host holds one array, not a thousand.
   ShardedArray(const Mesh& mesh, std::size_t rows, int components, Sharding sharding)
       : rows_(rows), components_(components), sharding_(std::move(sharding)) {
     if (components < 1) throw std::invalid_argument("ShardedArray: components must be >= 1");
     const auto ranges = sharding_.kind() == Sharding::Kind::sharded
                             ? split_evenly(rows, mesh.size())
                             : std::vector<IndexRange>(mesh.size(), IndexRange{0, rows});
+    const bool partial = sharding_.kind() == Sharding::Kind::partial;
     shards_.resize(mesh.size());
+    owner_.resize(mesh.size());
     for (std::size_t d = 0; d < mesh.size(); ++d) {
       auto& s = shards_[d];
       s.device = &mesh.device(d);
       s.range = ranges[d];
       s.replica_id = sharding_.kind() == Sharding::Kind::sharded ? 0 : static_cast<int>(d);
+      owner_[d] = partial ? mesh.memory_owner(d) : d;
+      if (owner_[d] != d) continue;  // shares its memory space's buffer
       s.buffer = DeviceBuffer<T>(*s.device, s.range.size() * static_cast<std::size_t>(components));
+      if (partial) s.buffer.zero();
     }
   }
 
@@ -55,11 +63,24 @@ class ShardedArray {
   const Shard<T>& shard(const Device& device) const {
     return shards_.at(static_cast<std::size_t>(device.id));
   }
-  // Component c of this device's shard: what kernels receive.
+  // The buffer holding this device's rows (its memory space's, for a partial array).
+  DeviceBuffer<T>& buffer_of(const Device& device) {
+    return shards_.at(owner_.at(static_cast<std::size_t>(device.id))).buffer;
+  }
+  const DeviceBuffer<T>& buffer_of(const Device& device) const {
+    return shards_.at(owner_.at(static_cast<std::size_t>(device.id))).buffer;
+  }
+  // Component c of this device's shard: what kernels receive. For a partial array, the buffer
+  // of the device's memory space.
   Span<T> local(const Device& device, int c = 0) const {
     const auto& s = shard(device);
     const std::size_t n = s.range.size();
-    return {s.buffer.data() + static_cast<std::size_t>(c) * n, n};
+    return {buffer_of(device).data() + static_cast<std::size_t>(c) * n, n};
+  }
+  // The devices that hold memory of their own for this array (all but the sharers of a
+  // partial array's buffer).
+  bool owns_buffer(const Device& device) const {
+    return owner_.at(static_cast<std::size_t>(device.id)) == static_cast<std::size_t>(device.id);
   }
 
   // Fills one shard from a row-major host block of its rows (transposed to component planes).
@@ -67,11 +88,12 @@ class ShardedArray {
     auto& s = shard(device);
     const std::size_t n = s.range.size(), k = static_cast<std::size_t>(components_);
     if (n == 0) return;
-    if (k == 1) return s.buffer.upload(host_rows, n);
+    auto& buffer = buffer_of(device);
+    if (k == 1) return buffer.upload(host_rows, n);
     std::vector<T> planes(n * k);
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t c = 0; c < k; ++c) planes[c * n + i] = host_rows[i * k + c];
-    s.buffer.upload(planes.data(), planes.size());
+    buffer.upload(planes.data(), planes.size());
   }
 
   // Row-major copy of one shard's rows.
@@ -79,7 +101,7 @@ class ShardedArray {
     const auto& s = shard(device);
     const std::size_t n = s.range.size(), k = static_cast<std::size_t>(components_);
     std::vector<T> planes(n * k), rows(n * k);
-    s.buffer.download(planes.data(), planes.size());
+    buffer_of(device).download(planes.data(), planes.size());
     if (k == 1) return planes;
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t c = 0; c < k; ++c) rows[i * k + c] = planes[c * n + i];
@@ -110,6 +132,7 @@ class ShardedArray {
   int components_ = 1;
   Sharding sharding_ = Sharding::replicated();
   std::vector<Shard<T>> shards_;
+  std::vector<std::size_t> owner_;  // per device: the shard whose buffer it uses
 };
 
 // Each device fills its own shard: callback(range, rows_out) writes the global rows

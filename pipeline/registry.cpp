@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "io/json_params.h"
-#include "pipeline/collectives/psum.h"
 #include "stages/dust/dust.h"
 #include "stages/flux/flux.h"
 #include "stages/lsf/lsf.h"
@@ -11,34 +10,12 @@
 #include "stages/noise/noise.h"
 #include "stages/orient/orient.h"
 #include "stages/psf/psf.h"
+#include "stages/psum/psum.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
 #include "stages/stellar_spectra/stellar_spectra.h"
 
 namespace ifusim {
 namespace {
-
-// psum as a stage: the partial cube becomes the reduced cube.
-class PsumStage final : public Stage {
- public:
-  explicit PsumStage(std::string unit) : unit_(std::move(unit)) {}
-  std::string name() const override { return "psum"; }
-  std::vector<std::string> needs() const override { return {"partial_cube"}; }
-  std::vector<std::string> provides() const override { return {"cube"}; }
-  void run(RunState& state) const override {
-    state.cube = reduce_to_cube(state.mesh, *state.partial, unit_);
-    state.partial.reset();
-  }
-
- private:
-  std::string unit_;
-};
-
-std::unique_ptr<Stage> make_psum_stage(const nlohmann::json& params, const std::string& path) {
-  JsonParams p(params, path);
-  std::string unit = p.string("unit", "Msun");
-  p.finish();
-  return std::make_unique<PsumStage>(std::move(unit));
-}
 
 std::unique_ptr<Stage> make_stellar_spectra(const nlohmann::json& params, const std::string& path,
                                             const StageResources& resources) {

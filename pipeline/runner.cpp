@@ -16,7 +16,6 @@
 #include "io/rubix/rubix_galaxy.h"
 #include "io/ssp/ssp_library.h"
 #include "io/tng/tng_reader.h"
-#include "pipeline/collectives/psum.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
 
@@ -76,7 +75,6 @@ nlohmann::json stage_params(const StageConfig& s, const RunConfig& c) {
   if (s.name == "stellar_spectra")
     for (auto it = c.ssp_params.begin(); it != c.ssp_params.end(); ++it)
       if (!p.contains(it.key())) p[it.key()] = it.value();
-  if (s.name == "psum" && !p.contains("unit")) p["unit"] = "Lsun/Angstrom";
   if (s.name == "psf" && !p.contains("fwhm_arcsec")) {
     if (!(c.telescope.psf_fwhm_arcsec > 0))
       throw ConfigError(
@@ -103,21 +101,6 @@ Observation make_observation(const RunConfig& c, const GalaxyData& data, const S
   o.template_fwhm_angstrom = ssp.resolution_fwhm_angstrom;
   o.seed = c.seed;
   return o;
-}
-
-// Mass-weighted line-of-sight velocity and dispersion per spaxel (NaN where no star).
-void kinematic_maps(const Cube& moments, std::vector<double>& velocity,
-                    std::vector<double>& dispersion) {
-  const std::size_t n = moments.shape.n_spaxels();
-  velocity.assign(n, std::nan(""));
-  dispersion.assign(n, std::nan(""));
-  for (std::size_t s = 0; s < n; ++s) {
-    const double m = moments.data[3 * s], mv = moments.data[3 * s + 1],
-                 mvv = moments.data[3 * s + 2];
-    if (!(m > 0)) continue;
-    velocity[s] = mv / m;
-    dispersion[s] = std::sqrt(std::max(0.0, mvv / m - velocity[s] * velocity[s]));
-  }
 }
 
 void draw_progress(std::size_t done, std::size_t total, const std::string& label) {
@@ -208,7 +191,6 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
       c.telescope.n_wave());
 
   // 3. The stages, timed, with their memory peaks.
-  std::optional<Cube> moments;
   for (std::size_t i = 0; i < stages.size(); ++i) {
     if (progress) draw_progress(i, stages.size(), stages[i]->name());
     spdlog::debug("stage {}/{}: {}", i + 1, stages.size(), stages[i]->name());
@@ -216,10 +198,6 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
     reset_peak_rss();
     const auto t0 = std::chrono::steady_clock::now();
     stages[i]->run(state);
-    if (stages[i]->name() == "psum" && state.kinematics) {
-      moments = reduce_to_cube(*mesh, *state.kinematics, "");
-      state.kinematics.reset();
-    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     report.stages.push_back(
@@ -255,15 +233,25 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
     write_spectrum_png(out.path("spectrum.png"), wavelength_angstrom(cube),
                        integrated_spectrum(cube), "Wavelength (Angstrom)", cube.unit,
                        "Integrated spectrum");
-    if (moments) {
-      std::vector<double> velocity, dispersion;
-      kinematic_maps(*moments, velocity, dispersion);
-      write_map_png(
-          out.path("velocity.png"), velocity, nx, ny,
-          {"Line-of-sight velocity (mass-weighted)", Colormap::diverging, true, false, "km/s"});
-      write_map_png(
-          out.path("dispersion.png"), dispersion, nx, ny,
-          {"Velocity dispersion (mass-weighted)", Colormap::viridis, false, false, "km/s"});
+    // The kinematic maps the stages made: light-weighted where the spectral stage gave them.
+    auto map = [&](const std::string& light, const std::string& mass) -> const std::string* {
+      for (const std::string* name : {&light, &mass})
+        if (state.maps.count(*name)) return name;
+      return nullptr;
+    };
+    const std::string v_light = "velocity_light_kms", v_mass = "velocity_mass_kms";
+    const std::string s_light = "dispersion_light_kms", s_mass = "dispersion_mass_kms";
+    if (const std::string* v = map(v_light, v_mass)) {
+      const std::string weighting = *v == v_light ? "light" : "mass";
+      write_map_png(out.path("velocity.png"), state.maps.at(*v), nx, ny,
+                    {"Line-of-sight velocity (" + weighting + "-weighted)", Colormap::diverging,
+                     true, false, "km/s"});
+    }
+    if (const std::string* s = map(s_light, s_mass)) {
+      const std::string weighting = *s == s_light ? "light" : "mass";
+      write_map_png(out.path("dispersion.png"), state.maps.at(*s), nx, ny,
+                    {"Velocity dispersion (" + weighting + "-weighted)", Colormap::viridis, false,
+                     false, "km/s"});
     }
   }
   report.total_seconds =

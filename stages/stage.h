@@ -3,6 +3,8 @@
 // made (nothing runs until every stage of a run is made), then run() on the run's state, using
 // shard_map for per-device work. Stages are listed explicitly in pipeline/registry.cpp.
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +32,32 @@ struct Observation {
   std::uint64_t seed = 0;                    // for anything random (noise)
 };
 
+struct RunState;
+
+// A partial result a stage leaves for the psum stage: device-local sums that only mean something
+// once reduced over the mesh, and what the total becomes (the cube, maps, ...). The psum stage
+// reduces every one in the order they were declared, so the runner knows nothing of what a stage
+// accumulates.
+class PartialResult {
+ public:
+  virtual ~PartialResult() = default;
+  virtual void reduce(RunState& state) = 0;
+};
+
+// The common case: one fixed-point array (data/fixed_point.h) and what to do with its total.
+class PartialArray final : public PartialResult {
+ public:
+  using OnTotal = std::function<void(RunState& state, std::vector<double> total)>;
+  PartialArray(ShardedArray<std::int64_t> sums, FixedPointScale scale, OnTotal on_total)
+      : sums_(std::move(sums)), scale_(scale), on_total_(std::move(on_total)) {}
+  void reduce(RunState& state) override;
+
+ private:
+  ShardedArray<std::int64_t> sums_;
+  FixedPointScale scale_;
+  OnTotal on_total_;
+};
+
 // What a run carries from stage to stage.
 //
 // Units through the run: the partial cube and, after psum, the cube hold luminosity density
@@ -43,9 +71,11 @@ struct RunState {
   Observation observation;
   CubeShape spaxels;                   // set by the spaxel stage (n_wave = 0 until spectra)
   SpaxelGrid spaxel_grid;              // the grid behind `spaxels` (set with it)
-  std::optional<PartialCube> partial;  // per-device partial sums, until psum
-  // Per-spaxel sums of mass, mass * v_los and mass * v_los^2 (n_wave = 3), until psum.
-  std::optional<PartialCube> kinematics;
+  // Declared by the stages that accumulate per device, reduced (and emptied) by psum.
+  std::vector<std::unique_ptr<PartialResult>> partials;
+  // Per-spaxel maps made along the way (ny * nx, spaxel-major; NaN where undefined), by name:
+  // "velocity_mass_kms", "dispersion_light_kms", ...
+  std::map<std::string, std::vector<double>> maps;
   std::optional<Cube> cube;  // the reduced cube, after psum
   DustCurve dust_curve;      // set by the dust stage with stars.dust_av
 };

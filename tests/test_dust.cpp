@@ -6,7 +6,7 @@
 #include <random>
 
 #include "helpers.h"
-#include "pipeline/collectives/psum.h"
+#include "stages/psum/psum.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
 #include "ssp_fixture.h"
@@ -252,9 +252,12 @@ Cube spectra_cube(const test::HostStars& stars, const HostGas& gas, bool with_du
   make_spaxel_grid_stage(kGrid, "p")->run(state);
   state.spaxels.n_wave = kBins.n;
   if (with_dust) make_dust_stage(dust_params, "d")->run(state);
-  make_stellar_spectra_stage(std::make_shared<const SspGrid>(test::synthetic_ssp_grid()), {})
+  StellarSpectraParams exact;  // the per-star dust screen needs the exact method
+  exact.method = SpectralMethod::exact;
+  make_stellar_spectra_stage(std::make_shared<const SspGrid>(test::synthetic_ssp_grid()), exact)
       ->run(state);
-  return reduce_to_cube(*mesh, *state.partial, "Lsun/Angstrom");
+  reduce_partials(state);
+  return std::move(*state.cube);
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 #include <random>
 
 #include "data/fixed_point.h"
-#include "pipeline/collectives/psum.h"
+#include "data/collectives/psum.h"
 #include "pipeline/devices.h"
 
 using namespace ifusim;
@@ -36,20 +36,22 @@ PsumCase run_psum(int n_devices, std::size_t n, unsigned seed) {
   partial.sums = ShardedArray<std::int64_t>(*mesh, n, 1, Sharding::partial());
   PsumCase out;
   out.reference.assign(n, 0.0L);
-  for (int d = 0; d < n_devices; ++d) {
-    std::vector<std::int64_t> fixed(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      fixed[i] = to_fixed(values[d][i], partial.scale.counts_per_unit);
-      out.reference[i] += values[d][i];
-    }
-    partial.sums.upload_shard(mesh->device(d), fixed.data());
-  }
+  for (int d = 0; d < n_devices; ++d)
+    for (std::size_t i = 0; i < n; ++i) out.reference[i] += values[d][i];
+  // Every device adds its values into its memory space's one partial buffer, concurrently.
+  shard_map(*mesh, [&](const Device& device) {
+    std::int64_t* sums = partial.sums.local(device).data;
+    for (std::size_t i = 0; i < n; ++i)
+      atomic_add_fixed(sums + i, to_fixed(values[device.id][i], partial.scale.counts_per_unit));
+  });
   out.scale = partial.scale;
   out.cube = reduce_to_cube(*mesh, partial, "test");
-  // After psum every device holds the same total.
-  for (int d = 1; d < n_devices; ++d)
+  // After psum every device holds the same total, and host devices share one buffer.
+  for (int d = 1; d < n_devices; ++d) {
     CHECK(partial.sums.download_shard(mesh->device(d)) ==
           partial.sums.download_shard(mesh->device(0)));
+    CHECK(partial.sums.local(mesh->device(d)).data == partial.sums.local(mesh->device(0)).data);
+  }
   CHECK(partial.sums.sharding() == Sharding::replicated());
   return out;
 }

@@ -37,7 +37,7 @@
 #include "data/buffer.h"
 #include "data/hd.h"
 #include "io/json_params.h"
-#include "stages/dispatch.h"
+#include "data/dispatch.h"
 #include "stages/dust/dust_curves.h"
 #include "stages/stage.h"
 

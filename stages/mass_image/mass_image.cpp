@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "stages/reductions/reductions.h"
+#include "data/collectives/reductions.h"
 
 namespace ifusim {
 
@@ -35,20 +35,22 @@ class MassImageStage final : public Stage {
     // N * max|weight| (a max is exact in any order, N is the global count).
     const double bound = static_cast<double>(stars.count()) * global_max_abs(mesh, weight);
 
-    PartialCube partial;
-    partial.shape = {state.spaxels.nx, state.spaxels.ny, 1};
-    partial.scale = FixedPointScale::for_bound(bound);
-    partial.sums =
-        ShardedArray<std::int64_t>(mesh, partial.shape.n_voxels(), 1, Sharding::partial());
+    const CubeShape shape{state.spaxels.nx, state.spaxels.ny, 1};
+    const FixedPointScale scale = FixedPointScale::for_bound(bound);
+    ShardedArray<std::int64_t> sums(mesh, shape.n_voxels(), 1, Sharding::partial());
     shard_map(mesh, [&](const Device& device) {
-      auto sums = partial.sums.local(device);
-      partial.sums.shard(device).buffer.zero();
       IFUSIM_DISPATCH(device, accumulate_mass_image, device,
                       Span<const float>(weight.local(device)),
                       Span<const std::int32_t>(stars.spaxel_index.local(device)),
-                      partial.scale.counts_per_unit, sums);
+                      scale.counts_per_unit, sums.local(device));
     });
-    state.partial = std::move(partial);
+    state.partials.push_back(std::make_unique<PartialArray>(
+        std::move(sums), scale, [shape](RunState& s, std::vector<double> total) {
+          s.cube = Cube{};
+          s.cube->shape = shape;
+          s.cube->unit = "Msun";
+          s.cube->data = std::move(total);
+        }));
   }
 
  private:

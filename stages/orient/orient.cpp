@@ -6,7 +6,8 @@
 #include <numbers>
 #include <stdexcept>
 
-#include "stages/reductions/reductions.h"
+#include "data/collectives/psum.h"
+#include "data/collectives/reductions.h"
 
 namespace ifusim {
 
@@ -118,18 +119,14 @@ class OrientStage final : public Stage {
         FixedPointScale::for_bound(static_cast<double>(stars.count()) * per_star);
     ShardedArray<std::int64_t> sums(mesh, 9, 1, Sharding::partial());
     shard_map(mesh, [&](const Device& d) {
-      sums.shard(d).buffer.zero();
       const auto& p = stars.position_kpc;
       const auto& v = stars.velocity_kms;
       IFUSIM_DISPATCH(d, accumulate_inertia, d, p.local(d, 0), p.local(d, 1), p.local(d, 2),
                       v.local(d, 0), v.local(d, 1), v.local(d, 2), stars.mass_msun.local(d), radius,
                       scale.counts_per_unit, sums.local(d));
     });
-    std::vector<std::int64_t> total(9, 0);
-    for (const auto& shard : sums.shards()) {
-      const auto part = sums.download_shard(*shard.device);
-      for (int t = 0; t < 9; ++t) total[t] += part[t];
-    }
+    psum(mesh, sums);
+    const std::vector<std::int64_t> total = sums.to_host();
     std::array<double, 6> inertia;
     std::array<double, 3> angular_momentum;
     for (int t = 0; t < 6; ++t) inertia[t] = total[t] * scale.quantum();

@@ -17,7 +17,7 @@
 
 #include "data/buffer.h"
 #include "io/json_params.h"
-#include "stages/dispatch.h"
+#include "data/dispatch.h"
 #include "stages/stage.h"
 
 namespace ifusim {

@@ -7,7 +7,7 @@
 #include "data/buffer.h"
 #include "data/hd.h"
 #include "io/json_params.h"
-#include "stages/dispatch.h"
+#include "data/dispatch.h"
 #include "stages/spaxel_grid/grid.h"
 #include "stages/stage.h"
 

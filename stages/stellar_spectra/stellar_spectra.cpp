@@ -8,7 +8,11 @@
 
 #include "data/sharded_array.h"
 #include "data/wavelength.h"
-#include "stages/reductions/reductions.h"
+#include "data/collectives/psum.h"
+#include "data/collectives/reductions.h"
+#include "io/config_error.h"
+#include "stages/psum/psum.h"
+#include "stages/stellar_spectra/binned_product.h"
 
 namespace ifusim {
 
@@ -65,25 +69,190 @@ SspTables make_ssp_tables(const SspGrid& grid, const std::string& medium) {
   for (std::size_t node = 0; node < n_nodes; ++node) {
     const float* f = grid.flux.data() + node * n_wave;
     double* c = t.cumulative.data() + node * (n_wave + 1);
+    double total = 0.0;
     for (std::size_t j = 0; j < n_wave; ++j) {
       c[j + 1] = c[j] + static_cast<double>(f[j]) * (t.edges[j + 1] - t.edges[j]);
+      total += std::abs(static_cast<double>(f[j])) * (t.edges[j + 1] - t.edges[j]);
       t.max_flux_density = std::max(t.max_flux_density, std::abs(static_cast<double>(f[j])));
     }
+    t.max_energy = std::max(t.max_energy, total);
   }
   return t;
 }
 
+SspView SspTables::host_view(OutsideGrid outside) const {
+  SspView v;
+  v.n_age = static_cast<int>(log_age.size());
+  v.n_z = static_cast<int>(log_z.size());
+  v.n_wave = static_cast<int>(edges.size() - 1);
+  v.log_age = log_age.data();
+  v.log_z = log_z.data();
+  v.edges = edges.data();
+  v.cumulative = cumulative.data();
+  v.uniform = uniform;
+  v.edge0 = edges.front();
+  v.step = (edges.back() - edges.front()) / v.n_wave;
+  v.outside = outside;
+  return v;
+}
+
 StellarSpectraParams StellarSpectraParams::from_json(JsonParams p) {
   StellarSpectraParams out;
+  out.method = p.choice("method", {"binned", "exact"}, "binned") == "exact"
+                   ? SpectralMethod::exact
+                   : SpectralMethod::binned;
   // Only bilinear interpolation in (log age, log Z) is offered; the key documents it.
   p.choice("interpolation", {"bilinear"}, "bilinear");
   out.outside = p.choice("outside_grid", {"clamp", "zero"}, "clamp") == "zero" ? OutsideGrid::zero
                                                                                : OutsideGrid::clamp;
+  out.velocity_bin_kms = p.number("velocity_bin_kms", out.velocity_bin_kms);
+  p.require(out.velocity_bin_kms > 0 && out.velocity_bin_kms <= 1000, "velocity_bin_kms",
+            "a number > 0 and <= 1000 (km/s)", out.velocity_bin_kms);
+  out.histogram_memory_gb = p.number("histogram_memory_gb", out.histogram_memory_gb);
+  p.require(out.histogram_memory_gb > 0, "histogram_memory_gb", "a number > 0 (GB)",
+            out.histogram_memory_gb);
+  if (p.has("kinematics_band_angstrom")) {
+    const auto band = p.numbers("kinematics_band_angstrom", 2);
+    p.require(band[0] > 0 && band[1] > band[0], "kinematics_band_angstrom",
+              "[lo, hi] with 0 < lo < hi (observed Angstrom)", p.raw("kinematics_band_angstrom"));
+    out.band_lo_angstrom = band[0];
+    out.band_hi_angstrom = band[1];
+  }
   p.finish();
   return out;
 }
 
 namespace {
+
+// The templates on every device (replicated), and their views.
+struct DeviceTables {
+  ShardedArray<double> log_age, log_z, edges, cumulative;
+  DeviceTables(const Mesh& mesh, const SspTables& t) {
+    const auto rep = Sharding::replicated();
+    log_age = device_put(mesh, t.log_age, 1, rep);
+    log_z = device_put(mesh, t.log_z, 1, rep);
+    edges = device_put(mesh, t.edges, 1, rep);
+    cumulative = device_put(mesh, t.cumulative, 1, rep);
+  }
+  SspView view(const SspTables& t, OutsideGrid outside, const Device& d) const {
+    SspView v = t.host_view(outside);
+    v.log_age = log_age.local(d).data;
+    v.log_z = log_z.local(d).data;
+    v.edges = edges.local(d).data;
+    v.cumulative = cumulative.local(d).data;
+    return v;
+  }
+};
+
+StarViews star_views(const Stars& stars, const SpaxelGrid& grid, const Device& d) {
+  return StarViews{stars.velocity_kms.local(d, 2).data,
+                   stars.initial_mass_msun.local(d).data,
+                   stars.mass_msun.local(d).data,
+                   stars.age_gyr.local(d).data,
+                   stars.metallicity.local(d).data,
+                   stars.dust_av.empty() ? nullptr : stars.dust_av.local(d).data,
+                   star_footprint(stars, grid, d),
+                   stars.mass_msun.local(d).size};
+}
+
+// Moments (w, w v, w v^2) per spaxel, reduced into two maps.
+std::unique_ptr<PartialArray> moment_maps(ShardedArray<std::int64_t> sums, FixedPointScale scale,
+                                          std::string weighting) {
+  return std::make_unique<PartialArray>(
+      std::move(sums), scale, [weighting](RunState& s, std::vector<double> total) {
+        velocity_moment_maps(total, s.maps["velocity_" + weighting + "_kms"],
+                             s.maps["dispersion_" + weighting + "_kms"]);
+      });
+}
+
+// Everything a spectral run shares between its deposit and its reduction.
+struct SpectralSetup {
+  std::shared_ptr<const SspTables> tables;
+  std::shared_ptr<const DeviceTables> device_tables;
+  OutsideGrid outside = OutsideGrid::clamp;
+  WaveBins bins;
+  double redshift = 0.0;
+  int band_first_bin = 0, band_end_bin = 0;
+  CubeShape shape;
+  SpaxelGrid grid;
+  double n_stars = 0, m_init_max = 0, v_los_max = 0;
+};
+
+// The binned method's partial result: the histogram, tile by tile. The first tile is deposited
+// by the stage; reduce() reduces it, makes its rows of the cube, and deposits, reduces and
+// multiplies any further tile (a field whose histogram does not fit at once).
+class BinnedSpectra final : public PartialResult {
+ public:
+  BinnedSpectra(SpectralSetup setup, HistogramTile first_tile, std::int32_t tile_spaxels)
+      : setup_(std::move(setup)), tile_(first_tile), tile_spaxels_(tile_spaxels) {}
+
+  // H for the current tile, each device depositing its own stars.
+  void deposit(const RunState& state) {
+    const Mesh& mesh = state.mesh;
+    sums_ = ShardedArray<std::int64_t>(mesh, static_cast<std::size_t>(tile_.n_spaxels) *
+                                                 tile_.columns(),
+                                       1, Sharding::partial());
+    shard_map(mesh, [&](const Device& d) {
+      const SspView ssp = setup_.device_tables->view(*setup_.tables, setup_.outside, d);
+      IFUSIM_DISPATCH(d, accumulate_histogram, d, ssp,
+                      star_views(state.data.stars, setup_.grid, d), tile_,
+                      scale().counts_per_unit, sums_.local(d));
+    });
+  }
+
+  void reduce(RunState& state) override {
+    Cube cube;
+    cube.shape = setup_.shape;
+    cube.unit = "Lsun/Angstrom";
+    cube.data.assign(cube.shape.n_voxels(), 0.0);
+    std::vector<double> light_moments(3 * cube.shape.n_spaxels(), 0.0);
+    const std::int32_t n_spaxels = static_cast<std::int32_t>(cube.shape.n_spaxels());
+    BinnedProductStats totals;
+    while (true) {
+      const std::vector<double> histogram = reduce_to_host(state.mesh, sums_, scale());
+      sums_ = {};
+      BinnedProductInput in;
+      in.ssp = setup_.tables->host_view(setup_.outside);
+      in.bins = setup_.bins;
+      in.one_plus_z = 1.0 + setup_.redshift;
+      in.tile = tile_;
+      in.band_first_bin = setup_.band_first_bin;
+      in.band_end_bin = setup_.band_end_bin;
+      const std::size_t first = static_cast<std::size_t>(tile_.first_spaxel);
+      const BinnedProductStats stats =
+          binned_product(in, histogram, cube.data.data() + first * setup_.bins.n,
+                         light_moments.data() + 3 * first);
+      totals.populated_columns += stats.populated_columns;
+      totals.nonzeros += stats.nonzeros;
+      totals.dense_blocks += stats.dense_blocks;
+      totals.sparse_blocks += stats.sparse_blocks;
+      tile_.first_spaxel += tile_.n_spaxels;
+      if (tile_.first_spaxel >= n_spaxels) break;
+      tile_.n_spaxels = std::min(tile_spaxels_, n_spaxels - tile_.first_spaxel);
+      deposit(state);
+    }
+    spdlog::debug(
+        "binned spectra: {} velocity nodes, {} populated columns, {} non-zeros, {} dense and {} "
+        "sparse blocks",
+        tile_.velocity.n, totals.populated_columns, totals.nonzeros, totals.dense_blocks,
+        totals.sparse_blocks);
+    velocity_moment_maps(light_moments, state.maps["velocity_light_kms"],
+                         state.maps["dispersion_light_kms"]);
+    state.cube = std::move(cube);
+  }
+
+  // Every element of H sums weights <= 1 times initial masses: N * max m bounds it whatever the
+  // split.
+  FixedPointScale scale() const {
+    return FixedPointScale::for_bound(setup_.n_stars * setup_.m_init_max);
+  }
+
+ private:
+  SpectralSetup setup_;
+  HistogramTile tile_;
+  std::int32_t tile_spaxels_;
+  ShardedArray<std::int64_t> sums_;
+};
 
 class StellarSpectraStage final : public Stage {
  public:
@@ -101,83 +270,131 @@ class StellarSpectraStage final : public Stage {
   void run(RunState& state) const override {
     const Mesh& mesh = state.mesh;
     const Stars& stars = state.data.stars;
-    const Observation& obs = state.observation;
-    const SspTables tables_ = make_ssp_tables(*grid_, obs.telescope.wavelength_medium);
-    const WaveBins bins{obs.axes.wave_start_angstrom, obs.axes.wave_step_angstrom,
-                        state.spaxels.n_wave};
-    if (bins.n <= 0 || !(bins.step_angstrom > 0))
-      throw std::logic_error("stellar_spectra: the observation has no wavelength grid");
-    // Templates that do not reach the band's ends (after the shift) leave those bins dark.
-    const double reach_lo = tables_.edges.front() * (1.0 + obs.redshift);
-    const double reach_hi = tables_.edges.back() * (1.0 + obs.redshift);
-    const double band_hi = bins.start_angstrom + bins.n * bins.step_angstrom;
-    if (reach_lo > bins.start_angstrom || reach_hi < band_hi)
-      spdlog::warn(
-          "stellar_spectra: the templates ({:.1f}-{:.1f} A at rest) cover {:.1f}-{:.1f} A at "
-          "z = {}, not all of the telescope's {:.1f}-{:.1f} A: the rest of the cube stays dark",
-          tables_.edges.front(), tables_.edges.back(), reach_lo, reach_hi, obs.redshift,
-          bins.start_angstrom, band_hi);
+    const SpectralSetup setup = prepare(state);
+    const auto& tables = *setup.tables;
 
-    // The templates, replicated on every device.
-    const auto rep = Sharding::replicated();
-    const auto log_age = device_put(mesh, tables_.log_age, 1, rep);
-    const auto log_z = device_put(mesh, tables_.log_z, 1, rep);
-    const auto edges = device_put(mesh, tables_.edges, 1, rep);
-    const auto cumulative = device_put(mesh, tables_.cumulative, 1, rep);
+    // Mass-weighted moments: every element is bounded by N * max m * max(1, v_max^2).
+    const double v2 = std::max(1.0, setup.v_los_max * setup.v_los_max);
+    const FixedPointScale mass_scale =
+        FixedPointScale::for_bound(setup.n_stars * global_max_abs(mesh, stars.mass_msun) * v2);
+    ShardedArray<std::int64_t> mass_moments(mesh, 3 * setup.shape.n_spaxels(), 1,
+                                            Sharding::partial());
 
-    // A bound on any voxel's total that does not depend on the split: every star adds at most
-    // m * max|f| / D_min to a voxel, D_min from the largest approaching speed.
-    const double m_max = global_max_abs(mesh, stars.initial_mass_msun);
-    const double v_max = global_max_abs(mesh, stars.velocity_kms, 2);
-    const double d_min = (1.0 + obs.redshift) * std::max(1e-3, 1.0 - v_max / kSpeedOfLightKms);
-    const double n = static_cast<double>(stars.count());
-    const double bound = n * m_max * tables_.max_flux_density / d_min;
-
-    PartialCube partial;
-    partial.shape = {state.spaxels.nx, state.spaxels.ny, bins.n};
-    partial.scale = FixedPointScale::for_bound(bound);
-    partial.sums =
-        ShardedArray<std::int64_t>(mesh, partial.shape.n_voxels(), 1, Sharding::partial());
-
-    const double mc_max = global_max_abs(mesh, stars.mass_msun);
-    PartialCube moments;
-    moments.shape = {state.spaxels.nx, state.spaxels.ny, 3};
-    moments.scale = FixedPointScale::for_bound(n * mc_max * std::max(1.0, v_max * v_max));
-    moments.sums =
-        ShardedArray<std::int64_t>(mesh, moments.shape.n_voxels(), 1, Sharding::partial());
-
-    shard_map(mesh, [&](const Device& d) {
-      partial.sums.shard(d).buffer.zero();
-      moments.sums.shard(d).buffer.zero();
-      SspView ssp;
-      ssp.n_age = static_cast<int>(tables_.log_age.size());
-      ssp.n_z = static_cast<int>(tables_.log_z.size());
-      ssp.n_wave = static_cast<int>(tables_.edges.size() - 1);
-      ssp.log_age = log_age.local(d).data;
-      ssp.log_z = log_z.local(d).data;
-      ssp.edges = edges.local(d).data;
-      ssp.cumulative = cumulative.local(d).data;
-      ssp.uniform = tables_.uniform;
-      ssp.edge0 = tables_.edges.front();
-      ssp.step = (tables_.edges.back() - tables_.edges.front()) / ssp.n_wave;
-      ssp.outside = params_.outside;
-      const StarViews views{stars.velocity_kms.local(d, 2).data,
-                            stars.initial_mass_msun.local(d).data,
-                            stars.age_gyr.local(d).data,
-                            stars.metallicity.local(d).data,
-                            stars.spaxel_index.local(d).data,
-                            stars.dust_av.empty() ? nullptr : stars.dust_av.local(d).data,
-                            stars.spaxel_index.local(d).size};
-      IFUSIM_DISPATCH(d, accumulate_stellar_spectra, d, ssp, bins, obs.redshift, state.dust_curve,
-                      views, partial.scale.counts_per_unit, partial.sums.local(d));
-      IFUSIM_DISPATCH(d, accumulate_kinematics, d, views, stars.mass_msun.local(d),
-                      moments.scale.counts_per_unit, moments.sums.local(d));
-    });
-    state.partial = std::move(partial);
-    state.kinematics = std::move(moments);
+    if (params_.method == SpectralMethod::exact) {
+      // A star adds at most m * max|f| / D_min to a voxel (D_min from the largest approaching
+      // speed) and m * max energy to a light weight: split-independent bounds.
+      const double d_min = (1.0 + setup.redshift) *
+                           std::max(1e-3, 1.0 - setup.v_los_max / kSpeedOfLightKms);
+      const FixedPointScale cube_scale = FixedPointScale::for_bound(
+          setup.n_stars * setup.m_init_max * tables.max_flux_density / d_min);
+      const FixedPointScale light_scale =
+          FixedPointScale::for_bound(setup.n_stars * setup.m_init_max * tables.max_energy * v2);
+      ShardedArray<std::int64_t> cube(mesh, setup.shape.n_voxels(), 1, Sharding::partial());
+      ShardedArray<std::int64_t> light(mesh, 3 * setup.shape.n_spaxels(), 1,
+                                       Sharding::partial());
+      shard_map(mesh, [&](const Device& d) {
+        const StarViews views = star_views(stars, setup.grid, d);
+        IFUSIM_DISPATCH(d, accumulate_stellar_spectra, d,
+                        setup.device_tables->view(tables, params_.outside, d), setup.bins,
+                        setup.redshift, state.dust_curve, views, cube_scale.counts_per_unit,
+                        cube.local(d), setup.band_first_bin, setup.band_end_bin,
+                        light_scale.counts_per_unit, light.local(d));
+        IFUSIM_DISPATCH(d, accumulate_mass_moments, d, views, mass_scale.counts_per_unit,
+                        mass_moments.local(d));
+      });
+      const CubeShape shape = setup.shape;
+      state.partials.push_back(std::make_unique<PartialArray>(
+          std::move(cube), cube_scale, [shape](RunState& s, std::vector<double> total) {
+            s.cube = Cube{};
+            s.cube->shape = shape;
+            s.cube->unit = "Lsun/Angstrom";
+            s.cube->data = std::move(total);
+          }));
+      state.partials.push_back(moment_maps(std::move(light), light_scale, "light"));
+    } else {
+      if (!stars.dust_av.empty())
+        throw ConfigError(
+            "stages.stellar_spectra.method: \"binned\" does not model a per-star dust screen; "
+            "use \"exact\" with the dust stage");
+      // The velocity nodes span the data's exact max |v_los| (split-independent).
+      HistogramTile tile;
+      tile.n_nodes = static_cast<int>(tables.log_age.size() * tables.log_z.size());
+      const double beta = std::min(0.99, setup.v_los_max / kSpeedOfLightKms);
+      tile.velocity.du = params_.velocity_bin_kms / kSpeedOfLightKms;
+      tile.velocity.u_min = std::log1p(-beta);
+      tile.velocity.n = static_cast<int>(std::floor((std::log1p(beta) - std::log1p(-beta)) /
+                                                    tile.velocity.du)) + 2;
+      const double row_bytes = static_cast<double>(tile.columns()) * sizeof(std::int64_t);
+      const auto n_spaxels = static_cast<std::int32_t>(setup.shape.n_spaxels());
+      // Tiles are whole row blocks of the product (binned_product.h).
+      const double block = static_cast<double>(kRowsPerBlock);
+      const auto tile_spaxels = static_cast<std::int32_t>(std::min(
+          std::max(block, block * std::floor(params_.histogram_memory_gb * 1e9 / row_bytes / block)),
+          static_cast<double>(n_spaxels)));
+      tile.first_spaxel = 0;
+      tile.n_spaxels = tile_spaxels;
+      auto binned = std::make_unique<BinnedSpectra>(setup, tile, tile_spaxels);
+      binned->deposit(state);
+      shard_map(mesh, [&](const Device& d) {
+        IFUSIM_DISPATCH(d, accumulate_mass_moments, d, star_views(stars, setup.grid, d),
+                        mass_scale.counts_per_unit, mass_moments.local(d));
+      });
+      state.partials.push_back(std::move(binned));
+    }
+    state.partials.push_back(moment_maps(std::move(mass_moments), mass_scale, "mass"));
   }
 
  private:
+  SpectralSetup prepare(const RunState& state) const {
+    const Mesh& mesh = state.mesh;
+    const Stars& stars = state.data.stars;
+    const Observation& obs = state.observation;
+    SpectralSetup s;
+    s.tables = std::make_shared<const SspTables>(
+        make_ssp_tables(*grid_, obs.telescope.wavelength_medium));
+    s.device_tables = std::make_shared<const DeviceTables>(mesh, *s.tables);
+    s.outside = params_.outside;
+    s.bins = WaveBins{obs.axes.wave_start_angstrom, obs.axes.wave_step_angstrom,
+                      state.spaxels.n_wave};
+    s.redshift = obs.redshift;
+    s.shape = {state.spaxels.nx, state.spaxels.ny, s.bins.n};
+    s.grid = state.spaxel_grid;
+    if (s.bins.n <= 0 || !(s.bins.step_angstrom > 0))
+      throw std::logic_error("stellar_spectra: the observation has no wavelength grid");
+    // Templates that do not reach the band's ends (after the shift) leave those bins dark.
+    const auto& t = *s.tables;
+    const double reach_lo = t.edges.front() * (1.0 + obs.redshift);
+    const double reach_hi = t.edges.back() * (1.0 + obs.redshift);
+    const double band_hi = s.bins.edge(s.bins.n);
+    if (reach_lo > s.bins.first_edge() || reach_hi < band_hi)
+      spdlog::warn(
+          "stellar_spectra: the templates ({:.1f}-{:.1f} A at rest) cover {:.1f}-{:.1f} A at "
+          "z = {}, not all of the telescope's {:.1f}-{:.1f} A: the rest of the cube stays dark",
+          t.edges.front(), t.edges.back(), reach_lo, reach_hi, obs.redshift,
+          s.bins.first_edge(), band_hi);
+    // The light weights' band, as whole bins.
+    s.band_first_bin = 0;
+    s.band_end_bin = s.bins.n;
+    if (params_.band_hi_angstrom > 0) {
+      auto bin = [&](double lambda) {
+        return static_cast<int>(std::clamp(
+            std::floor((lambda - s.bins.first_edge()) / s.bins.step_angstrom), 0.0,
+            static_cast<double>(s.bins.n)));
+      };
+      s.band_first_bin = bin(params_.band_lo_angstrom);
+      s.band_end_bin = bin(params_.band_hi_angstrom);
+      if (s.band_end_bin <= s.band_first_bin)
+        throw ConfigError("stages.stellar_spectra.kinematics_band_angstrom: the band [" +
+                          std::to_string(params_.band_lo_angstrom) + ", " +
+                          std::to_string(params_.band_hi_angstrom) +
+                          "] A does not overlap the telescope's wavelength range");
+    }
+    s.n_stars = static_cast<double>(stars.count());
+    s.m_init_max = global_max_abs(mesh, stars.initial_mass_msun);
+    s.v_los_max = global_max_abs(mesh, stars.velocity_kms, 2);
+    return s;
+  }
+
   std::shared_ptr<const SspGrid> grid_;
   StellarSpectraParams params_;
 };

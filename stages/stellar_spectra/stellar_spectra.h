@@ -1,62 +1,51 @@
 #pragma once
-// The spectral core (exact method): per star, interpolate the SSP grid bilinearly in
-// (log age, log Z), scale by initial mass, Doppler-shift by the line-of-sight velocity and the
-// galaxy's redshift, resample conserving energy onto the telescope's wavelength bins, and add
-// to the device's partial cube, all in one kernel: no spectrum per particle is ever stored
-// (memory is O(particles + cube + templates)).
+// The spectral core: every star's spectrum, interpolated in the SSP grid (bilinear in
+// log age, log Z), scaled by its initial mass, Doppler-shifted by its line-of-sight velocity and
+// the galaxy's redshift and resampled conserving energy onto the telescope's wavelength bins
+// (ssp_lookup.h), summed per spaxel. No spectrum per particle is ever stored. Two methods:
 //
-// Resampling: each template's spectrum is piecewise constant over its rest-frame pixels; its
-// cumulative energy C(lambda) (L_sun per M_sun from the first pixel edge) is tabulated once per
-// template. An observed bin [l0, l1] receives C(l1 / D) - C(l0 / D) with
-// D = (1 + z)(1 + v_los / c), so the energy a star emits is conserved exactly over the bins
-// that cover its shifted spectrum, and the cube holds luminosity per observed Angstrom.
-// Line of sight: +z, pointing away from the observer; v_z > 0 recedes (redshift).
+// - exact: each star's resampled spectrum is added to its spaxels, one kernel over (star, chunk
+//   of 32 observed bins) work items: O(N x n_lambda). The reference.
+// - binned (default): each star deposits its initial mass times its bilinear node weights and
+//   its cloud-in-cell velocity weights into a histogram H[spaxel, node, velocity node] (velocity
+//   nodes uniform in ln(1 + v/c)); after psum the cube is one matrix product
+//   cube[spaxel, :] = sum_(node, v) H[spaxel, (node, v)] B[(node, v), :], where row (node, v) of
+//   B is the node's template shifted by (1 + z)(1 + v/c) and resampled exactly onto the observed
+//   bins. Per-star work is O(1); the product is O(populated (spaxel, node, v) x n_lambda). The
+//   only approximation is the linear interpolation in velocity between nodes du apart, whose
+//   error falls as du^2 (measured against exact in tests and bench/).
 //
-// Dust (when the dust stage gave each star an A_V): a bin's energy is multiplied by
-// 10^(-0.4 A_V A_lambda/A_V) with the curve evaluated at the bin centre's rest-frame wavelength
-// (the dust sits in the galaxy); the curves vary little across one bin.
+// Both are integer fixed point until psum (data/fixed_point.h), so the cube is bitwise identical
+// for any device count. Both also give per-spaxel moments of v_los: mass-weighted (sums of m,
+// m v, m v^2) and light-weighted by each star's energy within a band of the observed spectrum.
+//
+// Dust (exact method, when the dust stage gave each star an A_V): a bin's energy is multiplied
+// by 10^(-0.4 A_V A_lambda/A_V) with the curve evaluated at the bin centre's rest-frame
+// wavelength (the dust sits in the galaxy); the curves vary little across one bin.
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "data/buffer.h"
+#include "data/dispatch.h"
 #include "data/hd.h"
 #include "data/ssp_grid.h"
 #include "io/json_params.h"
-#include "stages/dispatch.h"
 #include "stages/dust/dust_curves.h"
+#include "stages/spaxel_grid/footprint.h"
 #include "stages/stage.h"
+#include "stages/stellar_spectra/ssp_lookup.h"
 
 namespace ifusim {
-
-enum class OutsideGrid : int { clamp, zero };
-
-// Templates on the device, ready for the kernel (replicated on every device).
-struct SspView {
-  int n_age = 0, n_z = 0, n_wave = 0;
-  const double* log_age = nullptr;     // log10(age / Gyr), n_age
-  const double* log_z = nullptr;       // log10(Z), n_z
-  const double* edges = nullptr;       // rest-frame pixel edges, n_wave + 1 (Angstrom)
-  const double* cumulative = nullptr;  // per node (i_age * n_z + i_z): n_wave + 1 values
-  bool uniform = false;                // edges equally spaced: pixel lookup without search
-  double edge0 = 0.0, step = 1.0;
-  OutsideGrid outside = OutsideGrid::clamp;
-};
-
-// The observed wavelength bins: centres start + k * step, k < n.
-struct WaveBins {
-  double start_angstrom = 0.0;
-  double step_angstrom = 1.0;
-  int n = 0;
-};
 
 struct StarViews {
   const float* velocity_los_kms;  // v_z
   const float* initial_mass_msun;
+  const float* mass_msun;
   const float* age_gyr;
   const float* metallicity;
-  const std::int32_t* spaxel_index;
   const float* dust_av;  // A_V in magnitudes per star, or nullptr without dust
+  FootprintView footprint;
   std::size_t n;
 };
 
@@ -65,13 +54,28 @@ struct SspTables {
   std::vector<double> log_age, log_z, edges, cumulative;
   bool uniform = false;
   double max_flux_density = 0.0;  // max |flux| over the grid, L_sun/A per M_sun
+  double max_energy = 0.0;        // max over nodes of the total |energy|, L_sun per M_sun
+  // A view of these tables in host memory (for host-side evaluation).
+  SspView host_view(OutsideGrid outside) const;
 };
 // `medium` is the telescope's ("air" or "vacuum"): the templates' rest wavelengths are converted
 // to it (data/wavelength.h) so that lines land where the instrument measures them.
 SspTables make_ssp_tables(const SspGrid& grid, const std::string& medium = "");
 
+enum class SpectralMethod { binned, exact };
+
 struct StellarSpectraParams {
+  SpectralMethod method = SpectralMethod::binned;
   OutsideGrid outside = OutsideGrid::clamp;
+  // Binned: spacing of the velocity nodes, c * delta ln(1 + v/c) (km/s). The velocity
+  // interpolation's error falls as its square; 5 km/s is a tenth of a MUSE pixel at 7000 A.
+  double velocity_bin_kms = 5.0;
+  // Binned: the histogram held at once per memory space; larger fields are done in tiles of
+  // spaxels, each its own deposit, psum and product.
+  double histogram_memory_gb = 1.0;
+  // Light weights of the kinematic maps: energy within [lo, hi] (observed Angstrom); both 0 for
+  // the telescope's whole range.
+  double band_lo_angstrom = 0.0, band_hi_angstrom = 0.0;
   static StellarSpectraParams from_json(JsonParams params);
 };
 
@@ -89,7 +93,15 @@ std::vector<double> reference_stellar_cube(
     const std::vector<float>& initial_mass_msun, const std::vector<float>& age_gyr,
     const std::vector<float>& metallicity, const std::vector<std::int32_t>& spaxel_index);
 
-inline constexpr double kSpeedOfLightKms = 299792.458;
+// The binned method's histogram tile: spaxels [first_spaxel, first_spaxel + n_spaxels), each
+// with n_nodes x velocity.n columns (node-major).
+struct HistogramTile {
+  std::int32_t first_spaxel = 0;
+  std::int32_t n_spaxels = 0;
+  int n_nodes = 0;
+  VelocityBins velocity;
+  std::size_t columns() const { return static_cast<std::size_t>(n_nodes) * velocity.n; }
+};
 
 }  // namespace ifusim
 
@@ -97,7 +109,12 @@ IFUSIM_DECLARE_BACKENDS(
     void accumulate_stellar_spectra(const Device& device, const ifusim::SspView& ssp,
                                     const ifusim::WaveBins& bins, double redshift,
                                     const ifusim::DustCurve& dust, const ifusim::StarViews& stars,
-                                    double counts_per_unit, Span<std::int64_t> cube_sums);
-    void accumulate_kinematics(const Device& device, const ifusim::StarViews& stars,
-                               Span<const float> mass_msun, double counts_per_unit,
-                               Span<std::int64_t> moment_sums);)
+                                    double counts_per_unit, Span<std::int64_t> cube_sums,
+                                    int band_first_bin, int band_end_bin,
+                                    double light_counts_per_unit,
+                                    Span<std::int64_t> light_moment_sums);
+    void accumulate_mass_moments(const Device& device, const ifusim::StarViews& stars,
+                                 double counts_per_unit, Span<std::int64_t> moment_sums);
+    void accumulate_histogram(const Device& device, const ifusim::SspView& ssp,
+                              const ifusim::StarViews& stars, const ifusim::HistogramTile& tile,
+                              double counts_per_unit, Span<std::int64_t> histogram);)

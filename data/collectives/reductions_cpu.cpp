@@ -1,8 +1,8 @@
 // Thin backend translation unit: the stage's kernels compiled for this backend's Thrust system.
 // The includes are in blocks because their order matters: the system, then the declarations,
 // then the kernels.
-#include "data/backend/cuda_system.cuh"
+#include "data/backend/cpu_system.h"
 
-#include "stages/reductions/reductions.h"
+#include "data/collectives/reductions.h"
 
-#include "stages/reductions/kernels.inl"
+#include "data/collectives/reductions_kernels.inl"

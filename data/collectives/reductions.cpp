@@ -1,4 +1,4 @@
-#include "stages/reductions/reductions.h"
+#include "data/collectives/reductions.h"
 
 #include <algorithm>
 

@@ -4,7 +4,7 @@
 // in any order.
 #include "data/buffer.h"
 #include "data/sharded_array.h"
-#include "stages/dispatch.h"
+#include "data/dispatch.h"
 
 namespace ifusim {
 

@@ -1,0 +1,54 @@
+#include "stages/psum/psum.h"
+
+#include <cmath>
+
+#include "data/collectives/psum.h"
+#include "io/json_params.h"
+
+namespace ifusim {
+
+void PartialArray::reduce(RunState& state) {
+  on_total_(state, reduce_to_host(state.mesh, sums_, scale_));
+}
+
+void reduce_partials(RunState& state) {
+  // Each reduction may free its device memory before the next one allocates.
+  auto partials = std::move(state.partials);
+  state.partials.clear();
+  for (auto& p : partials) {
+    p->reduce(state);
+    p.reset();
+  }
+}
+
+void velocity_moment_maps(const std::vector<double>& moments, std::vector<double>& mean_kms,
+                          std::vector<double>& dispersion_kms) {
+  const std::size_t n = moments.size() / 3;
+  mean_kms.assign(n, std::nan(""));
+  dispersion_kms.assign(n, std::nan(""));
+  for (std::size_t s = 0; s < n; ++s) {
+    const double w = moments[3 * s], wv = moments[3 * s + 1], wvv = moments[3 * s + 2];
+    if (!(w > 0)) continue;
+    mean_kms[s] = wv / w;
+    dispersion_kms[s] = std::sqrt(std::max(0.0, wvv / w - mean_kms[s] * mean_kms[s]));
+  }
+}
+
+namespace {
+
+class PsumStage final : public Stage {
+ public:
+  std::string name() const override { return "psum"; }
+  std::vector<std::string> needs() const override { return {"partial_cube"}; }
+  std::vector<std::string> provides() const override { return {"cube"}; }
+  void run(RunState& state) const override { reduce_partials(state); }
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_psum_stage(const nlohmann::json& params, const std::string& path) {
+  JsonParams(params, path).finish();
+  return std::make_unique<PsumStage>();
+}
+
+}  // namespace ifusim

@@ -1,0 +1,24 @@
+#pragma once
+// The psum stage: reduces every partial result the earlier stages declared (RunState::partials)
+// over the mesh, exactly (fixed point), and lets each make what it stands for: the cube, the
+// kinematic maps, ... After it, the run holds one reduced cube.
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "stages/stage.h"
+
+namespace ifusim {
+
+std::unique_ptr<Stage> make_psum_stage(const nlohmann::json& params, const std::string& path);
+
+// What the stage does, for tests and benchmarks that run stages by hand.
+void reduce_partials(RunState& state);
+
+// Mass- or light-weighted mean and dispersion of v per spaxel from the sums (w, w v, w v^2)
+// laid out as 3 values per spaxel; NaN where w <= 0.
+void velocity_moment_maps(const std::vector<double>& moments, std::vector<double>& mean_kms,
+                          std::vector<double>& dispersion_kms);
+
+}  // namespace ifusim

@@ -1,0 +1,173 @@
+// Eigen runs single-threaded inside each block: the blocks are spread over OpenMP threads here,
+// and a GEMM whose blocking depended on the thread count would not be reproducible.
+#define EIGEN_DONT_PARALLELIZE
+#include "stages/stellar_spectra/binned_product.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+
+namespace ifusim {
+namespace {
+
+using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// A block takes the dense product when at least this fraction of its (rows x columns) is filled.
+constexpr double kDenseFill = 0.25;
+
+// H over the populated columns, row by row (compressed sparse rows).
+struct SparseRows {
+  std::vector<std::size_t> offsets;  // n_rows + 1
+  std::vector<std::int32_t> column;  // index into the populated columns
+  std::vector<double> value;
+};
+
+}  // namespace
+
+void basis_row(const BinnedProductInput& in, int node, int velocity_node, double* out) {
+  const double doppler = in.one_plus_z * std::exp(in.tile.velocity.u_min +
+                                                  velocity_node * in.tile.velocity.du);
+  int j = 0;
+  double f = 0.0;
+  locate(in.ssp, in.bins.edge(0) / doppler, j, f);
+  double below = cumulative_at(in.ssp, node, j, f);
+  for (int k = 0; k < in.bins.n; ++k) {
+    locate(in.ssp, in.bins.edge(k + 1) / doppler, j, f);
+    const double c = cumulative_at(in.ssp, node, j, f);
+    out[k] = (c - below) / in.bins.step_angstrom;
+    below = c;
+  }
+}
+
+BinnedProductStats binned_product(const BinnedProductInput& in, const std::vector<double>& histogram,
+                                  double* cube_rows, double* light_moments) {
+  const std::size_t n_rows = static_cast<std::size_t>(in.tile.n_spaxels);
+  const std::size_t n_columns = in.tile.columns();
+  const std::size_t n_wave = static_cast<std::size_t>(in.bins.n);
+  const int n_v = in.tile.velocity.n;
+  BinnedProductStats stats;
+
+  // 1. The populated columns, and H over them by rows.
+  std::vector<std::int32_t> populated_index(n_columns, -1);
+  std::vector<std::size_t> populated;  // column ids
+  for (std::size_t r = 0; r < n_rows; ++r)
+    for (std::size_t c = 0; c < n_columns; ++c)
+      if (histogram[r * n_columns + c] != 0.0 && populated_index[c] < 0) populated_index[c] = 0;
+  for (std::size_t c = 0; c < n_columns; ++c)
+    if (populated_index[c] == 0) {
+      populated_index[c] = static_cast<std::int32_t>(populated.size());
+      populated.push_back(c);
+    }
+  SparseRows h;
+  h.offsets.assign(n_rows + 1, 0);
+  for (std::size_t r = 0; r < n_rows; ++r) {
+    for (std::size_t c = 0; c < n_columns; ++c) {
+      const double x = histogram[r * n_columns + c];
+      if (x == 0.0) continue;
+      h.column.push_back(populated_index[c]);
+      h.value.push_back(x);
+    }
+    h.offsets[r + 1] = h.column.size();
+  }
+  stats.populated_columns = populated.size();
+  stats.nonzeros = h.value.size();
+
+  // 2. Light weights: each populated column's energy within the band, and its velocity.
+  const std::size_t n_pop = populated.size();
+  std::vector<double> column_energy(n_pop), column_velocity(n_pop);
+  std::fill(cube_rows, cube_rows + n_rows * n_wave, 0.0);
+
+  // 3. B over chunks of columns (bounded memory), then the product per row block. Chunks are
+  // ranges of column ids, not of populated columns, so that a spaxel's sum is split the same
+  // way whatever else its tile holds.
+  const std::size_t chunk_ids =
+      std::max<std::size_t>(1, in.basis_memory_bytes / (n_wave * sizeof(double)));
+  for (std::size_t id0 = 0, c0 = 0; id0 < n_columns; id0 += chunk_ids) {
+    std::size_t c1 = c0;
+    while (c1 < n_pop && populated[c1] < id0 + chunk_ids) ++c1;
+    if (c1 == c0) continue;
+    RowMatrix basis(static_cast<Eigen::Index>(c1 - c0), static_cast<Eigen::Index>(n_wave));
+#pragma omp parallel for schedule(dynamic, 16)
+    for (std::size_t p = c0; p < c1; ++p) {
+      const int node = static_cast<int>(populated[p] / n_v), jv = static_cast<int>(populated[p] % n_v);
+      double* row = basis.row(static_cast<Eigen::Index>(p - c0)).data();
+      basis_row(in, node, jv, row);
+      double e = 0.0;
+      for (int k = in.band_first_bin; k < in.band_end_bin; ++k) e += row[k];
+      column_energy[p] = e * in.bins.step_angstrom;
+      column_velocity[p] = in.tile.velocity.velocity_kms(jv);
+    }
+
+    const std::size_t n_blocks = (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    std::size_t dense_blocks = 0, sparse_blocks = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(+ : dense_blocks, sparse_blocks)
+    for (std::size_t b = 0; b < n_blocks; ++b) {
+      const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
+      // The block's non-zeros within this chunk, and its distinct columns.
+      std::vector<std::int32_t> block_columns;
+      std::size_t nnz = 0;
+      for (std::size_t r = r0; r < r1; ++r)
+        for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e)
+          if (static_cast<std::size_t>(h.column[e]) >= c0 &&
+              static_cast<std::size_t>(h.column[e]) < c1) {
+            block_columns.push_back(h.column[e]);
+            ++nnz;
+          }
+      if (nnz == 0) continue;
+      std::sort(block_columns.begin(), block_columns.end());
+      block_columns.erase(std::unique(block_columns.begin(), block_columns.end()),
+                          block_columns.end());
+      const std::size_t rows = r1 - r0, cols = block_columns.size();
+      Eigen::Map<RowMatrix> out(cube_rows + r0 * n_wave, static_cast<Eigen::Index>(rows),
+                                static_cast<Eigen::Index>(n_wave));
+      if (cols >= 16 && static_cast<double>(nnz) >= kDenseFill * static_cast<double>(rows * cols)) {
+        RowMatrix hd = RowMatrix::Zero(static_cast<Eigen::Index>(rows),
+                                       static_cast<Eigen::Index>(cols));
+        RowMatrix bg(static_cast<Eigen::Index>(cols), static_cast<Eigen::Index>(n_wave));
+        for (std::size_t q = 0; q < cols; ++q)
+          bg.row(static_cast<Eigen::Index>(q)) =
+              basis.row(static_cast<Eigen::Index>(block_columns[q] - c0));
+        for (std::size_t r = r0; r < r1; ++r)
+          for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {
+            const auto col = static_cast<std::size_t>(h.column[e]);
+            if (col < c0 || col >= c1) continue;
+            const auto q = std::lower_bound(block_columns.begin(), block_columns.end(), h.column[e]) -
+                           block_columns.begin();
+            hd(static_cast<Eigen::Index>(r - r0), q) = h.value[e];
+          }
+        out.noalias() += hd * bg;
+        ++dense_blocks;
+      } else {
+        for (std::size_t r = r0; r < r1; ++r)
+          for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {
+            const auto col = static_cast<std::size_t>(h.column[e]);
+            if (col < c0 || col >= c1) continue;
+            out.row(static_cast<Eigen::Index>(r - r0)) +=
+                h.value[e] * basis.row(static_cast<Eigen::Index>(col - c0));
+          }
+        ++sparse_blocks;
+      }
+    }
+    stats.dense_blocks += dense_blocks;
+    stats.sparse_blocks += sparse_blocks;
+    c0 = c1;
+  }
+
+  // 4. Light-weighted moments of v per spaxel.
+  for (std::size_t r = 0; r < n_rows; ++r) {
+    double w = 0.0, wv = 0.0, wvv = 0.0;
+    for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {
+      const double light = h.value[e] * column_energy[h.column[e]];
+      const double v = column_velocity[h.column[e]];
+      w += light;
+      wv += light * v;
+      wvv += light * v * v;
+    }
+    light_moments[3 * r] = w;
+    light_moments[3 * r + 1] = wv;
+    light_moments[3 * r + 2] = wvv;
+  }
+  return stats;
+}
+
+}  // namespace ifusim

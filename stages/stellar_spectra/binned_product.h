@@ -1,0 +1,44 @@
+#pragma once
+// The binned method's second half, on the host after psum: cube rows = H x B (see
+// stellar_spectra.h). Only populated columns of H are given a row of B, and each block of
+// spaxels takes a dense product (Eigen's GEMM) where its part of H is dense and a sparse one
+// (one axpy per non-zero) where it is not, so that a wide, sparsely filled field costs what its
+// stars cost. Row blocks are independent and each is computed the same way whatever the number
+// of threads or devices, so the cube is bitwise reproducible.
+#include <cstddef>
+#include <vector>
+
+#include "stages/stellar_spectra/stellar_spectra.h"
+
+namespace ifusim {
+
+// Spaxels are multiplied in blocks of this many rows, counted from spaxel 0 of the field: tiles
+// of the histogram start at multiples of it, so that every block is the same whatever the tiling.
+inline constexpr std::size_t kRowsPerBlock = 32;
+
+struct BinnedProductInput {
+  SspView ssp;  // host view of the template tables
+  WaveBins bins;
+  double one_plus_z = 1.0;
+  HistogramTile tile;
+  int band_first_bin = 0, band_end_bin = 0;  // bins whose energy weighs the light moments
+  std::size_t basis_memory_bytes = std::size_t(512) << 20;  // B held at once (column chunks)
+};
+
+struct BinnedProductStats {
+  std::size_t populated_columns = 0;  // of tile.columns()
+  std::size_t nonzeros = 0;           // of H
+  std::size_t dense_blocks = 0, sparse_blocks = 0;
+};
+
+// histogram: the tile's reduced H (tile.n_spaxels x tile.columns(), M_sun). Writes the tile's
+// rows of the cube (n_spaxels x bins.n, L_sun / A) into cube_rows and the light-weighted
+// moments (w, w v, w v^2 per spaxel, w in L_sun within the band) into light_moments.
+BinnedProductStats binned_product(const BinnedProductInput& in, const std::vector<double>& histogram,
+                                  double* cube_rows, double* light_moments);
+
+// Row (node, j) of B: the node's template for unit initial mass, shifted by (1 + z) e^(u_j) and
+// resampled onto the observed bins (L_sun / A). Exposed for tests.
+void basis_row(const BinnedProductInput& in, int node, int velocity_node, double* out);
+
+}  // namespace ifusim

@@ -1,0 +1,160 @@
+#pragma once
+// The template grid as kernels see it, and the lookups both spectral methods share: bilinear
+// node weights in (log age, log Z) and the cumulative energy of a template up to a wavelength.
+// Host and device functions (IFUSIM_HD): the exact kernel, the binned deposit and the host-side
+// basis of the binned method all evaluate the templates through these.
+//
+// Resampling: each template's spectrum is piecewise constant over its rest-frame pixels; its
+// cumulative energy C(lambda) (L_sun per M_sun from the first pixel edge) is tabulated once per
+// template. An observed bin [l0, l1] receives C(l1 / D) - C(l0 / D) with
+// D = (1 + z)(1 + v_los / c), so the energy a star emits is conserved exactly over the bins
+// that cover its shifted spectrum, and the cube holds luminosity per observed Angstrom.
+#include <cmath>
+#include <cstddef>
+
+#include "data/hd.h"
+
+namespace ifusim {
+
+inline constexpr double kSpeedOfLightKms = 299792.458;
+
+enum class OutsideGrid : int { clamp, zero };
+
+// Templates on the device, ready for the kernel (replicated on every device).
+struct SspView {
+  int n_age = 0, n_z = 0, n_wave = 0;
+  const double* log_age = nullptr;     // log10(age / Gyr), n_age
+  const double* log_z = nullptr;       // log10(Z), n_z
+  const double* edges = nullptr;       // rest-frame pixel edges, n_wave + 1 (Angstrom)
+  const double* cumulative = nullptr;  // per node (i_age * n_z + i_z): n_wave + 1 values
+  bool uniform = false;                // edges equally spaced: pixel lookup without search
+  double edge0 = 0.0, step = 1.0;
+  OutsideGrid outside = OutsideGrid::clamp;
+  int n_nodes() const { return n_age * n_z; }
+};
+
+// The observed wavelength bins: centres start + k * step, k < n.
+struct WaveBins {
+  double start_angstrom = 0.0;
+  double step_angstrom = 1.0;
+  int n = 0;
+  IFUSIM_HD double first_edge() const { return start_angstrom - 0.5 * step_angstrom; }
+  IFUSIM_HD double edge(int k) const { return first_edge() + k * step_angstrom; }
+};
+
+// Position of x in an ascending table of n values: the lower node and the weight of the upper
+// one. Outside the table: clamped to the end node, and *outside is set.
+IFUSIM_HD inline void bracket(const double* table, int n, double x, int& lower,
+                              double& upper_weight, bool& outside) {
+  if (n == 1 || !(x > table[0])) {
+    outside = outside || x < table[0] || x != x;
+    lower = 0;
+    upper_weight = 0.0;
+    return;
+  }
+  if (x >= table[n - 1]) {
+    outside = outside || x > table[n - 1];
+    lower = n - 2;
+    upper_weight = 1.0;
+    return;
+  }
+  int lo = 0, hi = n - 1;  // table[lo] <= x < table[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (table[mid] <= x)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  lower = lo;
+  upper_weight = (x - table[lo]) / (table[lo + 1] - table[lo]);
+}
+
+// The four grid nodes of one star and their bilinear weights (in log age, log Z).
+struct NodeWeights {
+  int node[4];
+  double weight[4];
+  bool skip;  // outside the grid under the "zero" policy
+};
+
+IFUSIM_HD inline NodeWeights node_weights(const SspView& ssp, double age_gyr, double metallicity) {
+  // Ages and metallicities <= 0 are below any grid: log10 of a tiny value clamps them.
+  const double log_age = log10(age_gyr > 1e-12 ? age_gyr : 1e-12);
+  const double log_z = log10(metallicity > 1e-12 ? metallicity : 1e-12);
+  int ia = 0, iz = 0;
+  double wa = 0.0, wz = 0.0;
+  bool outside = false;
+  bracket(ssp.log_age, ssp.n_age, log_age, ia, wa, outside);
+  bracket(ssp.log_z, ssp.n_z, log_z, iz, wz, outside);
+  const int ia1 = ssp.n_age > 1 ? ia + 1 : ia, iz1 = ssp.n_z > 1 ? iz + 1 : iz;
+  NodeWeights w;
+  w.node[0] = ia * ssp.n_z + iz;
+  w.node[1] = ia * ssp.n_z + iz1;
+  w.node[2] = ia1 * ssp.n_z + iz;
+  w.node[3] = ia1 * ssp.n_z + iz1;
+  w.weight[0] = (1 - wa) * (1 - wz);
+  w.weight[1] = (1 - wa) * wz;
+  w.weight[2] = wa * (1 - wz);
+  w.weight[3] = wa * wz;
+  w.skip = outside && ssp.outside == OutsideGrid::zero;
+  return w;
+}
+
+// Pixel j with edges[j] <= lambda < edges[j + 1] and the fraction of it below lambda; lambda
+// outside the table gives j = -1 (below) or n_wave (above).
+IFUSIM_HD inline void locate(const SspView& ssp, double lambda, int& j, double& fraction) {
+  const int n = ssp.n_wave;
+  if (!(lambda > ssp.edges[0])) {
+    j = -1;
+    fraction = 0.0;
+    return;
+  }
+  if (lambda >= ssp.edges[n]) {
+    j = n;
+    fraction = 0.0;
+    return;
+  }
+  if (ssp.uniform) {
+    j = static_cast<int>((lambda - ssp.edge0) / ssp.step);
+    j = j < 0 ? 0 : (j >= n ? n - 1 : j);
+  } else {
+    int lo = 0, hi = n;
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (ssp.edges[mid] <= lambda)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    j = lo;
+  }
+  fraction = (lambda - ssp.edges[j]) / (ssp.edges[j + 1] - ssp.edges[j]);
+}
+
+// Cumulative energy of one template up to lambda, from its located pixel.
+IFUSIM_HD inline double cumulative_at(const SspView& ssp, int node, int j, double fraction) {
+  const double* c = ssp.cumulative + static_cast<std::size_t>(node) * (ssp.n_wave + 1);
+  if (j < 0) return 0.0;
+  if (j >= ssp.n_wave) return c[ssp.n_wave];
+  return c[j] + fraction * (c[j + 1] - c[j]);
+}
+
+// The binned method's velocity axis: nodes uniform in u = ln(1 + v/c), u_j = u_min + j du,
+// j < n. A star at u deposits linear (cloud-in-cell) weights on the two nearest nodes.
+struct VelocityBins {
+  double u_min = 0.0;
+  double du = 1.0;
+  int n = 2;
+  IFUSIM_HD double velocity_kms(int j) const { return kSpeedOfLightKms * expm1(u_min + j * du); }
+  // Lower node and the upper node's weight for a line-of-sight velocity.
+  IFUSIM_HD void locate(double v_kms, int& lower, double& upper_weight) const {
+    const double x = (log1p(v_kms / kSpeedOfLightKms) - u_min) / du;
+    int j = static_cast<int>(floor(x));
+    j = j < 0 ? 0 : (j > n - 2 ? n - 2 : j);
+    double t = x - j;
+    lower = j;
+    upper_weight = t < 0.0 ? 0.0 : (t > 1.0 ? 1.0 : t);
+  }
+};
+
+}  // namespace ifusim
