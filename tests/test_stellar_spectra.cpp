@@ -315,5 +315,24 @@ TEST_CASE("binned spectra: bad parameters and the dust screen are clear errors",
                     Catch::Contains("stages.stellar_spectra.histogram_memory_gb"));
   CHECK_THROWS_WITH(parse({{"kinematics_band_angstrom", {6000, 5000}}}),
                     Catch::Contains("stages.stellar_spectra.kinematics_band_angstrom"));
+  CHECK_THROWS_WITH(parse({{"histogram", "compressed"}}),
+                    Catch::Contains("stages.stellar_spectra.histogram: expected one of"));
   CHECK(parse(nlohmann::json::object()).method == SpectralMethod::binned);
+}
+
+TEST_CASE("binned spectra: sparse and dense histograms give the same cube, bitwise",
+          "[spectra][binned]") {
+  auto grid = std::make_shared<const SspGrid>(test::synthetic_ssp_grid());
+  const auto host = test::random_stars(3000, 23, 5.0);
+  StellarSpectraParams dense = method_params(SpectralMethod::binned);
+  dense.histogram = HistogramStorage::dense;
+  StellarSpectraParams sparse = dense;
+  sparse.histogram = HistogramStorage::sparse;
+  const SpectraRun reference = run_spectra(1, host, grid, dense);
+  for (int d : {1, 2, 3, 5}) {
+    const SpectraRun run = run_spectra(d, host, grid, sparse);
+    CHECK(std::memcmp(run.cube.data.data(), reference.cube.data.data(),
+                      reference.cube.data.size() * sizeof(double)) == 0);
+    CHECK(run.maps.at("velocity_light_kms") == reference.maps.at("velocity_light_kms"));
+  }
 }

@@ -39,7 +39,7 @@ void basis_row(const BinnedProductInput& in, int node, int velocity_node, double
   }
 }
 
-BinnedProductStats binned_product(const BinnedProductInput& in, const std::vector<double>& histogram,
+BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
                                   double* cube_rows, double* light_moments) {
   const std::size_t n_rows = static_cast<std::size_t>(in.tile.n_spaxels);
   const std::size_t n_columns = in.tile.columns();
@@ -49,10 +49,8 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const std::vecto
 
   // 1. The populated columns, and H over them by rows.
   std::vector<std::int32_t> populated_index(n_columns, -1);
-  std::vector<std::size_t> populated;  // column ids
-  for (std::size_t r = 0; r < n_rows; ++r)
-    for (std::size_t c = 0; c < n_columns; ++c)
-      if (histogram[r * n_columns + c] != 0.0 && populated_index[c] < 0) populated_index[c] = 0;
+  for (std::uint64_t i : histogram.index) populated_index[i % n_columns] = 0;
+  std::vector<std::size_t> populated;  // column ids, ascending
   for (std::size_t c = 0; c < n_columns; ++c)
     if (populated_index[c] == 0) {
       populated_index[c] = static_cast<std::int32_t>(populated.size());
@@ -60,15 +58,14 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const std::vecto
     }
   SparseRows h;
   h.offsets.assign(n_rows + 1, 0);
-  for (std::size_t r = 0; r < n_rows; ++r) {
-    for (std::size_t c = 0; c < n_columns; ++c) {
-      const double x = histogram[r * n_columns + c];
-      if (x == 0.0) continue;
-      h.column.push_back(populated_index[c]);
-      h.value.push_back(x);
-    }
-    h.offsets[r + 1] = h.column.size();
+  h.column.reserve(histogram.index.size());
+  h.value.reserve(histogram.index.size());
+  for (std::size_t e = 0; e < histogram.index.size(); ++e) {
+    h.column.push_back(populated_index[histogram.index[e] % n_columns]);
+    h.value.push_back(histogram.mass_msun[e]);
+    ++h.offsets[histogram.index[e] / n_columns + 1];
   }
+  for (std::size_t r = 0; r < n_rows; ++r) h.offsets[r + 1] += h.offsets[r];
   stats.populated_columns = populated.size();
   stats.nonzeros = h.value.size();
 

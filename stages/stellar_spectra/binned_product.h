@@ -6,6 +6,7 @@
 // stars cost. Row blocks are independent and each is computed the same way whatever the number
 // of threads or devices, so the cube is bitwise reproducible.
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "stages/stellar_spectra/stellar_spectra.h"
@@ -31,10 +32,17 @@ struct BinnedProductStats {
   std::size_t dense_blocks = 0, sparse_blocks = 0;
 };
 
-// histogram: the tile's reduced H (tile.n_spaxels x tile.columns(), M_sun). Writes the tile's
+// The reduced histogram of one tile on the host: its non-zero entries, sorted by index
+// (row * tile.columns() + column), in M_sun.
+struct HostHistogram {
+  std::vector<std::uint64_t> index;
+  std::vector<double> mass_msun;
+};
+
+// histogram: the tile's reduced H. Writes the tile's
 // rows of the cube (n_spaxels x bins.n, L_sun / A) into cube_rows and the light-weighted
 // moments (w, w v, w v^2 per spaxel, w in L_sun within the band) into light_moments.
-BinnedProductStats binned_product(const BinnedProductInput& in, const std::vector<double>& histogram,
+BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
                                   double* cube_rows, double* light_moments);
 
 // Row (node, j) of B: the node's template for unit initial mass, shifted by (1 + z) e^(u_j) and

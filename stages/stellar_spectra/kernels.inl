@@ -115,8 +115,33 @@ void accumulate_mass_moments(const Device& device, const StarViews& stars, doubl
   parallel_for(device, stars.n, DepositMassMoments{stars, counts_per_unit, moment_sums.data});
 }
 
-// Binned method: a star's initial mass x bilinear node weights x cloud-in-cell velocity weights
-// into the histogram tile, for every spaxel of the tile its light reaches (8 deposits a spaxel).
+// Binned method: a star's initial mass x bilinear node weights x cloud-in-cell velocity weights,
+// for every spaxel of the tile its light reaches: f(index, mass) with index = row * columns +
+// column into the tile's histogram (8 entries a spaxel, some of them 0).
+template <class F>
+IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const StarViews& stars,
+                                        const HistogramTile& tile, std::size_t i, F&& f) {
+  const NodeWeights w = node_weights(ssp, stars.age_gyr[i], stars.metallicity[i]);
+  if (w.skip) return;
+  int jv = 0;
+  double tv = 0.0;
+  tile.velocity.locate(stars.velocity_los_kms[i], jv, tv);
+  const double mass = stars.initial_mass_msun[i];
+  const std::size_t columns = tile.columns();
+  stars.footprint.for_each(i, [&](std::int32_t spaxel, double weight) {
+    const std::int32_t row = spaxel - tile.first_spaxel;
+    if (row < 0 || row >= tile.n_spaxels) return;
+    const std::size_t base = static_cast<std::size_t>(row) * columns + jv;
+    for (int n = 0; n < 4; ++n) {
+      const double m = mass * weight * w.weight[n];
+      const std::size_t node = base + static_cast<std::size_t>(w.node[n]) * tile.velocity.n;
+      f(node, m * (1.0 - tv));
+      f(node + 1, m * tv);
+    }
+  });
+}
+
+// Dense: integer atomics into the tile's histogram.
 struct DepositHistogram {
   SspView ssp;
   StarViews stars;
@@ -124,24 +149,8 @@ struct DepositHistogram {
   double counts_per_unit;
   std::int64_t* histogram;
   IFUSIM_HD void operator()(std::size_t i) const {
-    const NodeWeights w = node_weights(ssp, stars.age_gyr[i], stars.metallicity[i]);
-    if (w.skip) return;
-    int jv = 0;
-    double tv = 0.0;
-    tile.velocity.locate(stars.velocity_los_kms[i], jv, tv);
-    const double mass = stars.initial_mass_msun[i];
-    const std::size_t columns = tile.columns();
-    stars.footprint.for_each(i, [&](std::int32_t spaxel, double weight) {
-      const std::int32_t row = spaxel - tile.first_spaxel;
-      if (row < 0 || row >= tile.n_spaxels) return;
-      std::int64_t* out = histogram + static_cast<std::size_t>(row) * columns + jv;
-      for (int n = 0; n < 4; ++n) {
-        const double m = mass * weight * w.weight[n];
-        if (m == 0.0) continue;
-        std::int64_t* node = out + static_cast<std::size_t>(w.node[n]) * tile.velocity.n;
-        atomic_add_fixed(node, to_fixed(m * (1.0 - tv), counts_per_unit));
-        atomic_add_fixed(node + 1, to_fixed(m * tv, counts_per_unit));
-      }
+    for_each_histogram_entry(ssp, stars, tile, i, [&](std::size_t index, double m) {
+      if (m != 0.0) atomic_add_fixed(histogram + index, to_fixed(m, counts_per_unit));
     });
   }
 };
@@ -151,6 +160,58 @@ void accumulate_histogram(const Device& device, const SspView& ssp, const StarVi
                           Span<std::int64_t> histogram) {
   parallel_for(device, stars.n,
                DepositHistogram{ssp, stars, tile, counts_per_unit, histogram.data});
+}
+
+// Sparse: each star's entries counted, then written at their offsets as (index, fixed) pairs.
+struct CountHistogramEntries {
+  SspView ssp;
+  StarViews stars;
+  HistogramTile tile;
+  std::uint64_t* counts;
+  IFUSIM_HD void operator()(std::size_t i) const {
+    std::uint64_t n = 0;
+    for_each_histogram_entry(ssp, stars, tile, i, [&](std::size_t, double) { ++n; });
+    counts[i] = n;
+  }
+};
+
+struct WriteHistogramEntries {
+  SspView ssp;
+  StarViews stars;
+  HistogramTile tile;
+  double counts_per_unit;
+  const std::uint64_t* offsets;
+  std::uint64_t* keys;
+  std::int64_t* values;
+  IFUSIM_HD void operator()(std::size_t i) const {
+    std::uint64_t at = offsets[i];
+    for_each_histogram_entry(ssp, stars, tile, i, [&](std::size_t index, double m) {
+      keys[at] = index;
+      values[at] = to_fixed(m, counts_per_unit);
+      ++at;
+    });
+  }
+};
+
+SparseHistogramShard sparse_histogram(const Device& device, const SspView& ssp,
+                                      const StarViews& stars, const HistogramTile& tile,
+                                      double counts_per_unit) {
+  SparseHistogramShard out;
+  if (stars.n == 0) return out;
+  DeviceBuffer<std::uint64_t> offsets(device, stars.n);
+  parallel_for(device, stars.n, CountHistogramEntries{ssp, stars, tile, offsets.data()});
+  const std::size_t n = exclusive_scan(device, offsets.data(), stars.n);
+  DeviceBuffer<std::uint64_t> keys(device, n);
+  DeviceBuffer<std::int64_t> values(device, n);
+  parallel_for(device, stars.n,
+               WriteHistogramEntries{ssp, stars, tile, counts_per_unit, offsets.data(),
+                                     keys.data(), values.data()});
+  offsets.reset();
+  out.keys = DeviceBuffer<std::uint64_t>(device, n);
+  out.values = DeviceBuffer<std::int64_t>(device, n);
+  out.size = sort_reduce_by_key(device, keys.data(), values.data(), n, out.keys.data(),
+                                out.values.data());
+  return out;
 }
 
 }  // namespace ifusim::IFUSIM_BACKEND_NS

@@ -108,6 +108,10 @@ StellarSpectraParams StellarSpectraParams::from_json(JsonParams p) {
   out.velocity_bin_kms = p.number("velocity_bin_kms", out.velocity_bin_kms);
   p.require(out.velocity_bin_kms > 0 && out.velocity_bin_kms <= 1000, "velocity_bin_kms",
             "a number > 0 and <= 1000 (km/s)", out.velocity_bin_kms);
+  const std::string storage = p.choice("histogram", {"auto", "dense", "sparse"}, "auto");
+  out.histogram = storage == "dense"    ? HistogramStorage::dense
+                  : storage == "sparse" ? HistogramStorage::sparse
+                                        : HistogramStorage::automatic;
   out.histogram_memory_gb = p.number("histogram_memory_gb", out.histogram_memory_gb);
   p.require(out.histogram_memory_gb > 0, "histogram_memory_gb", "a number > 0 (GB)",
             out.histogram_memory_gb);
@@ -144,6 +148,17 @@ struct DeviceTables {
   }
 };
 
+// Bytes a sparse histogram entry takes while it is made: index and value, the per-star offsets
+// and the sort's second copy.
+constexpr double kSparseEntryBytes = 40.0;
+
+HistogramStorage histogram_storage(const StellarSpectraParams& p, double n_stars,
+                                   double dense_bytes) {
+  if (p.histogram != HistogramStorage::automatic) return p.histogram;
+  return 8.0 * n_stars * kSparseEntryBytes < dense_bytes ? HistogramStorage::sparse
+                                                         : HistogramStorage::dense;
+}
+
 StarViews star_views(const Stars& stars, const SpaxelGrid& grid, const Device& d) {
   return StarViews{stars.velocity_kms.local(d, 2).data,
                    stars.initial_mass_msun.local(d).data,
@@ -178,25 +193,36 @@ struct SpectralSetup {
   double n_stars = 0, m_init_max = 0, v_los_max = 0;
 };
 
-// The binned method's partial result: the histogram, tile by tile. The first tile is deposited
-// by the stage; reduce() reduces it, makes its rows of the cube, and deposits, reduces and
-// multiplies any further tile (a field whose histogram does not fit at once).
+// The binned method's partial result: the histogram, dense tile by tile or sparse. The first
+// tile (or the sparse whole) is deposited by the stage; reduce() reduces it, makes its rows of
+// the cube, and deposits, reduces and multiplies any further tile (a field whose dense
+// histogram does not fit at once).
 class BinnedSpectra final : public PartialResult {
  public:
-  BinnedSpectra(SpectralSetup setup, HistogramTile first_tile, std::int32_t tile_spaxels)
-      : setup_(std::move(setup)), tile_(first_tile), tile_spaxels_(tile_spaxels) {}
+  BinnedSpectra(SpectralSetup setup, HistogramTile first_tile, std::int32_t tile_spaxels,
+                HistogramStorage storage)
+      : setup_(std::move(setup)), tile_(first_tile), tile_spaxels_(tile_spaxels),
+        storage_(storage) {}
 
   // H for the current tile, each device depositing its own stars.
   void deposit(const RunState& state) {
     const Mesh& mesh = state.mesh;
-    sums_ = ShardedArray<std::int64_t>(mesh, static_cast<std::size_t>(tile_.n_spaxels) *
-                                                 tile_.columns(),
-                                       1, Sharding::partial());
+    if (storage_ == HistogramStorage::sparse) {
+      shards_.clear();
+      shards_.resize(mesh.size());
+    } else {
+      sums_ = ShardedArray<std::int64_t>(
+          mesh, static_cast<std::size_t>(tile_.n_spaxels) * tile_.columns(), 1,
+          Sharding::partial());
+    }
     shard_map(mesh, [&](const Device& d) {
       const SspView ssp = setup_.device_tables->view(*setup_.tables, setup_.outside, d);
-      IFUSIM_DISPATCH(d, accumulate_histogram, d, ssp,
-                      star_views(state.data.stars, setup_.grid, d), tile_,
-                      scale().counts_per_unit, sums_.local(d));
+      const StarViews stars = star_views(state.data.stars, setup_.grid, d);
+      const double counts = scale().counts_per_unit;
+      if (storage_ == HistogramStorage::sparse)
+        shards_[d.id] = IFUSIM_DISPATCH(d, sparse_histogram, d, ssp, stars, tile_, counts);
+      else
+        IFUSIM_DISPATCH(d, accumulate_histogram, d, ssp, stars, tile_, counts, sums_.local(d));
     });
   }
 
@@ -209,8 +235,7 @@ class BinnedSpectra final : public PartialResult {
     const std::int32_t n_spaxels = static_cast<std::int32_t>(cube.shape.n_spaxels());
     BinnedProductStats totals;
     while (true) {
-      const std::vector<double> histogram = reduce_to_host(state.mesh, sums_, scale());
-      sums_ = {};
+      const HostHistogram histogram = gather(state.mesh);
       BinnedProductInput in;
       in.ssp = setup_.tables->host_view(setup_.outside);
       in.bins = setup_.bins;
@@ -232,10 +257,10 @@ class BinnedSpectra final : public PartialResult {
       deposit(state);
     }
     spdlog::debug(
-        "binned spectra: {} velocity nodes, {} populated columns, {} non-zeros, {} dense and {} "
-        "sparse blocks",
-        tile_.velocity.n, totals.populated_columns, totals.nonzeros, totals.dense_blocks,
-        totals.sparse_blocks);
+        "binned spectra ({} histogram): {} velocity nodes, {} populated columns, {} non-zeros, "
+        "{} dense and {} sparse blocks",
+        storage_ == HistogramStorage::sparse ? "sparse" : "dense", tile_.velocity.n,
+        totals.populated_columns, totals.nonzeros, totals.dense_blocks, totals.sparse_blocks);
     velocity_moment_maps(light_moments, state.maps["velocity_light_kms"],
                          state.maps["dispersion_light_kms"]);
     state.cube = std::move(cube);
@@ -248,10 +273,52 @@ class BinnedSpectra final : public PartialResult {
   }
 
  private:
+  // The reduced tile on the host, non-zeros only. Dense: psum, then a scan. Sparse: every
+  // device's sorted entries are gathered and merged, summing equal indices (integers: exact, so
+  // the result does not depend on the split either).
+  HostHistogram gather(const Mesh& mesh) {
+    const double quantum = scale().quantum();
+    HostHistogram out;
+    if (storage_ == HistogramStorage::dense) {
+      psum(mesh, sums_);
+      const std::vector<std::int64_t> sums = sums_.to_host();
+      sums_ = {};
+      for (std::size_t i = 0; i < sums.size(); ++i)
+        if (sums[i] != 0) {
+          out.index.push_back(i);
+          out.mass_msun.push_back(static_cast<double>(sums[i]) * quantum);
+        }
+      return out;
+    }
+    std::vector<std::pair<std::uint64_t, std::int64_t>> entries;
+    for (auto& shard : shards_) {
+      std::vector<std::uint64_t> keys(shard.size);
+      std::vector<std::int64_t> values(shard.size);
+      shard.keys.download(keys.data(), shard.size);
+      shard.values.download(values.data(), shard.size);
+      for (std::size_t e = 0; e < shard.size; ++e) entries.emplace_back(keys[e], values[e]);
+      shard = {};
+    }
+    if (mesh.size() > 1)
+      std::sort(entries.begin(), entries.end(),
+                [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (std::size_t e = 0; e < entries.size();) {
+      std::int64_t sum = 0;
+      const std::uint64_t key = entries[e].first;
+      for (; e < entries.size() && entries[e].first == key; ++e) sum += entries[e].second;
+      if (sum == 0) continue;
+      out.index.push_back(key);
+      out.mass_msun.push_back(static_cast<double>(sum) * quantum);
+    }
+    return out;
+  }
+
   SpectralSetup setup_;
   HistogramTile tile_;
   std::int32_t tile_spaxels_;
-  ShardedArray<std::int64_t> sums_;
+  HistogramStorage storage_;
+  ShardedArray<std::int64_t> sums_;         // dense
+  std::vector<SparseHistogramShard> shards_;  // sparse, one per device
 };
 
 class StellarSpectraStage final : public Stage {
@@ -324,16 +391,24 @@ class StellarSpectraStage final : public Stage {
       tile.velocity.u_min = std::log1p(-beta);
       tile.velocity.n = static_cast<int>(std::floor((std::log1p(beta) - std::log1p(-beta)) /
                                                     tile.velocity.du)) + 2;
-      const double row_bytes = static_cast<double>(tile.columns()) * sizeof(std::int64_t);
+      // Sparse where the stars' entries take less memory than the dense field (few stars on
+      // many spaxels); dense otherwise, in tiles of whole row blocks of the product that fit
+      // histogram_memory_gb.
       const auto n_spaxels = static_cast<std::int32_t>(setup.shape.n_spaxels());
-      // Tiles are whole row blocks of the product (binned_product.h).
+      const double row_bytes = static_cast<double>(tile.columns()) * sizeof(std::int64_t);
+      const HistogramStorage storage = histogram_storage(params_, setup.n_stars,
+                                                         row_bytes * n_spaxels);
       const double block = static_cast<double>(kRowsPerBlock);
-      const auto tile_spaxels = static_cast<std::int32_t>(std::min(
-          std::max(block, block * std::floor(params_.histogram_memory_gb * 1e9 / row_bytes / block)),
-          static_cast<double>(n_spaxels)));
+      const auto tile_spaxels =
+          storage == HistogramStorage::sparse
+              ? n_spaxels
+              : static_cast<std::int32_t>(std::min(
+                    std::max(block, block * std::floor(params_.histogram_memory_gb * 1e9 /
+                                                       row_bytes / block)),
+                    static_cast<double>(n_spaxels)));
       tile.first_spaxel = 0;
       tile.n_spaxels = tile_spaxels;
-      auto binned = std::make_unique<BinnedSpectra>(setup, tile, tile_spaxels);
+      auto binned = std::make_unique<BinnedSpectra>(setup, tile, tile_spaxels, storage);
       binned->deposit(state);
       shard_map(mesh, [&](const Device& d) {
         IFUSIM_DISPATCH(d, accumulate_mass_moments, d, star_views(stars, setup.grid, d),

@@ -63,6 +63,10 @@ struct SspTables {
 SspTables make_ssp_tables(const SspGrid& grid, const std::string& medium = "");
 
 enum class SpectralMethod { binned, exact };
+// How the binned method holds its histogram: dense (integer atomics, psum) in tiles of spaxels,
+// or sparse (each device's (index, mass) entries sorted and summed, then merged across
+// devices); automatic picks the smaller.
+enum class HistogramStorage { automatic, dense, sparse };
 
 struct StellarSpectraParams {
   SpectralMethod method = SpectralMethod::binned;
@@ -70,7 +74,8 @@ struct StellarSpectraParams {
   // Binned: spacing of the velocity nodes, c * delta ln(1 + v/c) (km/s). The velocity
   // interpolation's error falls as its square; 5 km/s is a tenth of a MUSE pixel at 7000 A.
   double velocity_bin_kms = 5.0;
-  // Binned: the histogram held at once per memory space; larger fields are done in tiles of
+  HistogramStorage histogram = HistogramStorage::automatic;
+  // Binned: the dense histogram held at once per memory space; larger fields are done in tiles of
   // spaxels, each its own deposit, psum and product.
   double histogram_memory_gb = 1.0;
   // Light weights of the kinematic maps: energy within [lo, hi] (observed Angstrom); both 0 for
@@ -103,6 +108,14 @@ struct HistogramTile {
   std::size_t columns() const { return static_cast<std::size_t>(n_nodes) * velocity.n; }
 };
 
+// One device's sparse histogram: sorted unique indices (row * columns + column) and their
+// fixed-point sums; `size` of the buffers' entries are used.
+struct SparseHistogramShard {
+  DeviceBuffer<std::uint64_t> keys;
+  DeviceBuffer<std::int64_t> values;
+  std::size_t size = 0;
+};
+
 }  // namespace ifusim
 
 IFUSIM_DECLARE_BACKENDS(
@@ -117,4 +130,7 @@ IFUSIM_DECLARE_BACKENDS(
                                  double counts_per_unit, Span<std::int64_t> moment_sums);
     void accumulate_histogram(const Device& device, const ifusim::SspView& ssp,
                               const ifusim::StarViews& stars, const ifusim::HistogramTile& tile,
-                              double counts_per_unit, Span<std::int64_t> histogram);)
+                              double counts_per_unit, Span<std::int64_t> histogram);
+    ifusim::SparseHistogramShard sparse_histogram(
+        const Device& device, const ifusim::SspView& ssp, const ifusim::StarViews& stars,
+        const ifusim::HistogramTile& tile, double counts_per_unit);)
