@@ -85,15 +85,24 @@ class ShardedArray {
 
   // Fills one shard from a row-major host block of its rows (transposed to component planes).
   void upload_shard(const Device& device, const T* host_rows) {
+    upload_rows(device, 0, host_rows, shard(device).range.size());
+  }
+
+  // Fills `count` rows of one shard from its local row `first` on, from row-major host rows:
+  // a shard can be filled block by block, with host memory bounded by the block.
+  void upload_rows(const Device& device, std::size_t first, const T* host_rows, std::size_t count) {
     auto& s = shard(device);
     const std::size_t n = s.range.size(), k = static_cast<std::size_t>(components_);
-    if (n == 0) return;
+    if (first > n || count > n - first)
+      throw std::out_of_range("ShardedArray::upload_rows: rows outside the shard");
+    if (count == 0) return;
     auto& buffer = buffer_of(device);
-    if (k == 1) return buffer.upload(host_rows, n);
-    std::vector<T> planes(n * k);
-    for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t c = 0; c < k; ++c) planes[c * n + i] = host_rows[i * k + c];
-    buffer.upload(planes.data(), planes.size());
+    if (k == 1) return buffer.upload(host_rows, count, first);
+    std::vector<T> plane(count);
+    for (std::size_t c = 0; c < k; ++c) {
+      for (std::size_t i = 0; i < count; ++i) plane[i] = host_rows[i * k + c];
+      buffer.upload(plane.data(), count, c * n + first);
+    }
   }
 
   // Row-major copy of one shard's rows.
@@ -159,6 +168,40 @@ ShardedArray<T> from_callback(const Mesh& mesh, std::size_t rows, int components
     for (std::size_t d = 0; d < mesh.size(); ++d) array.upload_shard(mesh.device(d), block.data());
   }
   return array;
+}
+
+// from_callback for several sharded arrays of the same rows, filled in blocks. Every non-idle
+// device calls callback(block, outs) for consecutive blocks of at most `block_rows` of its own
+// rows (concurrently across devices, in order within one), where outs[a] receives array a's
+// rows of the block, row-major (block.size() * components[a] elements); each block is uploaded
+// as soon as it is made. Host memory is thus bounded by the block, not the shard, and a source
+// that makes all fields of a row at once (a generator) runs once for all of them.
+template <class T, class Callback>
+std::vector<ShardedArray<T>> from_callback_blocked(const Mesh& mesh, std::size_t rows,
+                                                   const std::vector<int>& components,
+                                                   std::size_t block_rows, Callback&& callback) {
+  if (block_rows < 1) throw std::invalid_argument("from_callback_blocked: block_rows must be >= 1");
+  std::vector<ShardedArray<T>> arrays;
+  for (const int k : components) arrays.emplace_back(mesh, rows, k, Sharding::sharded());
+  shard_map(mesh, [&](const Device& device) {
+    if (arrays.empty()) return;
+    const IndexRange range = arrays.front().shard(device).range;
+    if (range.empty()) return;  // an idle device makes nothing
+    const std::size_t first_block = std::min(block_rows, range.size());
+    std::vector<std::vector<T>> blocks(arrays.size());
+    std::vector<T*> outs(arrays.size());
+    for (std::size_t a = 0; a < arrays.size(); ++a) {
+      blocks[a].resize(first_block * static_cast<std::size_t>(components[a]));
+      outs[a] = blocks[a].data();
+    }
+    for (std::size_t b = range.begin; b < range.end; b += block_rows) {
+      const IndexRange block{b, std::min(range.end, b + block_rows)};
+      callback(block, outs);
+      for (std::size_t a = 0; a < arrays.size(); ++a)
+        arrays[a].upload_rows(device, b - range.begin, outs[a], block.size());
+    }
+  });
+  return arrays;
 }
 
 // Places a row-major host array (rows x components) on the mesh (jax.device_put).

@@ -1,5 +1,6 @@
 #include "io/run_config.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -41,6 +42,56 @@ std::vector<std::string> pipeline_preset(const std::string& name, const std::str
   return doc.at("stages").get<std::vector<std::string>>();
 }
 
+// A count given as a JSON number: 1e6 is a float in JSON, so whole floats are accepted; below
+// 2^40, the generator's limit.
+std::size_t whole_number(JsonParams& p, const std::string& key, long long min,
+                         std::optional<double> fallback) {
+  const double v = p.number(key, fallback);
+  p.require(v >= static_cast<double>(min) && v == std::floor(v) && v < 0x1p40, key,
+            "an integer >= " + std::to_string(min) + " (below 2^40)",
+            p.has(key) ? p.raw(key) : nlohmann::json(v));
+  return static_cast<std::size_t>(v);
+}
+
+// input.synthetic: the galaxy of `ifusim make-galaxy`, made in memory (docs/config.md). Its
+// snapshot redshift defaults to the observed one, its cosmology is the run's.
+tng::SyntheticGalaxySpec parse_synthetic(JsonParams p, double observed_redshift,
+                                         const Cosmology& cosmology) {
+  tng::SyntheticGalaxySpec s;
+  s.n_stars = whole_number(p, "stars", 1, std::nullopt);
+  s.n_gas = whole_number(p, "gas", 0, static_cast<double>(s.n_stars / 10));
+  const long long seed = p.integer("seed", 1);
+  p.require(seed >= 0, "seed", "an integer >= 0", seed);
+  s.seed = static_cast<std::uint64_t>(seed);
+  s.redshift = p.number("redshift", observed_redshift);
+  s.block_rows = whole_number(p, "block_rows", 1, static_cast<double>(s.block_rows));
+  // The astronomer's knobs, named as in SyntheticGalaxySpec; its validate() checks their ranges.
+  const std::pair<const char*, double*> knobs[] = {
+      {"stellar_mass_msun", &s.stellar_mass_msun},
+      {"gas_mass_msun", &s.gas_mass_msun},
+      {"bulge_fraction", &s.bulge_fraction},
+      {"disc_scale_length_kpc", &s.disc_scale_length_kpc},
+      {"disc_scale_height_kpc", &s.disc_scale_height_kpc},
+      {"bulge_scale_radius_kpc", &s.bulge_scale_radius_kpc},
+      {"gas_scale_length_kpc", &s.gas_scale_length_kpc},
+      {"v_flat_kms", &s.v_flat_kms},
+      {"rotation_turnover_kpc", &s.rotation_turnover_kpc},
+      {"disc_dispersion_kms", &s.disc_dispersion_kms},
+      {"bulge_dispersion_kms", &s.bulge_dispersion_kms},
+      {"central_metallicity_dex", &s.central_metallicity_dex},
+      {"metallicity_gradient_dex_per_kpc", &s.metallicity_gradient_dex_per_kpc},
+      {"inclination_deg", &s.inclination_deg},
+      {"position_angle_deg", &s.position_angle_deg}};
+  for (const auto& [key, value] : knobs) *value = p.number(key, *value);
+  p.finish();
+  // Wind cells would make the stars' rows unknown until a pass over all of them
+  // (synthetic_source.h): the in-memory galaxy has none.
+  s.wind_fraction = 0.0;
+  s.cosmology = cosmology;
+  s.validate(p.key_path(""));
+  return s;
+}
+
 }  // namespace
 
 void apply_override(nlohmann::json& document, const std::string& assignment) {
@@ -79,14 +130,23 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
   c.document = document;
   JsonParams root(document, "");
 
+  // input.synthetic is read after galaxy and cosmology, whose values it takes as defaults; the
+  // keys that only mean something for a file are unknown keys beside it.
   JsonParams input = root.object("input");
-  c.input_file = resolve_path(input.string("file"), config_path);
-  c.input_format = input.choice("format", {"auto", "tng", "rubix"}, "auto");
-  if (input.has("subhalo")) c.subhalo_id = input.integer("subhalo");
-  if (input.has("snapshot")) c.snapshot = static_cast<int>(input.integer("snapshot"));
-  c.drop_nonfinite = input.boolean("drop_nonfinite", false);
+  const bool has_file = input.has("file"), has_synthetic = input.has("synthetic");
+  if (has_file == has_synthetic)
+    throw ConfigError(
+        "input: expected exactly one of \"file\" (a TNG or RUBIX file) and \"synthetic\" (a "
+        "galaxy made in memory), got " +
+        std::string(has_file ? "both" : "neither"));
+  if (has_file) {
+    c.input_file = resolve_path(input.string("file"), config_path);
+    c.input_format = input.choice("format", {"auto", "tng", "rubix"}, "auto");
+    if (input.has("subhalo")) c.subhalo_id = input.integer("subhalo");
+    if (input.has("snapshot")) c.snapshot = static_cast<int>(input.integer("snapshot"));
+    c.drop_nonfinite = input.boolean("drop_nonfinite", false);
+  }
   c.read_gas = input.boolean("read_gas", true);
-  input.finish();
 
   JsonParams cosmo = root.has("cosmology") && root.raw("cosmology").is_object()
                          ? root.object("cosmology")
@@ -131,6 +191,10 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
   galaxy.require(c.dec_deg >= -90 && c.dec_deg <= 90, "dec_deg", "a number in [-90, 90]",
                  c.dec_deg);
   galaxy.finish();
+
+  if (has_synthetic)
+    c.synthetic = parse_synthetic(input.object("synthetic"), c.redshift, c.cosmology);
+  input.finish();
 
   const auto& tel = root.raw("telescope");
   if (tel.is_string())

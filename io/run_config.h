@@ -11,6 +11,7 @@
 #include "data/cosmology.h"
 #include "data/device.h"
 #include "data/telescope.h"
+#include "io/tng/synthetic_galaxy.h"
 
 namespace ifusim {
 
@@ -23,8 +24,9 @@ struct RunConfig {
   std::string config_path;  // the file it was read from ("" for an in-memory config)
   nlohmann::json document;  // the whole config after --set overrides (provenance)
 
-  // input
-  std::string input_file;    // absolute, ${IFUSIM_DATA_DIR} expanded
+  // input: a file (input.file), or a synthetic galaxy made in memory (input.synthetic)
+  std::string input_file;  // absolute, ${IFUSIM_DATA_DIR} expanded; "" when synthetic
+  std::optional<tng::SyntheticGalaxySpec> synthetic;
   std::string input_format;  // "tng", "rubix" or "auto"
   std::optional<long long> subhalo_id;
   std::optional<int> snapshot;

@@ -15,6 +15,7 @@
 #include "io/hdf5.h"
 #include "io/rubix/rubix_galaxy.h"
 #include "io/ssp/ssp_library.h"
+#include "io/tng/synthetic_source.h"
 #include "io/tng/tng_reader.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
@@ -46,6 +47,14 @@ bool is_rubix_file(const std::string& path) {
 }
 
 GalaxyData read_galaxy(const Mesh& mesh, const RunConfig& c) {
+  if (c.synthetic) {
+    const tng::SyntheticGalaxySpec& s = *c.synthetic;
+    spdlog::info(
+        "generating a synthetic galaxy in memory: {} stars, {} gas cells, seed {}, z = {} "
+        "(blocks of {} rows)",
+        s.n_stars, c.read_gas ? s.n_gas : 0, s.seed, s.redshift, s.block_rows);
+    return tng::make_synthetic_galaxy(mesh, s, c.read_gas);
+  }
   const bool rubix =
       c.input_format == "rubix" || (c.input_format == "auto" && is_rubix_file(c.input_file));
   if (rubix) {
@@ -213,7 +222,8 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
       {"IFUSIM_VERSION", IFUSIM_VERSION},
       {"CONFIG_FILE", c.config_path},
       {"CONFIG", c.document.dump()},
-      {"INPUT", c.input_file},
+      {"INPUT",
+       c.synthetic ? "synthetic " + c.document.at("input").at("synthetic").dump() : c.input_file},
       {"SIMULATION", state.data.galaxy.simulation},
       {"SNAPSHOT", std::to_string(state.data.galaxy.snapshot)},
       {"SUBHALO", std::to_string(state.data.galaxy.subhalo_id)},

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <numeric>
@@ -104,6 +105,56 @@ TEST_CASE("from_callback: each device is asked for exactly its own range", "[sha
     CHECK(array.shards()[4].range.empty());
     CHECK(array.shards()[4].buffer.data() == nullptr);
   }
+}
+
+TEST_CASE("from_callback_blocked: one callback fills several arrays, block by block",
+          "[sharding]") {
+  const std::size_t n = 23;
+  for (int d : {1, 3, 7}) {
+    for (std::size_t block_rows : {std::size_t{1}, std::size_t{4}, std::size_t{100}}) {
+      INFO(d << " devices, blocks of " << block_rows);
+      auto mesh = make_mesh(Backend::cpu, d);
+      std::mutex m;
+      std::vector<IndexRange> asked;
+      auto arrays = from_callback_blocked<std::int64_t>(
+          *mesh, n, {1, 3}, block_rows, [&](IndexRange r, const std::vector<std::int64_t*>& outs) {
+            {
+              std::lock_guard lock(m);
+              asked.push_back(r);
+            }
+            for (std::size_t i = r.begin; i < r.end; ++i) {
+              const auto v = static_cast<std::int64_t>(i);
+              outs[0][i - r.begin] = v;
+              for (std::size_t c = 0; c < 3; ++c)
+                outs[1][(i - r.begin) * 3 + c] = 10 * v + static_cast<std::int64_t>(c);
+            }
+          });
+      // Every device's range cut into consecutive blocks of at most block_rows.
+      std::vector<IndexRange> expected;
+      for (const auto& range : split_evenly(n, static_cast<std::size_t>(d)))
+        for (std::size_t b = range.begin; b < range.end; b += block_rows)
+          expected.push_back({b, std::min(range.end, b + block_rows)});
+      std::sort(asked.begin(), asked.end(), [](auto a, auto b) { return a.begin < b.begin; });
+      CHECK(asked == expected);
+      REQUIRE(arrays.size() == 2);
+      CHECK(arrays[1].components() == 3);
+      CHECK(arrays[1].sharding() == Sharding::sharded());
+      std::vector<std::int64_t> want0(n), want1(3 * n);
+      for (std::size_t i = 0; i < n; ++i) {
+        want0[i] = static_cast<std::int64_t>(i);
+        for (std::size_t c = 0; c < 3; ++c)
+          want1[3 * i + c] = 10 * static_cast<std::int64_t>(i) + static_cast<std::int64_t>(c);
+      }
+      CHECK(arrays[0].to_host() == want0);
+      CHECK(arrays[1].to_host() == want1);
+    }
+  }
+  auto mesh = make_mesh(Backend::cpu, 2);
+  ShardedArray<float> a(*mesh, 5, 2, Sharding::sharded());  // shards of 3 and 2 rows
+  const std::vector<float> rows = {1, 2, 3, 4};
+  CHECK_THROWS_AS(a.upload_rows(mesh->device(1), 1, rows.data(), 2), std::out_of_range);
+  a.upload_rows(mesh->device(1), 0, rows.data(), 2);
+  CHECK(a.download_shard(mesh->device(1)) == rows);
 }
 
 TEST_CASE("describe_sharding draws which device holds which rows", "[sharding]") {

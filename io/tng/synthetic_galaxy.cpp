@@ -7,37 +7,24 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <memory>
 #include <numbers>
 #include <stdexcept>
+#include <utility>
 
 #include "io/config_error.h"
 #include "io/hdf5.h"
+#include "io/tng/tng_convert.h"
+#include "io/tng/tng_fields.h"
 
 namespace ifusim::tng {
 namespace {
 
 constexpr double kPi = std::numbers::pi;
-constexpr double kMsunG = 1.989e33;     // TNG's UnitMass_in_g / 1e10
-constexpr double kKpcCm = 3.085678e21;  // TNG's UnitLength_in_cm
-constexpr double kProtonMassG = 1.67262192e-24;
-constexpr double kBoltzmannErgK = 1.380649e-16;
-constexpr double kHydrogenFraction = 0.76;                    // primordial X used by TNG
 constexpr double kSolarMetallicity = 0.0127;                  // TNG's Z_sun
 constexpr double kEarliestFormationScaleFactor = 1.0 / 21.0;  // z = 20
 constexpr double kMinStellarAgeGyr = 0.01;
-
-// TNG unit attributes: physical cgs = value * a^a_scaling * h^h_scaling * to_cgs.
-struct Units {
-  double a_scaling, h_scaling, to_cgs;
-};
-constexpr Units kLength{1.0, -1.0, 3.085678e21};
-constexpr Units kVelocity{0.5, 0.0, 1e5};
-constexpr Units kMass{0.0, -1.0, 1.989e43};
-// 1e10 Msun / kpc^3 in g/cm^3, and Msun per Julian year in g/s, as TNG's files have them.
-constexpr Units kDensity{-3.0, 2.0, 1.989e43 / (3.085678e21 * 3.085678e21 * 3.085678e21)};
-constexpr Units kEnergy{0.0, 0.0, 1e10};
-constexpr Units kSfr{0.0, 0.0, 1.989e33 / 3.15576e7};
-constexpr Units kDimensionless{0.0, 0.0, 0.0};
+constexpr UnitAttributes kDimensionless{0.0, 0.0, 0.0};  // ParticleIDs (not in the field table)
 
 // splitmix64's finaliser (Steele, Lea & Flood 2014): a bijective 64-bit mixer. Hashing
 // (key, particle index, draw) gives every particle its own random numbers, so any block of
@@ -229,11 +216,16 @@ void check(bool ok, const std::string& key, const std::string& expected) {
   if (!ok) throw ConfigError("synthetic galaxy: " + key + ": expected " + expected);
 }
 
+// The field table's (the data specification's) unit attributes of a dataset.
+UnitAttributes units_of(Species species, const char* dataset) {
+  return field_rule(species, dataset).tng_units;
+}
+
 // --- HDF5 output ------------------------------------------------------------------------------
 
 template <class T>
 void create_field(const h5::Location& g, const std::string& name, hsize_t n, hsize_t components,
-                  Units u) {
+                  UnitAttributes u) {
   if (components == 1)
     g.create<T>(name, {n});
   else
@@ -244,26 +236,28 @@ void create_field(const h5::Location& g, const std::string& name, hsize_t n, hsi
 }
 
 void create_star_fields(const h5::Location& g, hsize_t n) {
-  create_field<double>(g, "Coordinates", n, 3, kLength);
-  create_field<float>(g, "GFM_InitialMass", n, 1, kMass);
-  create_field<float>(g, "GFM_Metallicity", n, 1, kDimensionless);
-  create_field<float>(g, "GFM_StellarFormationTime", n, 1, kDimensionless);
-  create_field<float>(g, "Masses", n, 1, kMass);
+  const auto u = [](const char* dataset) { return units_of(Species::stars, dataset); };
+  create_field<double>(g, "Coordinates", n, 3, u("Coordinates"));
+  create_field<float>(g, "GFM_InitialMass", n, 1, u("GFM_InitialMass"));
+  create_field<float>(g, "GFM_Metallicity", n, 1, u("GFM_Metallicity"));
+  create_field<float>(g, "GFM_StellarFormationTime", n, 1, u("GFM_StellarFormationTime"));
+  create_field<float>(g, "Masses", n, 1, u("Masses"));
   create_field<std::uint64_t>(g, "ParticleIDs", n, 1, kDimensionless);
-  create_field<float>(g, "Velocities", n, 3, kVelocity);
+  create_field<float>(g, "Velocities", n, 3, u("Velocities"));
 }
 
 void create_gas_fields(const h5::Location& g, hsize_t n) {
-  create_field<double>(g, "Coordinates", n, 3, kLength);
-  create_field<float>(g, "Density", n, 1, kDensity);
-  create_field<float>(g, "ElectronAbundance", n, 1, kDimensionless);
-  create_field<float>(g, "GFM_Metallicity", n, 1, kDimensionless);
-  create_field<float>(g, "GFM_Metals", n, TngGasRows::kMetals, kDimensionless);
-  create_field<float>(g, "InternalEnergy", n, 1, kEnergy);
-  create_field<float>(g, "Masses", n, 1, kMass);
+  const auto u = [](const char* dataset) { return units_of(Species::gas, dataset); };
+  create_field<double>(g, "Coordinates", n, 3, u("Coordinates"));
+  create_field<float>(g, "Density", n, 1, u("Density"));
+  create_field<float>(g, "ElectronAbundance", n, 1, u("ElectronAbundance"));
+  create_field<float>(g, "GFM_Metallicity", n, 1, u("GFM_Metallicity"));
+  create_field<float>(g, "GFM_Metals", n, TngGasRows::kMetals, u("GFM_Metals"));
+  create_field<float>(g, "InternalEnergy", n, 1, u("InternalEnergy"));
+  create_field<float>(g, "Masses", n, 1, u("Masses"));
   create_field<std::uint64_t>(g, "ParticleIDs", n, 1, kDimensionless);
-  create_field<float>(g, "StarFormationRate", n, 1, kSfr);
-  create_field<float>(g, "Velocities", n, 3, kVelocity);
+  create_field<float>(g, "StarFormationRate", n, 1, u("StarFormationRate"));
+  create_field<float>(g, "Velocities", n, 3, u("Velocities"));
 }
 
 void write_star_block(const h5::Location& g, hsize_t row, const TngStarRows& r) {
@@ -352,9 +346,6 @@ std::string three_digits(int n) {
 // unassociated particles), accumulated serially in particle order so that they do not depend on
 // the block size. Radius histograms live only while the segment is being written: memory stays
 // bounded by the segments that straddle the write position.
-constexpr int kRadiusBins = 3000;  // log10 r/kpc in [-3, 3), 0.002 dex per bin
-double half_mass_radius_kpc(const std::vector<double>& hist);
-
 struct SegmentStats {
   std::array<std::uint64_t, 6> expected{}, count{};
   std::array<double, 6> mass_msun{}, half_mass_kpc{};
@@ -378,9 +369,8 @@ struct SegmentStats {
       mass_pos[k] += m * d_kpc[k];
       mass_vel[k] += m * v_kms[k];
     }
-    const double r = std::sqrt(d_kpc[0] * d_kpc[0] + d_kpc[1] * d_kpc[1] + d_kpc[2] * d_kpc[2]);
-    const double x = (std::log10(std::max(r, 1e-3)) + 3.0) / 6.0 * kRadiusBins;
-    const int bin = std::clamp(static_cast<int>(x), 0, kRadiusBins - 1);
+    const int bin =
+        radius_bin(std::sqrt(d_kpc[0] * d_kpc[0] + d_kpc[1] * d_kpc[1] + d_kpc[2] * d_kpc[2]));
     hist[type][bin] += m;
     hist_all[bin] += m;
     if (count[type] == expected[type]) {
@@ -393,22 +383,6 @@ struct SegmentStats {
     }
   }
 };
-
-// Radius enclosing half of the histogrammed mass, interpolated in log r within the bin.
-double half_mass_radius_kpc(const std::vector<double>& hist) {
-  double total = 0;
-  for (double m : hist) total += m;
-  if (!(total > 0)) return 0.0;
-  double cum = 0;
-  for (int b = 0; b < kRadiusBins; ++b) {
-    if (cum + hist[b] >= 0.5 * total) {
-      const double f = hist[b] > 0 ? (0.5 * total - cum) / hist[b] : 0.0;
-      return std::pow(10.0, -3.0 + 6.0 * (b + f) / kRadiusBins);
-    }
-    cum += hist[b];
-  }
-  return 1e3;
-}
 
 // Box frame physical offsets of TNG rows from the galaxy centre (periodic).
 std::array<double, 3> physical_offset_kpc(const GalaxyModel& m, const double* coords) {
@@ -490,7 +464,8 @@ void generate_gas_rows_with(const GalaxyModel& m, std::size_t begin, std::size_t
     const double sech = 1.0 / std::cosh(z / hg);
     const double rho_msun_kpc3 = sigma0_msun_kpc2 * std::exp(-r / rg) * sech * sech / (2.0 * hg) *
                                  std::pow(10.0, 0.3 * n23[1]);
-    const double n_h_cm3 = kHydrogenFraction * rho_msun_kpc3 * msun_kpc3_to_g_cm3 / kProtonMassG;
+    const double n_h_cm3 =
+        kHydrogenMassFraction * rho_msun_kpc3 * msun_kpc3_to_g_cm3 / kProtonMassG;
     // Star-forming gas (n_H > 0.1 cm^-3, Springel & Hernquist 2003) sits on an effective
     // equation of state that warms with density; diffuse gas is warmer the thinner it is.
     const double log_n = std::log10(n_h_cm3 / 0.1);
@@ -498,11 +473,9 @@ void generate_gas_rows_with(const GalaxyModel& m, std::size_t begin, std::size_t
                                    : std::min(4.0 - 0.5 * log_n + 0.25 * std::abs(n45[0]), 7.0);
     // Ionised above ~1.3e4 K (n_e/n_H = 1.16 when H and He are fully ionised).
     const double x_e = 1.16 / (1.0 + std::exp(-(log_t - 4.1) / 0.05)) + 1e-4;
-    // u = k T / ((gamma - 1) mu m_p), mu = 4 / (1 + 3 X + 4 X x_e): TNG's temperature formula
-    // inverted (see the TNG data specifications, "How do I compute gas temperature?").
-    const double mu = 4.0 / (1.0 + 3.0 * kHydrogenFraction + 4.0 * kHydrogenFraction * x_e);
-    const double u_cgs =
-        kBoltzmannErgK * std::pow(10.0, log_t) / ((5.0 / 3.0 - 1.0) * mu * kProtonMassG);
+    // u = k T / ((gamma - 1) mu m_p): TNG's temperature formula (tng_convert.h) inverted.
+    const double u_cgs = kBoltzmannErgPerK * std::pow(10.0, log_t) /
+                         ((kAdiabaticIndex - 1.0) * mean_molecular_weight(x_e) * kProtonMassG);
     // SFR = m / t_*, t_* = t_0 (n / n_th)^(-1/2), t_0 = 2.27 Gyr (Springel & Hernquist 2003, with
     // the Illustris/TNG value of t_0).
     const double sfr = log_n > 0 ? mass_msun / (2.27e9 * std::sqrt(0.1 / n_h_cm3)) : 0.0;
@@ -519,8 +492,8 @@ void generate_gas_rows_with(const GalaxyModel& m, std::size_t begin, std::size_t
     out.metallicity[j] = static_cast<float>(metallicity);
     out.star_formation_rate[j] = static_cast<float>(sfr);
     float* metals = &out.metals[TngGasRows::kMetals * j];
-    metals[0] = static_cast<float>(kHydrogenFraction * (1.0 - metallicity));
-    metals[1] = static_cast<float>((1.0 - kHydrogenFraction) * (1.0 - metallicity));
+    metals[0] = static_cast<float>(kHydrogenMassFraction * (1.0 - metallicity));
+    metals[1] = static_cast<float>((1.0 - kHydrogenMassFraction) * (1.0 - metallicity));
     double tracked = 0;
     for (int k = 0; k < 7; ++k) {
       metals[2 + k] = static_cast<float>(metallicity * m.metal_pattern[k]);
@@ -585,7 +558,61 @@ class TempPath {
 
 }  // namespace
 
-void SyntheticGalaxySpec::validate() const {
+int radius_bin(double r_kpc) {
+  const double x = (std::log10(std::max(r_kpc, 1e-3)) + 3.0) / 6.0 * kRadiusBins;
+  return std::clamp(static_cast<int>(x), 0, kRadiusBins - 1);
+}
+
+double half_mass_radius_kpc(const std::vector<double>& mass_per_bin) {
+  const auto& hist = mass_per_bin;
+  double total = 0;
+  for (double m : hist) total += m;
+  if (!(total > 0)) return 0.0;
+  double cum = 0;
+  for (int b = 0; b < kRadiusBins; ++b) {
+    if (cum + hist[b] >= 0.5 * total) {
+      const double f = hist[b] > 0 ? (0.5 * total - cum) / hist[b] : 0.0;
+      return std::pow(10.0, -3.0 + 6.0 * (b + f) / kRadiusBins);
+    }
+    cum += hist[b];
+  }
+  return 1e3;
+}
+
+// The generator's state: its own copy of the spec, and the model derived from it.
+struct SyntheticGalaxyGenerator::Model {
+  SyntheticGalaxySpec spec;
+  GalaxyModel galaxy;
+  explicit Model(SyntheticGalaxySpec s) : spec(std::move(s)), galaxy(spec) {}
+};
+
+SyntheticGalaxyGenerator::SyntheticGalaxyGenerator(SyntheticGalaxySpec spec) {
+  spec.validate();
+  model_ = std::make_unique<const Model>(std::move(spec));
+}
+SyntheticGalaxyGenerator::~SyntheticGalaxyGenerator() = default;
+
+const SyntheticGalaxySpec& SyntheticGalaxyGenerator::spec() const {
+  return model_->spec;
+}
+
+void SyntheticGalaxyGenerator::star_rows(std::size_t begin, std::size_t end,
+                                         TngStarRows& out) const {
+  if (begin > end || end > model_->spec.n_stars)
+    throw std::out_of_range("generate_star_rows: rows outside [0, n_stars)");
+  generate_star_rows_with(model_->galaxy, begin, end, out);
+}
+
+void SyntheticGalaxyGenerator::gas_rows(std::size_t begin, std::size_t end, TngGasRows& out) const {
+  if (begin > end || end > model_->spec.n_gas)
+    throw std::out_of_range("generate_gas_rows: rows outside [0, n_gas)");
+  generate_gas_rows_with(model_->galaxy, begin, end, out);
+}
+
+void SyntheticGalaxySpec::validate(const std::string& key_prefix) const {
+  const auto check = [&](bool ok, const std::string& key, const std::string& expected) {
+    if (!ok) throw ConfigError(key_prefix + key + ": expected " + expected);
+  };
   check(n_stars + n_gas > 0, "n_stars + n_gas", "at least one particle");
   check(n_stars < (std::size_t{1} << 40) && n_gas < (std::size_t{1} << 40), "n_stars, n_gas",
         "fewer than 2^40 particles");
@@ -692,18 +719,12 @@ void SyntheticSnapshotSpec::validate() const {
 
 void generate_star_rows(const SyntheticGalaxySpec& galaxy, std::size_t begin, std::size_t end,
                         TngStarRows& out) {
-  galaxy.validate();
-  if (begin > end || end > galaxy.n_stars)
-    throw std::out_of_range("generate_star_rows: rows outside [0, n_stars)");
-  generate_star_rows_with(GalaxyModel(galaxy), begin, end, out);
+  SyntheticGalaxyGenerator(galaxy).star_rows(begin, end, out);
 }
 
 void generate_gas_rows(const SyntheticGalaxySpec& galaxy, std::size_t begin, std::size_t end,
                        TngGasRows& out) {
-  galaxy.validate();
-  if (begin > end || end > galaxy.n_gas)
-    throw std::out_of_range("generate_gas_rows: rows outside [0, n_gas)");
-  generate_gas_rows_with(GalaxyModel(galaxy), begin, end, out);
+  SyntheticGalaxyGenerator(galaxy).gas_rows(begin, end, out);
 }
 
 std::string snapshot_chunk_path(const std::string& base_dir, int snapshot, int chunk) {

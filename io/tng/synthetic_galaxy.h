@@ -19,6 +19,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -79,8 +80,8 @@ struct SyntheticGalaxySpec {
   std::size_t block_rows = 1 << 20;  // rows generated and written at a time (bounded memory)
 
   double scale_factor() const { return 1.0 / (1.0 + redshift); }
-  // Throws ConfigError naming the field and what was expected.
-  void validate() const;
+  // Throws ConfigError naming the field (after key_prefix) and what was expected.
+  void validate(const std::string& key_prefix = "synthetic galaxy: ") const;
 };
 
 // Particle rows in TNG's on-disk units and types, row-major (N, 3) for vectors.
@@ -109,11 +110,40 @@ struct TngGasRows {
   std::size_t size() const { return masses.size(); }
 };
 
-// Rows [begin, end) of the galaxy's stars / gas cells (resizes `out`).
+// A galaxy's particles on demand: what the spec fixes (orientation, mass units, random streams)
+// is derived once, then any rows are generated in TNG's on-disk units, exactly as the writers
+// store them. Generating is const and thread-safe: devices may generate their rows concurrently.
+class SyntheticGalaxyGenerator {
+ public:
+  explicit SyntheticGalaxyGenerator(SyntheticGalaxySpec spec);  // validates the spec
+  ~SyntheticGalaxyGenerator();
+  SyntheticGalaxyGenerator(const SyntheticGalaxyGenerator&) = delete;
+  SyntheticGalaxyGenerator& operator=(const SyntheticGalaxyGenerator&) = delete;
+
+  const SyntheticGalaxySpec& spec() const;
+  // Rows [begin, end) of the stars / gas cells (resizes `out`).
+  void star_rows(std::size_t begin, std::size_t end, TngStarRows& out) const;
+  void gas_rows(std::size_t begin, std::size_t end, TngGasRows& out) const;
+
+ private:
+  struct Model;
+  std::unique_ptr<const Model> model_;
+};
+
+// Rows [begin, end) of the galaxy's stars / gas cells (resizes `out`); one generator per call.
 void generate_star_rows(const SyntheticGalaxySpec& galaxy, std::size_t begin, std::size_t end,
                         TngStarRows& out);
 void generate_gas_rows(const SyntheticGalaxySpec& galaxy, std::size_t begin, std::size_t end,
                        TngGasRows& out);
+
+// Half-mass radii as the synthetic group catalog computes them (SubhaloHalfmassRadType):
+// mass summed in 0.002 dex bins of log10(r / kpc) over [-3, 3) (smaller and larger radii fall
+// into the end bins), the radius interpolated in log r within the bin where the cumulative mass
+// reaches half. The result depends only on the bins' sums, so any exact way of adding them gives
+// the same radius (the catalog adds in particle order, the in-memory source in fixed point).
+inline constexpr int kRadiusBins = 3000;
+int radius_bin(double r_kpc);
+double half_mass_radius_kpc(const std::vector<double>& mass_per_bin);  // kRadiusBins sums
 
 // Writes the galaxy as a TNG API subhalo cutout (Header, PartType0, PartType4; a type with no
 // particles has no group, as in TNG). Written to a temporary name and renamed at the end.

@@ -3,6 +3,9 @@
 // GalaxyData field, in which unit, and how. Units come from each dataset's own attributes
 // (physical cgs = value * a^a_scaling * h^h_scaling * to_cgs, to_cgs = 0 meaning dimensionless;
 // TNG data specification, Nelson et al. 2019, ComAC 6, 2), never from a per-field constant.
+// The table also records the specification's attributes of each dataset: what the synthetic
+// generator writes (make-galaxy) and what its in-memory source (synthetic_source.h) converts from.
+#include <string_view>
 #include <vector>
 
 namespace ifusim::tng {
@@ -15,6 +18,12 @@ inline constexpr double kKmCm = 1.0e5;
 inline constexpr double kJulianYearS = 3.15576e7;
 
 enum class Species { stars, gas };  // PartType4, PartType0
+
+// A dataset's unit attributes: physical cgs = value * a^a_scaling * h^h_scaling * to_cgs;
+// to_cgs = 0 marks a dimensionless field.
+struct UnitAttributes {
+  double a_scaling = 0, h_scaling = 0, to_cgs = 0;
+};
 
 // How a value becomes its GalaxyData value.
 enum class Conversion {
@@ -30,11 +39,15 @@ struct FieldRule {
   int components;
   bool required;
   Conversion conversion;
-  double target_unit_cgs;  // cgs value of one target unit; 0 = dimensionless (to_cgs must be 0)
-  const char* target;      // FieldSpec name in Stars / Gas (data/galaxy_data.h)
+  double target_unit_cgs;    // cgs value of one target unit; 0 = dimensionless (to_cgs must be 0)
+  const char* target;        // FieldSpec name in Stars / Gas (data/galaxy_data.h)
+  UnitAttributes tng_units;  // the data specification's attributes of the dataset
 };
 
 const std::vector<FieldRule>& field_table();
+
+// The table's rule for a dataset of a species; throws std::logic_error when there is none.
+const FieldRule& field_rule(Species species, std::string_view dataset);
 
 const char* part_type_group(Species species);  // "PartType4" / "PartType0"
 

@@ -12,21 +12,17 @@
 #include <type_traits>
 
 #include "io/hdf5.h"
+#include "io/tng/tng_convert.h"
 #include "io/tng/tng_fields.h"
 
 namespace ifusim {
 namespace {
 
 namespace fs = std::filesystem;
-using tng::Conversion;
+using tng::CgsFactor;
 using tng::FieldRule;
 using tng::Species;
-
-// Gas temperature (TNG FAQ): CODATA 2018 proton mass, exact SI-2019 Boltzmann constant.
-constexpr double kProtonMassG = 1.67262192369e-24;
-constexpr double kBoltzmannErgPerK = 1.380649e-16;
-constexpr double kHydrogenMassFraction = 0.76;
-constexpr double kAdiabaticIndex = 5.0 / 3.0;
+using tng::target_factor;
 
 // Shrinking spheres (Power et al. 2003, MNRAS 338, 14, sect. 2.5): shrink by 2.5 % a step and
 // stop before fewer than min(1000, 1 % of N) stars remain, with a floor of 50 so that a small
@@ -73,30 +69,13 @@ Header read_header(const std::string& file) {
   return out;
 }
 
-// physical cgs = value * a^a_scaling * h^h_scaling * to_cgs; to_cgs = 0: dimensionless.
-struct CgsFactor {
-  double factor = 1;
-  bool dimensionless = true;
-};
-
+// The dataset's own unit attributes at the header's a and h.
 CgsFactor cgs_factor(const h5::Location& loc, const std::string& dataset, const Header& hdr) {
-  const double to_cgs = loc.attribute<double>("to_cgs", dataset);
-  const double a_scaling = loc.attribute<double>("a_scaling", dataset);
-  const double h_scaling = loc.attribute<double>("h_scaling", dataset);
-  if (to_cgs == 0) return {1.0, true};
-  return {std::pow(hdr.time, a_scaling) * std::pow(hdr.hubble, h_scaling) * to_cgs, false};
-}
-
-// Factor from the stored value to the target unit (target_unit_cgs = 0: dimensionless).
-double target_factor(const CgsFactor& f, double target_unit_cgs, const std::string& where) {
-  if (target_unit_cgs == 0) {
-    if (!f.dimensionless)
-      throw InputError(where + ": expected a dimensionless field (attribute to_cgs = 0)");
-    return 1.0;
-  }
-  if (f.dimensionless)
-    throw InputError(where + ": attribute to_cgs = 0 (dimensionless), expected a physical unit");
-  return f.factor / target_unit_cgs;
+  tng::UnitAttributes units;
+  units.to_cgs = loc.attribute<double>("to_cgs", dataset);
+  units.a_scaling = loc.attribute<double>("a_scaling", dataset);
+  units.h_scaling = loc.attribute<double>("h_scaling", dataset);
+  return tng::cgs_factor(units, hdr.time, hdr.hubble);
 }
 
 // Rows [file_row, file_row + rows) of one file's PartTypeN group; file_rows: all its rows.
@@ -219,33 +198,8 @@ const PresentField* find_field(const std::vector<PresentField>& fields, const ch
   return nullptr;
 }
 
-// What the per-value conversions need besides the field's factor.
-struct Frame {
-  std::array<double, 3> center_code{0, 0, 0};  // comoving code units, in the box
-  double box_size = 0;
-  std::array<double, 3> bulk_velocity_kms{0, 0, 0};
-  double time_snapshot_gyr = 0;
-  Cosmology cosmology;
-};
-
-// Periodic separation into [-L/2, L/2).
-double wrap(double d, double box) {
-  return d - box * std::floor(d / box + 0.5);
-}
-
-double convert(const PresentField& f, double v, int c, const Frame& frame) {
-  switch (f.rule->conversion) {
-    case Conversion::scale:
-      return v * f.factor;
-    case Conversion::position:
-      return wrap(v - frame.center_code[static_cast<std::size_t>(c)], frame.box_size) * f.factor;
-    case Conversion::velocity:
-      return v * f.factor - frame.bulk_velocity_kms[static_cast<std::size_t>(c)];
-    case Conversion::formation_time_to_age:
-      return frame.time_snapshot_gyr - frame.cosmology.cosmic_time_gyr(v);
-  }
-  return v;
-}
+using Frame = tng::ConversionFrame;
+using tng::periodic_offset;
 
 // Rows (of the source) with a non-finite value in any present field: only for drop_nonfinite.
 std::vector<char> scan_nonfinite(const TypeSource& src, const std::vector<PresentField>& fields) {
@@ -296,7 +250,8 @@ ShardedArray<float> read_field(const Mesh& mesh, const TypeSource& src, const Pr
               o[c] = static_cast<float>(v[c]);
               continue;
             }
-            o[c] = static_cast<float>(convert(f, v[c], c, frame));
+            o[c] = static_cast<float>(
+                tng::convert_value(f.rule->conversion, f.factor, v[c], c, frame));
           }
         }
         if (bad) {
@@ -307,25 +262,6 @@ ShardedArray<float> read_field(const Mesh& mesh, const TypeSource& src, const Pr
       });
   if (bad_count) throw_nonfinite(src, f.rule->dataset, bad_count, first_bad);
   return array;
-}
-
-// Moves an array into the Stars / Gas field named `target` (the GalaxyData table's name).
-template <class Set>
-void assign(Set& set, const FieldRule& rule, ShardedArray<float>&& array) {
-  bool done = false;
-  Set::for_each_field(set, [&](const FieldSpec& spec, auto& field) {
-    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, ShardedArray<float>>) {
-      if (!done && std::string(spec.name) == rule.target) {
-        if (spec.components != rule.components)
-          throw std::logic_error(std::string("tng field table: ") + rule.dataset + " -> " +
-                                 rule.target + " has the wrong component count");
-        field = std::move(array);
-        done = true;
-      }
-    }
-  });
-  if (!done)
-    throw std::logic_error(std::string("tng field table: no GalaxyData field ") + rule.target);
 }
 
 // Where the subhalo's centre, bulk velocity and half-mass radius come from.
@@ -368,7 +304,7 @@ Centre centre_from_stars(const TypeSource& src, const std::vector<PresentField>&
   // Unwrapped separations from the first star, then the iteration in comoving code units.
   std::vector<double> d(3 * n);
   for (std::size_t i = 0; i < n; ++i)
-    for (int c = 0; c < 3; ++c) d[3 * i + c] = wrap(x[3 * i + c] - x[c], box);
+    for (int c = 0; c < 3; ++c) d[3 * i + c] = periodic_offset(x[3 * i + c] - x[c], box);
   auto centre_of_mass = [&](const std::array<double, 3>& c0, double radius, std::size_t* count) {
     std::array<double, 3> sum{0, 0, 0};
     double mass = 0;
@@ -417,7 +353,7 @@ Centre centre_from_stars(const TypeSource& src, const std::vector<PresentField>&
   for (std::size_t i = 0; i < n; ++i) {
     double s = 0;
     for (int k = 0; k < 3; ++k) {
-      const double dk = wrap(x[3 * i + k] - out.center_code[k], box) * pos_factor;
+      const double dk = periodic_offset(x[3 * i + k] - out.center_code[k], box) * pos_factor;
       s += dk * dk;
     }
     r[i] = std::sqrt(s);
@@ -485,12 +421,12 @@ void require_file(const std::string& file, const std::string& what) {
 // peculiar velocity in km/s (a_scaling 0), unlike the particles' Velocities.
 struct CatalogUnits {
   const char* dataset;
-  double a_scaling, h_scaling, to_cgs;
+  tng::UnitAttributes units;
 };
 constexpr CatalogUnits kCatalogUnits[] = {
-    {"SubhaloPos", 1.0, -1.0, tng::kKpcCm},
-    {"SubhaloVel", 0.0, 0.0, tng::kKmCm},
-    {"SubhaloHalfmassRadType", 1.0, -1.0, tng::kKpcCm},
+    {"SubhaloPos", {1.0, -1.0, tng::kKpcCm}},
+    {"SubhaloVel", {0.0, 0.0, tng::kKmCm}},
+    {"SubhaloHalfmassRadType", {1.0, -1.0, tng::kKpcCm}},
 };
 
 // One row of a group-catalog dataset, converted with its own unit attributes (or the data
@@ -514,8 +450,7 @@ std::vector<double> catalog_row(const h5::Location& subhalo, const std::string& 
     for (const auto& c : kCatalogUnits)
       if (dataset == c.dataset) u = &c;
     if (!u) throw InputError(subhalo.describe(dataset) + ": attribute \"to_cgs\" not found");
-    cgs = {std::pow(hdr.time, u->a_scaling) * std::pow(hdr.hubble, u->h_scaling) * u->to_cgs,
-           false};
+    cgs = tng::cgs_factor(u->units, hdr.time, hdr.hubble);
   }
   const double f = target_factor(cgs, target_unit_cgs, subhalo.describe(dataset));
   for (auto& v : values) v *= f;
@@ -688,30 +623,11 @@ Selection select_rows(const TypeSource& src, const std::vector<PresentField>& fi
   return sel;
 }
 
-// T = (gamma - 1) u / k_B * mu m_p, mu = 4 / (1 + 3 X_H + 4 X_H x_e) (TNG FAQ).
-ShardedArray<float> gas_temperature(const Mesh& mesh, const Gas& gas) {
-  ShardedArray<float> temperature(mesh, gas.count(), 1, Sharding::sharded());
-  shard_map(mesh, [&](const Device& device) {
-    if (temperature.shard(device).range.empty()) return;
-    const auto u = gas.internal_energy_km2_s2.download_shard(device);
-    const auto xe = gas.electron_abundance.download_shard(device);
-    std::vector<float> t(u.size());
-    for (std::size_t i = 0; i < u.size(); ++i) {
-      const double mu = 4.0 / (1.0 + 3.0 * kHydrogenMassFraction +
-                               4.0 * kHydrogenMassFraction * static_cast<double>(xe[i]));
-      const double u_cgs = static_cast<double>(u[i]) * tng::kKmCm * tng::kKmCm;
-      t[i] = static_cast<float>((kAdiabaticIndex - 1.0) * u_cgs / kBoltzmannErgPerK * mu *
-                                kProtonMassG);
-    }
-    temperature.upload_shard(device, t.data());
-  });
-  return temperature;
-}
-
 template <class Set>
 void read_species(const Mesh& mesh, const TypeSource& src, const std::vector<PresentField>& fields,
                   const std::vector<std::size_t>& rows, const Frame& frame, Set& set) {
-  for (const auto& f : fields) assign(set, *f.rule, read_field(mesh, src, f, rows, frame));
+  for (const auto& f : fields)
+    tng::assign_field(set, *f.rule, read_field(mesh, src, f, rows, frame));
 }
 
 }  // namespace
@@ -829,7 +745,7 @@ GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options, TngIngestRe
   if (!gas_src.segments.empty()) {
     read_species(mesh, gas_src, gas_fields, gas_sel.rows, frame, data.gas);
     if (!data.gas.internal_energy_km2_s2.empty() && !data.gas.electron_abundance.empty())
-      data.gas.temperature_k = gas_temperature(mesh, data.gas);
+      data.gas.temperature_k = tng::gas_temperature(mesh, data.gas);
   }
 
   rep.n_stars = stars_sel.rows.size();

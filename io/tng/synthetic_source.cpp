@@ -1,0 +1,191 @@
+#include "io/tng/synthetic_source.h"
+
+#include <cmath>
+#include <cstdint>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "data/fixed_point.h"
+#include "io/config_error.h"
+#include "io/tng/tng_convert.h"
+#include "io/tng/tng_fields.h"
+
+namespace ifusim::tng {
+namespace {
+
+// One dataset's column of a generated block, in its stored type (float64 Coordinates, float32
+// the rest): what the reader reads from the file, as double.
+struct Column {
+  const double* f64 = nullptr;
+  const float* f32 = nullptr;
+  double operator[](std::size_t i) const { return f64 ? f64[i] : static_cast<double>(f32[i]); }
+};
+
+[[noreturn]] void no_column(const char* group, std::string_view dataset) {
+  throw std::logic_error("synthetic source: the generator makes no " + std::string(group) + "/" +
+                         std::string(dataset) + " (tng field table and generator disagree)");
+}
+
+Column column(const TngStarRows& r, std::string_view dataset) {
+  if (dataset == "Coordinates") return {r.coordinates.data(), nullptr};
+  if (dataset == "Velocities") return {nullptr, r.velocities.data()};
+  if (dataset == "GFM_InitialMass") return {nullptr, r.initial_masses.data()};
+  if (dataset == "Masses") return {nullptr, r.masses.data()};
+  if (dataset == "GFM_Metallicity") return {nullptr, r.metallicity.data()};
+  if (dataset == "GFM_StellarFormationTime") return {nullptr, r.formation_time.data()};
+  no_column("PartType4", dataset);
+}
+
+Column column(const TngGasRows& r, std::string_view dataset) {
+  if (dataset == "Coordinates") return {r.coordinates.data(), nullptr};
+  if (dataset == "Velocities") return {nullptr, r.velocities.data()};
+  if (dataset == "Masses") return {nullptr, r.masses.data()};
+  if (dataset == "Density") return {nullptr, r.density.data()};
+  if (dataset == "InternalEnergy") return {nullptr, r.internal_energy.data()};
+  if (dataset == "ElectronAbundance") return {nullptr, r.electron_abundance.data()};
+  if (dataset == "GFM_Metallicity") return {nullptr, r.metallicity.data()};
+  if (dataset == "GFM_Metals") return {nullptr, r.metals.data()};
+  if (dataset == "StarFormationRate") return {nullptr, r.star_formation_rate.data()};
+  no_column("PartType0", dataset);
+}
+
+// A table field and its factor from the stored unit (the data specification's attributes, as
+// the generator stores them) to the target unit, at the snapshot's a and h.
+struct Field {
+  const FieldRule* rule;
+  double factor;
+};
+
+std::vector<Field> fields_of(Species species, double scale_factor, double hubble_param) {
+  std::vector<Field> out;
+  for (const auto& r : field_table())
+    if (r.species == species)
+      out.push_back(
+          {&r, target_factor(cgs_factor(r.tng_units, scale_factor, hubble_param), r.target_unit_cgs,
+                             std::string(part_type_group(species)) + "/" + r.dataset)});
+  return out;
+}
+
+std::size_t index_of(const std::vector<Field>& fields, std::string_view target) {
+  for (std::size_t i = 0; i < fields.size(); ++i)
+    if (target == fields[i].rule->target) return i;
+  throw std::logic_error("synthetic source: the tng field table has no " + std::string(target));
+}
+
+// Every field of one species, each device generating its rows block by block and converting
+// them; on_block(block, outs) then sees the converted block (outs[f]: field f, row-major).
+template <class Rows, class Generate, class OnBlock>
+std::vector<ShardedArray<float>> make_fields(const Mesh& mesh, std::size_t rows,
+                                             std::size_t block_rows,
+                                             const std::vector<Field>& fields,
+                                             const ConversionFrame& frame, Generate&& generate,
+                                             OnBlock&& on_block) {
+  std::vector<int> components;
+  for (const auto& f : fields) components.push_back(f.rule->components);
+  return from_callback_blocked<float>(
+      mesh, rows, components, block_rows, [&](IndexRange block, const std::vector<float*>& outs) {
+        Rows generated;
+        generate(block.begin, block.end, generated);
+        for (std::size_t f = 0; f < fields.size(); ++f) {
+          const Column in = column(generated, fields[f].rule->dataset);
+          const int k = fields[f].rule->components;
+          const Conversion conversion = fields[f].rule->conversion;
+          const double factor = fields[f].factor;
+          float* out = outs[f];
+          const auto count = static_cast<std::int64_t>(block.size());
+#pragma omp parallel for schedule(static)
+          for (std::int64_t i = 0; i < count; ++i)
+            for (int c = 0; c < k; ++c) {
+              const std::size_t j = static_cast<std::size_t>(i * k + c);
+              out[j] = static_cast<float>(convert_value(conversion, factor, in[j], c, frame));
+            }
+        }
+        on_block(block, outs);
+      });
+}
+
+}  // namespace
+
+GalaxyData make_synthetic_galaxy(const Mesh& mesh, const SyntheticGalaxySpec& spec, bool with_gas) {
+  const SyntheticGalaxyGenerator generator(spec);  // validates the spec
+  if (spec.n_stars < 1)
+    throw ConfigError("synthetic galaxy: n_stars: expected at least one star particle");
+  if (spec.wind_fraction != 0)
+    throw ConfigError(
+        "synthetic galaxy: wind_fraction: expected 0 for the in-memory source (every "
+        "PartType4 row a star)");
+
+  GalaxyData data;
+  Galaxy& g = data.galaxy;
+  g.simulation = spec.simulation_name;
+  g.snapshot = spec.snapshot;
+  g.subhalo_id = spec.subhalo_id;
+  g.redshift = spec.redshift;
+  g.scale_factor = spec.scale_factor();
+  g.cosmology = spec.cosmology;
+  g.cosmology.name = spec.simulation_name.empty() ? "synthetic galaxy" : spec.simulation_name;
+
+  ConversionFrame frame;
+  frame.center_code = spec.center_ckpc_h;
+  frame.box_size = spec.box_size_ckpc_h;
+  frame.bulk_velocity_kms = spec.bulk_velocity_kms;
+  frame.cosmology = g.cosmology;
+  frame.time_snapshot_gyr = g.cosmology.cosmic_time_gyr(g.scale_factor);
+
+  const double a = g.scale_factor, h = g.cosmology.hubble_param;
+  const auto star_fields = fields_of(Species::stars, a, h);
+  const double pos_factor = star_fields[index_of(star_fields, "position_kpc")].factor;
+  for (int c = 0; c < 3; ++c) g.center_kpc[c] = spec.center_ckpc_h[c] * pos_factor;
+
+  // Half-mass radius: current stellar mass per radius bin around the true centre, in fixed
+  // point. The scale needs a bound on the total that does not depend on the split: a star's
+  // mass is (0.75 to 1.25) x (1 - returned fraction, at most 0.5) x the mass unit, which is set
+  // so that the mean star gives stellar_mass_msun in all, hence the total is below 1.25 / 0.375
+  // < 4 times stellar_mass_msun.
+  const double counts_per_msun =
+      FixedPointScale::for_bound(4.0 * spec.stellar_mass_msun).counts_per_unit;
+  const std::size_t pos = index_of(star_fields, "position_kpc");
+  const std::size_t mass = index_of(star_fields, "mass_msun");
+  std::vector<std::int64_t> mass_per_bin(kRadiusBins, 0);
+  std::mutex bins_mutex;
+  auto stars = make_fields<TngStarRows>(
+      mesh, spec.n_stars, spec.block_rows, star_fields, frame,
+      [&](std::size_t b, std::size_t e, TngStarRows& rows) { generator.star_rows(b, e, rows); },
+      [&](IndexRange block, const std::vector<float*>& outs) {
+        std::vector<std::int64_t> local(kRadiusBins, 0);
+        for (std::size_t i = 0; i < block.size(); ++i) {
+          const float* x = outs[pos] + 3 * i;
+          const double r =
+              std::sqrt(static_cast<double>(x[0]) * x[0] + static_cast<double>(x[1]) * x[1] +
+                        static_cast<double>(x[2]) * x[2]);
+          local[static_cast<std::size_t>(radius_bin(r))] +=
+              to_fixed(static_cast<double>(outs[mass][i]), counts_per_msun);
+        }
+        const std::lock_guard lock(bins_mutex);  // integer sums: the order does not matter
+        for (int bin = 0; bin < kRadiusBins; ++bin)
+          mass_per_bin[static_cast<std::size_t>(bin)] += local[static_cast<std::size_t>(bin)];
+      });
+  for (std::size_t f = 0; f < star_fields.size(); ++f)
+    assign_field(data.stars, *star_fields[f].rule, std::move(stars[f]));
+  std::vector<double> bins(kRadiusBins);
+  for (std::size_t bin = 0; bin < bins.size(); ++bin)
+    bins[bin] = static_cast<double>(mass_per_bin[bin]) / counts_per_msun;
+  g.halfmass_radius_stars_kpc = half_mass_radius_kpc(bins);
+
+  if (with_gas && spec.n_gas > 0) {
+    const auto gas_fields = fields_of(Species::gas, a, h);
+    auto gas = make_fields<TngGasRows>(
+        mesh, spec.n_gas, spec.block_rows, gas_fields, frame,
+        [&](std::size_t b, std::size_t e, TngGasRows& rows) { generator.gas_rows(b, e, rows); },
+        [](IndexRange, const std::vector<float*>&) {});
+    for (std::size_t f = 0; f < gas_fields.size(); ++f)
+      assign_field(data.gas, *gas_fields[f].rule, std::move(gas[f]));
+    data.gas.temperature_k = gas_temperature(mesh, data.gas);
+  }
+  return data;
+}
+
+}  // namespace ifusim::tng
