@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 
+#include "bench/cube_agreement.h"
 #include "helpers.h"
 #include "stages/psum/psum.h"
 #include "pipeline/devices.h"
@@ -172,56 +173,21 @@ TEST_CASE("stellar spectra: parameters are validated", "[spectra]") {
 
 namespace {
 
-// How far a binned cube is from the exact one, in the issue's terms.
-struct Agreement {
-  double total_relative = 0;          // |total binned - total exact| / total exact
-  double max_over_peak = 0;           // max |binned - exact| / peak exact voxel
-  double median_relative = 0;         // over voxels >= 1% of the peak
-  double p99_relative = 0;
-  double max_velocity_offset_kms = 0;  // light-weighted velocity, over spaxels with light
-};
-
-Agreement compare(const SpectraRun& binned, const SpectraRun& exact) {
-  Agreement a;
-  double peak = 0, total_b = 0, total_e = 0;
-  for (std::size_t i = 0; i < exact.cube.data.size(); ++i) {
-    REQUIRE(std::isfinite(binned.cube.data[i]));
-    peak = std::max(peak, std::abs(exact.cube.data[i]));
-    total_b += binned.cube.data[i];
-    total_e += exact.cube.data[i];
-  }
-  REQUIRE(peak > 0);
-  std::vector<double> relative;
-  for (std::size_t i = 0; i < exact.cube.data.size(); ++i) {
-    const double diff = std::abs(binned.cube.data[i] - exact.cube.data[i]);
-    a.max_over_peak = std::max(a.max_over_peak, diff / peak);
-    if (std::abs(exact.cube.data[i]) >= 0.01 * peak)
-      relative.push_back(diff / std::abs(exact.cube.data[i]));
-  }
-  REQUIRE(!relative.empty());
-  std::sort(relative.begin(), relative.end());
-  a.median_relative = relative[relative.size() / 2];
-  a.p99_relative = relative[static_cast<std::size_t>(0.99 * (relative.size() - 1))];
-  a.total_relative = std::abs(total_b - total_e) / std::abs(total_e);
-  const auto& vb = binned.maps.at("velocity_light_kms");
-  const auto& ve = exact.maps.at("velocity_light_kms");
-  for (std::size_t s = 0; s < ve.size(); ++s) {
-    REQUIRE(std::isnan(vb[s]) == std::isnan(ve[s]));
-    if (!std::isnan(ve[s]))
-      a.max_velocity_offset_kms = std::max(a.max_velocity_offset_kms, std::abs(vb[s] - ve[s]));
-  }
-  return a;
-}
-
-void check_targets(const Agreement& a) {
+void check_targets(const SpectraRun& binned, const SpectraRun& exact) {
+  const CubeAgreement a =
+      cube_agreement(binned.cube.data, exact.cube.data, binned.maps.at("velocity_light_kms"),
+                     exact.maps.at("velocity_light_kms"));
   INFO("total " << a.total_relative << ", max/peak " << a.max_over_peak << ", median "
                 << a.median_relative << ", p99 " << a.p99_relative << ", |dv| "
-                << a.max_velocity_offset_kms << " km/s");
+                << a.max_velocity_kms << " km/s");
+  REQUIRE(a.finite);
+  REQUIRE(a.peak > 0);
+  CHECK(a.same_spaxels);
   CHECK(a.total_relative <= 1e-6);
   CHECK(a.max_over_peak <= 2e-3);
   CHECK(a.median_relative <= 1e-3);
   CHECK(a.p99_relative <= 1e-2);
-  CHECK(a.max_velocity_offset_kms <= 2.0);
+  CHECK(a.max_velocity_kms <= 2.0);
 }
 
 }  // namespace
@@ -265,7 +231,7 @@ TEST_CASE("binned spectra agree with the exact method within the accuracy target
     const SpectraRun exact = run_spectra(2, host, grid, method_params(SpectralMethod::exact, policy));
     const SpectraRun binned =
         run_spectra(2, host, grid, method_params(SpectralMethod::binned, policy));
-    check_targets(compare(binned, exact));
+    check_targets(binned, exact);
     // The mass-weighted maps do not depend on the method.
     CHECK(binned.maps.at("velocity_mass_kms") == exact.maps.at("velocity_mass_kms"));
   }
@@ -283,7 +249,7 @@ TEST_CASE("binned spectra agree with exact on the MaStar and MILES libraries, MU
         run_spectra(2, host, grid, method_params(SpectralMethod::exact), muse, 5, 4.0);
     const SpectraRun binned =
         run_spectra(2, host, grid, method_params(SpectralMethod::binned), muse, 5, 4.0);
-    check_targets(compare(binned, exact));
+    check_targets(binned, exact);
   }
 }
 

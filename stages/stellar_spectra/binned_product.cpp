@@ -72,7 +72,6 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
   // 2. Light weights: each populated column's energy within the band, and its velocity.
   const std::size_t n_pop = populated.size();
   std::vector<double> column_energy(n_pop), column_velocity(n_pop);
-  std::fill(cube_rows, cube_rows + n_rows * n_wave, 0.0);
 
   // 3. B over chunks of columns (bounded memory), then the product per row block. Chunks are
   // ranges of column ids, not of populated columns, so that a spaxel's sum is split the same

@@ -39,9 +39,9 @@ struct HostHistogram {
   std::vector<double> mass_msun;
 };
 
-// histogram: the tile's reduced H. Writes the tile's
-// rows of the cube (n_spaxels x bins.n, L_sun / A) into cube_rows and the light-weighted
-// moments (w, w v, w v^2 per spaxel, w in L_sun within the band) into light_moments.
+// histogram: the tile's reduced H. Adds the tile's rows of the cube (n_spaxels x bins.n,
+// L_sun / A) into cube_rows, which must hold zeros, and writes the light-weighted moments
+// (w, w v, w v^2 per spaxel, w in L_sun within the band) into light_moments.
 BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
                                   double* cube_rows, double* light_moments);
 

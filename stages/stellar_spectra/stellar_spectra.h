@@ -105,7 +105,7 @@ struct HistogramTile {
   std::int32_t n_spaxels = 0;
   int n_nodes = 0;
   VelocityBins velocity;
-  std::size_t columns() const { return static_cast<std::size_t>(n_nodes) * velocity.n; }
+  IFUSIM_HD std::size_t columns() const { return static_cast<std::size_t>(n_nodes) * velocity.n; }
 };
 
 // One device's sparse histogram: sorted unique indices (row * columns + column) and their
