@@ -19,6 +19,7 @@ struct CubeAgreement {
   double p99_relative = 0;
   double max_velocity_kms = 0;    // max |v_binned - v_exact| over spaxels with light
   double peak = 0;
+  std::size_t worst_voxel = 0;  // where max_over_peak is reached
 
   // The targets: 1e-6, 2e-3, 1e-3, 1e-2, 2 km/s.
   bool meets_targets() const {
@@ -43,7 +44,10 @@ inline CubeAgreement cube_agreement(const std::vector<double>& binned,
   std::vector<double> relative;
   for (std::size_t i = 0; i < exact.size(); ++i) {
     const double diff = std::abs(binned[i] - exact[i]);
-    a.max_over_peak = std::max(a.max_over_peak, diff / a.peak);
+    if (diff / a.peak > a.max_over_peak) {
+      a.max_over_peak = diff / a.peak;
+      a.worst_voxel = i;
+    }
     if (std::abs(exact[i]) >= 0.01 * a.peak) relative.push_back(diff / std::abs(exact[i]));
   }
   if (!relative.empty()) {

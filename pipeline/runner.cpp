@@ -46,14 +46,15 @@ bool is_rubix_file(const std::string& path) {
   }
 }
 
-GalaxyData read_galaxy(const Mesh& mesh, const RunConfig& c) {
+// `read_gas`: whether any stage of the run uses the gas (the config can only turn it off).
+GalaxyData read_galaxy(const Mesh& mesh, const RunConfig& c, bool read_gas) {
   if (c.synthetic) {
     const tng::SyntheticGalaxySpec& s = *c.synthetic;
     spdlog::info(
         "generating a synthetic galaxy in memory: {} stars, {} gas cells, seed {}, z = {} "
         "(blocks of {} rows)",
-        s.n_stars, c.read_gas ? s.n_gas : 0, s.seed, s.redshift, s.block_rows);
-    return tng::make_synthetic_galaxy(mesh, s, c.read_gas);
+        s.n_stars, read_gas ? s.n_gas : 0, s.seed, s.redshift, s.block_rows);
+    return tng::make_synthetic_galaxy(mesh, s, read_gas);
   }
   const bool rubix =
       c.input_format == "rubix" || (c.input_format == "auto" && is_rubix_file(c.input_file));
@@ -66,7 +67,7 @@ GalaxyData read_galaxy(const Mesh& mesh, const RunConfig& c) {
   options.snapshot = c.snapshot;
   options.subhalo_id = c.subhalo_id;
   options.drop_nonfinite = c.drop_nonfinite;
-  options.read_gas = c.read_gas;
+  options.read_gas = read_gas;
   TngIngestReport report;
   spdlog::info("reading IllustrisTNG {} {}", fs::is_directory(c.input_file) ? "snapshot" : "cutout",
                c.input_file);
@@ -189,7 +190,11 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
 
   // 2. The galaxy, sharded over the devices.
   RunState state(*mesh);
-  state.data = read_galaxy(*mesh, c);
+  // Only the particle types some stage uses are read (the gas only for the dust screen today).
+  bool gas_used = false;
+  for (const auto& stage : stages)
+    for (const auto& need : stage->needs()) gas_used = gas_used || need.rfind("gas.", 0) == 0;
+  state.data = read_galaxy(*mesh, c, c.read_gas && gas_used);
   for (const auto& shard : state.data.stars.mass_msun.shards())
     report.stars_per_device.push_back(shard.range.size());
   state.observation = make_observation(c, state.data, *resources.ssp);

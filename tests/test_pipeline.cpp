@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "io/config_error.h"
 #include "io/cube/cube_io.h"
@@ -175,4 +176,19 @@ TEST_CASE("config values are overridden by key path, as --set does", "[pipeline]
                     Catch::Contains("expected key.path=value"));
   CHECK_THROWS_WITH(apply_override(doc, "galaxy.redshift.x=1"),
                     Catch::Contains("galaxy.redshift is not an object"));
+}
+
+TEST_CASE("only the particle types the stages use are read: gas for the dust screen",
+          "[pipeline]") {
+  TempDir out;
+  for (const std::string name : {"muse_tng_mastar", "muse_tng_mastar_dusty"}) {
+    const RunConfig config = load_run_config(example(name), {});
+    const RunReport report = run(config, 1, out.path / name);
+    std::ifstream summary(out.path / name / "summary.json");
+    const auto json = nlohmann::json::parse(summary);
+    INFO(name);
+    // The cutout holds 100 gas cells; without a dust stage none is read.
+    CHECK(json.at("n_gas").get<int>() == (name == "muse_tng_mastar" ? 0 : 100));
+    CHECK(json.at("n_stars").get<int>() == 1996);
+  }
 }

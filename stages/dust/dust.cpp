@@ -90,7 +90,8 @@ class DustStage final : public Stage {
   std::string name() const override { return "dust"; }
   // The gas is optional: without gas every star gets A_V = 0 (and a warning).
   std::vector<std::string> needs() const override {
-    return {"stars.spaxel_index", "stars.position_kpc", "spaxels"};
+    return {"stars.spaxel_index", "stars.position_kpc", "spaxels",
+            "gas.position_kpc",   "gas.mass_msun",      "gas.metallicity"};
   }
   std::vector<std::string> provides() const override { return {"stars.dust_av"}; }
 
