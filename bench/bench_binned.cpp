@@ -69,9 +69,9 @@ bool accuracy(const std::string& telescope_name, const std::string& ssp, std::si
       "(worst at %.1f A)  exact %7.2f s  binned %6.3f s (%.0fx)  %s\n",
       telescope_name.c_str(), ssp.c_str(), a.total_relative, a.max_over_peak, a.median_relative,
       a.p99_relative, a.max_velocity_kms,
-      exact.cube.axes.wavelength_angstrom(static_cast<int>(a.worst_voxel % exact.cube.shape.n_wave)),
-      exact.stage_seconds + exact.psum_seconds,
-      binned.stage_seconds + binned.psum_seconds,
+      exact.cube.axes.wavelength_angstrom(
+          static_cast<int>(a.worst_voxel % exact.cube.shape.n_wave)),
+      exact.stage_seconds + exact.psum_seconds, binned.stage_seconds + binned.psum_seconds,
       (exact.stage_seconds + exact.psum_seconds) / (binned.stage_seconds + binned.psum_seconds),
       a.meets_targets() ? "OK" : "MISSES TARGETS");
   return a.meets_targets();
@@ -93,9 +93,10 @@ int main(int argc, char** argv) try {
               omp_get_max_threads());
   bool ok = true;
 
-  std::printf("[1] binned vs exact, %lu disc stars (targets: total 1e-6, max/peak 2e-3, median "
-              "1e-3, p99 1e-2, |dv| 2 km/s)\n",
-              n_accuracy);
+  std::printf(
+      "[1] binned vs exact, %lu disc stars (targets: total 1e-6, max/peak 2e-3, median "
+      "1e-3, p99 1e-2, |dv| 2 km/s)\n",
+      n_accuracy);
   for (const char* telescope : {"MUSE", "MaNGA-32"})
     for (const char* ssp : {"mastar", "miles"}) ok = accuracy(telescope, ssp, n_accuracy) && ok;
 
@@ -131,8 +132,8 @@ int main(int argc, char** argv) try {
     for (SpectralMethod method : {SpectralMethod::binned, SpectralMethod::exact}) {
       const Run gpu = run(Backend::cuda, 1, muse, lots, *stage(mastar, method));
       const Cube& cpu = method == SpectralMethod::binned ? binned.cube : exact.cube;
-      const CubeAgreement a = cube_agreement(gpu.cube.data, cpu.data, gpu.velocity_light_kms,
-                                             gpu.velocity_light_kms);
+      const CubeAgreement a =
+          cube_agreement(gpu.cube.data, cpu.data, gpu.velocity_light_kms, gpu.velocity_light_kms);
       std::printf("  %s: stage %.4f s + psum %.4f s; vs cpu: max/peak %.2e, bitwise %s\n",
                   method == SpectralMethod::binned ? "binned" : "exact", gpu.stage_seconds,
                   gpu.psum_seconds, a.max_over_peak, bitwise_equal(gpu.cube, cpu) ? "yes" : "no");

@@ -11,21 +11,20 @@
 namespace ifusim {
 
 struct CubeAgreement {
-  bool finite = true;             // no NaN or Inf in either cube
-  bool same_spaxels = true;       // the velocity maps are defined on the same spaxels
-  double total_relative = 0;      // |total binned - total exact| / |total exact|
-  double max_over_peak = 0;       // max |binned - exact| / max |exact|
-  double median_relative = 0;     // over voxels with |exact| >= 1% of the peak
+  bool finite = true;          // no NaN or Inf in either cube
+  bool same_spaxels = true;    // the velocity maps are defined on the same spaxels
+  double total_relative = 0;   // |total binned - total exact| / |total exact|
+  double max_over_peak = 0;    // max |binned - exact| / max |exact|
+  double median_relative = 0;  // over voxels with |exact| >= 1% of the peak
   double p99_relative = 0;
-  double max_velocity_kms = 0;    // max |v_binned - v_exact| over spaxels with light
+  double max_velocity_kms = 0;  // max |v_binned - v_exact| over spaxels with light
   double peak = 0;
   std::size_t worst_voxel = 0;  // where max_over_peak is reached
 
   // The targets: 1e-6, 2e-3, 1e-3, 1e-2, 2 km/s.
   bool meets_targets() const {
-    return finite && same_spaxels && peak > 0 && total_relative <= 1e-6 &&
-           max_over_peak <= 2e-3 && median_relative <= 1e-3 && p99_relative <= 1e-2 &&
-           max_velocity_kms <= 2.0;
+    return finite && same_spaxels && peak > 0 && total_relative <= 1e-6 && max_over_peak <= 2e-3 &&
+           median_relative <= 1e-3 && p99_relative <= 1e-2 && max_velocity_kms <= 2.0;
   }
 };
 
@@ -53,7 +52,8 @@ inline CubeAgreement cube_agreement(const std::vector<double>& binned,
   if (!relative.empty()) {
     std::sort(relative.begin(), relative.end());
     a.median_relative = relative[relative.size() / 2];
-    a.p99_relative = relative[static_cast<std::size_t>(0.99 * static_cast<double>(relative.size() - 1))];
+    a.p99_relative =
+        relative[static_cast<std::size_t>(0.99 * static_cast<double>(relative.size() - 1))];
   }
   a.total_relative = std::abs(total_b - total_e) / std::abs(total_e);
   for (std::size_t s = 0; s < velocity_exact_kms.size(); ++s) {

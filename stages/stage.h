@@ -69,8 +69,8 @@ struct RunState {
   const Mesh& mesh;
   GalaxyData data;
   Observation observation;
-  CubeShape spaxels;                   // set by the spaxel stage (n_wave = 0 until spectra)
-  SpaxelGrid spaxel_grid;              // the grid behind `spaxels` (set with it)
+  CubeShape spaxels;       // set by the spaxel stage (n_wave = 0 until spectra)
+  SpaxelGrid spaxel_grid;  // the grid behind `spaxels` (set with it)
   // Declared by the stages that accumulate per device, reduced (and emptied) by psum.
   std::vector<std::unique_ptr<PartialResult>> partials;
   // Per-spaxel maps made along the way (ny * nx, spaxel-major; NaN where undefined), by name:

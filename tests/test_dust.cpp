@@ -6,11 +6,11 @@
 #include <random>
 
 #include "helpers.h"
-#include "stages/psum/psum.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
 #include "ssp_fixture.h"
 #include "stages/dust/dust.h"
+#include "stages/psum/psum.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
 #include "stages/stellar_spectra/stellar_spectra.h"
 

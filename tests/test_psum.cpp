@@ -3,8 +3,8 @@
 #include <cmath>
 #include <random>
 
-#include "data/fixed_point.h"
 #include "data/collectives/psum.h"
+#include "data/fixed_point.h"
 #include "pipeline/devices.h"
 
 using namespace ifusim;

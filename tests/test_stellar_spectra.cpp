@@ -6,14 +6,14 @@
 
 #include "bench/cube_agreement.h"
 #include "helpers.h"
-#include "stages/psum/psum.h"
+#include "io/ssp/ssp_library.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
-#include "io/ssp/ssp_library.h"
 #include "ssp_fixture.h"
-#include "tng_test_util.h"
+#include "stages/psum/psum.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
 #include "stages/stellar_spectra/stellar_spectra.h"
+#include "tng_test_util.h"
 
 using namespace ifusim;
 
@@ -149,7 +149,9 @@ TEST_CASE("stellar spectra: the fused kernel matches the double-precision refere
   }
 }
 
-TEST_CASE("stellar spectra: cube and maps bitwise identical for 1, 2, 3 and 5 devices, both methods", "[spectra]") {
+TEST_CASE(
+    "stellar spectra: cube and maps bitwise identical for 1, 2, 3 and 5 devices, both methods",
+    "[spectra]") {
   auto grid = std::make_shared<const SspGrid>(test::synthetic_ssp_grid());
   const auto host = test::random_stars(2001, 77, 5.0);
   for (SpectralMethod method : {SpectralMethod::exact, SpectralMethod::binned}) {
@@ -159,8 +161,7 @@ TEST_CASE("stellar spectra: cube and maps bitwise identical for 1, 2, 3 and 5 de
       CHECK(std::memcmp(many.cube.data.data(), one.cube.data.data(),
                         one.cube.data.size() * sizeof(double)) == 0);
       for (const auto& [name, map] : one.maps)
-        CHECK(std::memcmp(many.maps.at(name).data(), map.data(), map.size() * sizeof(double)) ==
-              0);
+        CHECK(std::memcmp(many.maps.at(name).data(), map.data(), map.size() * sizeof(double)) == 0);
     }
   }
 }
@@ -212,7 +213,8 @@ TEST_CASE("binned spectra: one star lands in its spaxel at the Doppler-shifted w
         REQUIRE(std::isfinite(v));
         if (ix != 2 || iy != 6) REQUIRE(v == 0.0);
         total += v * kBins.step_angstrom;
-        weighted_wavelength += v * kBins.step_angstrom * (kBins.edge(k) + 0.5 * kBins.step_angstrom);
+        weighted_wavelength +=
+            v * kBins.step_angstrom * (kBins.edge(k) + 0.5 * kBins.step_angstrom);
       }
   CHECK(total == Approx(2.0e6 * static_cast<double>(1e-4f) * 2.0).epsilon(1e-9));
   // Cloud-in-cell between velocity nodes 5 km/s apart moves the centroid by far less than a bin.
@@ -228,7 +230,8 @@ TEST_CASE("binned spectra agree with the exact method within the accuracy target
   host.age_gyr[0] = 0.01f;  // outside the grid, for the policies
   host.metallicity[1] = 0.1f;
   for (OutsideGrid policy : {OutsideGrid::clamp, OutsideGrid::zero}) {
-    const SpectraRun exact = run_spectra(2, host, grid, method_params(SpectralMethod::exact, policy));
+    const SpectraRun exact =
+        run_spectra(2, host, grid, method_params(SpectralMethod::exact, policy));
     const SpectraRun binned =
         run_spectra(2, host, grid, method_params(SpectralMethod::binned, policy));
     check_targets(binned, exact);
@@ -242,7 +245,8 @@ TEST_CASE("binned spectra agree with exact on the MaStar and MILES libraries, MU
   const std::string data_dir = test::data_dir();
   const WaveBins muse{4750.0, 1.25, 3721};
   const test::HostStars host = test::random_stars(20000, 5, 4.0);
-  for (const std::string library : {"ssp/MaStar_CB19.12_1_5.fits.gz", "ssp/MILES_BASTI_CH_baseFe"}) {
+  for (const std::string library :
+       {"ssp/MaStar_CB19.12_1_5.fits.gz", "ssp/MILES_BASTI_CH_baseFe"}) {
     INFO(library);
     auto grid = std::make_shared<const SspGrid>(load_ssp_library(data_dir + "/" + library, "auto"));
     const SpectraRun exact =

@@ -34,12 +34,12 @@ inline std::uint64_t exclusive_scan(const Device& device, std::uint64_t* counts,
 // Sorts n (key, value) pairs by key and sums the values of equal keys into the first entries of
 // keys_out / values_out; returns how many unique keys there are. Integer sums: exact in any order.
 inline std::size_t sort_reduce_by_key(const Device& device, std::uint64_t* keys,
-                                      std::int64_t* values, std::size_t n,
-                                      std::uint64_t* keys_out, std::int64_t* values_out) {
+                                      std::int64_t* values, std::size_t n, std::uint64_t* keys_out,
+                                      std::int64_t* values_out) {
   if (n == 0) return 0;
   thrust::sort_by_key(policy(device), keys, keys + n, values);
-  const auto ends = thrust::reduce_by_key(policy(device), keys, keys + n, values, keys_out,
-                                          values_out);
+  const auto ends =
+      thrust::reduce_by_key(policy(device), keys, keys + n, values, keys_out, values_out);
   finish(device);
   return static_cast<std::size_t>(ends.first - keys_out);
 }

@@ -3,8 +3,8 @@
 // (data/fixed_point.h) that do not depend on how the particles are split: a maximum is exact
 // in any order.
 #include "data/buffer.h"
-#include "data/sharded_array.h"
 #include "data/dispatch.h"
+#include "data/sharded_array.h"
 
 namespace ifusim {
 

@@ -35,9 +35,9 @@
 #include <vector>
 
 #include "data/buffer.h"
+#include "data/dispatch.h"
 #include "data/hd.h"
 #include "io/json_params.h"
-#include "data/dispatch.h"
 #include "stages/dust/dust_curves.h"
 #include "stages/stage.h"
 

@@ -16,8 +16,8 @@
 #include <memory>
 
 #include "data/buffer.h"
-#include "io/json_params.h"
 #include "data/dispatch.h"
+#include "io/json_params.h"
 #include "stages/stage.h"
 
 namespace ifusim {

@@ -5,9 +5,9 @@
 #include <memory>
 
 #include "data/buffer.h"
+#include "data/dispatch.h"
 #include "data/hd.h"
 #include "io/json_params.h"
-#include "data/dispatch.h"
 #include "stages/spaxel_grid/grid.h"
 #include "stages/stage.h"
 

@@ -25,8 +25,8 @@ struct SparseRows {
 }  // namespace
 
 void basis_row(const BinnedProductInput& in, int node, int velocity_node, double* out) {
-  const double doppler = in.one_plus_z * std::exp(in.tile.velocity.u_min +
-                                                  velocity_node * in.tile.velocity.du);
+  const double doppler =
+      in.one_plus_z * std::exp(in.tile.velocity.u_min + velocity_node * in.tile.velocity.du);
   int j = 0;
   double f = 0.0;
   locate(in.ssp, in.bins.edge(0) / doppler, j, f);
@@ -85,7 +85,8 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
     RowMatrix basis(static_cast<Eigen::Index>(c1 - c0), static_cast<Eigen::Index>(n_wave));
 #pragma omp parallel for schedule(dynamic, 16)
     for (std::size_t p = c0; p < c1; ++p) {
-      const int node = static_cast<int>(populated[p] / n_v), jv = static_cast<int>(populated[p] % n_v);
+      const int node = static_cast<int>(populated[p] / n_v),
+                jv = static_cast<int>(populated[p] % n_v);
       double* row = basis.row(static_cast<Eigen::Index>(p - c0)).data();
       basis_row(in, node, jv, row);
       double e = 0.0;
@@ -117,8 +118,8 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
       Eigen::Map<RowMatrix> out(cube_rows + r0 * n_wave, static_cast<Eigen::Index>(rows),
                                 static_cast<Eigen::Index>(n_wave));
       if (cols >= 16 && static_cast<double>(nnz) >= kDenseFill * static_cast<double>(rows * cols)) {
-        RowMatrix hd = RowMatrix::Zero(static_cast<Eigen::Index>(rows),
-                                       static_cast<Eigen::Index>(cols));
+        RowMatrix hd =
+            RowMatrix::Zero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
         RowMatrix bg(static_cast<Eigen::Index>(cols), static_cast<Eigen::Index>(n_wave));
         for (std::size_t q = 0; q < cols; ++q)
           bg.row(static_cast<Eigen::Index>(q)) =
@@ -127,8 +128,9 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
           for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {
             const auto col = static_cast<std::size_t>(h.column[e]);
             if (col < c0 || col >= c1) continue;
-            const auto q = std::lower_bound(block_columns.begin(), block_columns.end(), h.column[e]) -
-                           block_columns.begin();
+            const auto q =
+                std::lower_bound(block_columns.begin(), block_columns.end(), h.column[e]) -
+                block_columns.begin();
             hd(static_cast<Eigen::Index>(r - r0), q) = h.value[e];
           }
         out.noalias() += hd * bg;

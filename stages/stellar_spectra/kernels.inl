@@ -35,7 +35,8 @@ struct DepositSpectrumChunk {
     int k0 = chunk * kBinsPerChunk, k1 = k0 + kBinsPerChunk;
     k1 = k1 < bins.n ? k1 : bins.n;
     const double lo_bin = (ssp.edges[0] * doppler - bins.first_edge()) / bins.step_angstrom;
-    const double hi_bin = (ssp.edges[ssp.n_wave] * doppler - bins.first_edge()) / bins.step_angstrom;
+    const double hi_bin =
+        (ssp.edges[ssp.n_wave] * doppler - bins.first_edge()) / bins.step_angstrom;
     if (hi_bin < k0 || lo_bin >= k1) return;
     if (lo_bin > k0) k0 = static_cast<int>(lo_bin);
     if (hi_bin + 1 < k1) k1 = static_cast<int>(hi_bin) + 1;
@@ -76,8 +77,8 @@ struct DepositSpectrumChunk {
         if (energy[k - k0] != 0.0)
           atomic_add_fixed(out + k, to_fixed(energy[k - k0] * weight * scale, 1.0));
       if (band_energy != 0.0)
-        add_moments(light_moment_sums + static_cast<std::size_t>(spaxel) * 3,
-                    band_energy * weight, v, light_counts_per_unit);
+        add_moments(light_moment_sums + static_cast<std::size_t>(spaxel) * 3, band_energy * weight,
+                    v, light_counts_per_unit);
     });
   }
 };
@@ -85,15 +86,13 @@ struct DepositSpectrumChunk {
 void accumulate_stellar_spectra(const Device& device, const SspView& ssp, const WaveBins& bins,
                                 double redshift, const DustCurve& dust, const StarViews& stars,
                                 double counts_per_unit, Span<std::int64_t> cube_sums,
-                                int band_first_bin, int band_end_bin,
-                                double light_counts_per_unit,
+                                int band_first_bin, int band_end_bin, double light_counts_per_unit,
                                 Span<std::int64_t> light_moment_sums) {
   const int n_chunks = (bins.n + kBinsPerChunk - 1) / kBinsPerChunk;
   parallel_for(device, stars.n * static_cast<std::size_t>(n_chunks),
                DepositSpectrumChunk{ssp, bins, 1.0 + redshift, stars, dust, n_chunks,
-                                    counts_per_unit, cube_sums.data, band_first_bin,
-                                    band_end_bin, light_counts_per_unit,
-                                    light_moment_sums.data});
+                                    counts_per_unit, cube_sums.data, band_first_bin, band_end_bin,
+                                    light_counts_per_unit, light_moment_sums.data});
 }
 
 // Mass-weighted moments of the line-of-sight velocity per spaxel: sum m, sum m v, sum m v^2.
@@ -204,13 +203,13 @@ SparseHistogramShard sparse_histogram(const Device& device, const SspView& ssp,
   DeviceBuffer<std::uint64_t> keys(device, n);
   DeviceBuffer<std::int64_t> values(device, n);
   parallel_for(device, stars.n,
-               WriteHistogramEntries{ssp, stars, tile, counts_per_unit, offsets.data(),
-                                     keys.data(), values.data()});
+               WriteHistogramEntries{ssp, stars, tile, counts_per_unit, offsets.data(), keys.data(),
+                                     values.data()});
   offsets.reset();
   out.keys = DeviceBuffer<std::uint64_t>(device, n);
   out.values = DeviceBuffer<std::int64_t>(device, n);
-  out.size = sort_reduce_by_key(device, keys.data(), values.data(), n, out.keys.data(),
-                                out.values.data());
+  out.size =
+      sort_reduce_by_key(device, keys.data(), values.data(), n, out.keys.data(), out.values.data());
   return out;
 }
 

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "data/sharded_array.h"
-#include "data/wavelength.h"
 #include "data/collectives/psum.h"
 #include "data/collectives/reductions.h"
+#include "data/sharded_array.h"
+#include "data/wavelength.h"
 #include "io/config_error.h"
 #include "stages/psum/psum.h"
 #include "stages/stellar_spectra/binned_product.h"
@@ -201,7 +201,9 @@ class BinnedSpectra final : public PartialResult {
  public:
   BinnedSpectra(SpectralSetup setup, HistogramTile first_tile, std::int32_t tile_spaxels,
                 HistogramStorage storage)
-      : setup_(std::move(setup)), tile_(first_tile), tile_spaxels_(tile_spaxels),
+      : setup_(std::move(setup)),
+        tile_(first_tile),
+        tile_spaxels_(tile_spaxels),
         storage_(storage) {}
 
   // H for the current tile, each device depositing its own stars.
@@ -317,7 +319,7 @@ class BinnedSpectra final : public PartialResult {
   HistogramTile tile_;
   std::int32_t tile_spaxels_;
   HistogramStorage storage_;
-  ShardedArray<std::int64_t> sums_;         // dense
+  ShardedArray<std::int64_t> sums_;           // dense
   std::vector<SparseHistogramShard> shards_;  // sparse, one per device
 };
 
@@ -350,15 +352,14 @@ class StellarSpectraStage final : public Stage {
     if (params_.method == SpectralMethod::exact) {
       // A star adds at most m * max|f| / D_min to a voxel (D_min from the largest approaching
       // speed) and m * max energy to a light weight: split-independent bounds.
-      const double d_min = (1.0 + setup.redshift) *
-                           std::max(1e-3, 1.0 - setup.v_los_max / kSpeedOfLightKms);
+      const double d_min =
+          (1.0 + setup.redshift) * std::max(1e-3, 1.0 - setup.v_los_max / kSpeedOfLightKms);
       const FixedPointScale cube_scale = FixedPointScale::for_bound(
           setup.n_stars * setup.m_init_max * tables.max_flux_density / d_min);
       const FixedPointScale light_scale =
           FixedPointScale::for_bound(setup.n_stars * setup.m_init_max * tables.max_energy * v2);
       ShardedArray<std::int64_t> cube(mesh, setup.shape.n_voxels(), 1, Sharding::partial());
-      ShardedArray<std::int64_t> light(mesh, 3 * setup.shape.n_spaxels(), 1,
-                                       Sharding::partial());
+      ShardedArray<std::int64_t> light(mesh, 3 * setup.shape.n_spaxels(), 1, Sharding::partial());
       shard_map(mesh, [&](const Device& d) {
         const StarViews views = star_views(stars, setup.grid, d);
         IFUSIM_DISPATCH(d, accumulate_stellar_spectra, d,
@@ -389,23 +390,24 @@ class StellarSpectraStage final : public Stage {
       const double beta = std::min(0.99, setup.v_los_max / kSpeedOfLightKms);
       tile.velocity.du = params_.velocity_bin_kms / kSpeedOfLightKms;
       tile.velocity.u_min = std::log1p(-beta);
-      tile.velocity.n = static_cast<int>(std::floor((std::log1p(beta) - std::log1p(-beta)) /
-                                                    tile.velocity.du)) + 2;
+      tile.velocity.n =
+          static_cast<int>(std::floor((std::log1p(beta) - std::log1p(-beta)) / tile.velocity.du)) +
+          2;
       // Sparse where the stars' entries take less memory than the dense field (few stars on
       // many spaxels); dense otherwise, in tiles of whole row blocks of the product that fit
       // histogram_memory_gb.
       const auto n_spaxels = static_cast<std::int32_t>(setup.shape.n_spaxels());
       const double row_bytes = static_cast<double>(tile.columns()) * sizeof(std::int64_t);
-      const HistogramStorage storage = histogram_storage(params_, setup.n_stars,
-                                                         row_bytes * n_spaxels);
+      const HistogramStorage storage =
+          histogram_storage(params_, setup.n_stars, row_bytes * n_spaxels);
       const double block = static_cast<double>(kRowsPerBlock);
       const auto tile_spaxels =
           storage == HistogramStorage::sparse
               ? n_spaxels
-              : static_cast<std::int32_t>(std::min(
-                    std::max(block, block * std::floor(params_.histogram_memory_gb * 1e9 /
-                                                       row_bytes / block)),
-                    static_cast<double>(n_spaxels)));
+              : static_cast<std::int32_t>(
+                    std::min(std::max(block, block * std::floor(params_.histogram_memory_gb * 1e9 /
+                                                                row_bytes / block)),
+                             static_cast<double>(n_spaxels)));
       tile.first_spaxel = 0;
       tile.n_spaxels = tile_spaxels;
       auto binned = std::make_unique<BinnedSpectra>(setup, tile, tile_spaxels, storage);
@@ -425,12 +427,12 @@ class StellarSpectraStage final : public Stage {
     const Stars& stars = state.data.stars;
     const Observation& obs = state.observation;
     SpectralSetup s;
-    s.tables = std::make_shared<const SspTables>(
-        make_ssp_tables(*grid_, obs.telescope.wavelength_medium));
+    s.tables =
+        std::make_shared<const SspTables>(make_ssp_tables(*grid_, obs.telescope.wavelength_medium));
     s.device_tables = std::make_shared<const DeviceTables>(mesh, *s.tables);
     s.outside = params_.outside;
-    s.bins = WaveBins{obs.axes.wave_start_angstrom, obs.axes.wave_step_angstrom,
-                      state.spaxels.n_wave};
+    s.bins =
+        WaveBins{obs.axes.wave_start_angstrom, obs.axes.wave_step_angstrom, state.spaxels.n_wave};
     s.redshift = obs.redshift;
     s.shape = {state.spaxels.nx, state.spaxels.ny, s.bins.n};
     s.grid = state.spaxel_grid;
@@ -445,16 +447,16 @@ class StellarSpectraStage final : public Stage {
       spdlog::warn(
           "stellar_spectra: the templates ({:.1f}-{:.1f} A at rest) cover {:.1f}-{:.1f} A at "
           "z = {}, not all of the telescope's {:.1f}-{:.1f} A: the rest of the cube stays dark",
-          t.edges.front(), t.edges.back(), reach_lo, reach_hi, obs.redshift,
-          s.bins.first_edge(), band_hi);
+          t.edges.front(), t.edges.back(), reach_lo, reach_hi, obs.redshift, s.bins.first_edge(),
+          band_hi);
     // The light weights' band, as whole bins.
     s.band_first_bin = 0;
     s.band_end_bin = s.bins.n;
     if (params_.band_hi_angstrom > 0) {
       auto bin = [&](double lambda) {
-        return static_cast<int>(std::clamp(
-            std::floor((lambda - s.bins.first_edge()) / s.bins.step_angstrom), 0.0,
-            static_cast<double>(s.bins.n)));
+        return static_cast<int>(
+            std::clamp(std::floor((lambda - s.bins.first_edge()) / s.bins.step_angstrom), 0.0,
+                       static_cast<double>(s.bins.n)));
       };
       s.band_first_bin = bin(params_.band_lo_angstrom);
       s.band_end_bin = bin(params_.band_hi_angstrom);
