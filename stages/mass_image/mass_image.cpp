@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "data/collectives/reductions.h"
+#include "stages/psum/psum.h"
 
 namespace ifusim {
 
@@ -44,13 +45,7 @@ class MassImageStage final : public Stage {
                       Span<const std::int32_t>(stars.spaxel_index.local(device)),
                       scale.counts_per_unit, sums.local(device));
     });
-    state.partials.push_back(std::make_unique<PartialArray>(
-        std::move(sums), scale, [shape](RunState& s, std::vector<double> total) {
-          s.cube = Cube{};
-          s.cube->shape = shape;
-          s.cube->unit = "Msun";
-          s.cube->data = std::move(total);
-        }));
+    state.partials.push_back(cube_partial(std::move(sums), scale, shape, "Msun"));
   }
 
  private:

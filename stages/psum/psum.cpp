@@ -21,6 +21,17 @@ void reduce_partials(RunState& state) {
   }
 }
 
+std::unique_ptr<PartialArray> cube_partial(ShardedArray<std::int64_t> sums, FixedPointScale scale,
+                                           CubeShape shape, std::string unit) {
+  return std::make_unique<PartialArray>(
+      std::move(sums), scale, [shape, unit](RunState& s, std::vector<double> total) {
+        s.cube = Cube{};
+        s.cube->shape = shape;
+        s.cube->unit = unit;
+        s.cube->data = std::move(total);
+      });
+}
+
 void velocity_moment_maps(const std::vector<double>& moments, std::vector<double>& mean_kms,
                           std::vector<double>& dispersion_kms) {
   const std::size_t n = moments.size() / 3;

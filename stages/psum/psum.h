@@ -16,6 +16,10 @@ std::unique_ptr<Stage> make_psum_stage(const nlohmann::json& params, const std::
 // What the stage does, for tests and benchmarks that run stages by hand.
 void reduce_partials(RunState& state);
 
+// The partial result of a stage whose total is the run's cube, of `shape` in `unit`.
+std::unique_ptr<PartialArray> cube_partial(ShardedArray<std::int64_t> sums, FixedPointScale scale,
+                                           CubeShape shape, std::string unit);
+
 // Mass- or light-weighted mean and dispersion of v per spaxel from the sums (w, w v, w v^2)
 // laid out as 3 values per spaxel; NaN where w <= 0.
 void velocity_moment_maps(const std::vector<double>& moments, std::vector<double>& mean_kms,

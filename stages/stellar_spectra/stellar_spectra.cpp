@@ -370,14 +370,8 @@ class StellarSpectraStage final : public Stage {
         IFUSIM_DISPATCH(d, accumulate_mass_moments, d, views, mass_scale.counts_per_unit,
                         mass_moments.local(d));
       });
-      const CubeShape shape = setup.shape;
-      state.partials.push_back(std::make_unique<PartialArray>(
-          std::move(cube), cube_scale, [shape](RunState& s, std::vector<double> total) {
-            s.cube = Cube{};
-            s.cube->shape = shape;
-            s.cube->unit = "Lsun/Angstrom";
-            s.cube->data = std::move(total);
-          }));
+      state.partials.push_back(
+          cube_partial(std::move(cube), cube_scale, setup.shape, "Lsun/Angstrom"));
       state.partials.push_back(moment_maps(std::move(light), light_scale, "light"));
     } else {
       if (!stars.dust_av.empty())
