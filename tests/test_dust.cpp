@@ -3,8 +3,10 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 
+#include "bench/cube_agreement.h"
 #include "helpers.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
@@ -240,8 +242,13 @@ namespace {
 const WaveBins kBins{4700.0, 1.25, 1800};  // 4699.375 .. 6949.375 A observed
 constexpr double kRedshift = 0.05;
 
-Cube spectra_cube(const test::HostStars& stars, const HostGas& gas, bool with_dust,
-                  const nlohmann::json& dust_params) {
+struct SpectraWithMaps {
+  Cube cube;
+  std::map<std::string, std::vector<double>> maps;
+};
+
+SpectraWithMaps spectra_run(const test::HostStars& stars, const HostGas& gas, bool with_dust,
+                            const nlohmann::json& dust_params, SpectralMethod method) {
   auto mesh = make_mesh(Backend::cpu, 2);
   RunState state(*mesh);
   state.data.stars = test::put_stars(*mesh, stars);
@@ -252,12 +259,17 @@ Cube spectra_cube(const test::HostStars& stars, const HostGas& gas, bool with_du
   make_spaxel_grid_stage(kGrid, "p")->run(state);
   state.spaxels.n_wave = kBins.n;
   if (with_dust) make_dust_stage(dust_params, "d")->run(state);
-  StellarSpectraParams exact;  // the per-star dust screen needs the exact method
-  exact.method = SpectralMethod::exact;
-  make_stellar_spectra_stage(std::make_shared<const SspGrid>(test::synthetic_ssp_grid()), exact)
+  StellarSpectraParams params;
+  params.method = method;
+  make_stellar_spectra_stage(std::make_shared<const SspGrid>(test::synthetic_ssp_grid()), params)
       ->run(state);
   reduce_partials(state);
-  return std::move(*state.cube);
+  return {std::move(*state.cube), std::move(state.maps)};
+}
+
+Cube spectra_cube(const test::HostStars& stars, const HostGas& gas, bool with_dust,
+                  const nlohmann::json& dust_params) {
+  return spectra_run(stars, gas, with_dust, dust_params, SpectralMethod::exact).cube;
 }
 
 }  // namespace
@@ -334,10 +346,60 @@ TEST_CASE("dust: parameters are validated with key paths; the stage runs after a
   const nlohmann::json ordered =
       nlohmann::json::array({{{"stage", "spaxel_grid"}, {"params", kGrid}},
                              {{"stage", "dust"}, {"params", {{"curve", "calzetti00"}}}}});
-  CHECK(make_stages(ordered, "stages", {"stars.position_kpc"}).size() == 2);
+  const std::vector<std::string> with_gas{"stars.position_kpc", "gas.position_kpc",
+                                          "gas.mass_msun", "gas.metallicity"};
+  CHECK(make_stages(ordered, "stages", with_gas).size() == 2);
+  // ... and the gas (so that the runner reads it).
+  CHECK_THROWS_WITH(make_stages(ordered, "stages", {"stars.position_kpc"}),
+                    Catch::Contains("stage \"dust\" needs gas.position_kpc"));
   // Bad gas: a negative metallicity in the grid is named.
   HostGas gas;
   gas.add(1.0f, 1.0f, 0.0f, 1e6f, -0.01f);
   CHECK_THROWS_WITH(run_dust(1, stars_at({{1.0f, 1.0f, 1.0f}}), gas),
                     Catch::Contains("gas.metallicity[0]"));
+}
+
+TEST_CASE("dust: the binned method's A_V axis agrees with the exact per-star attenuation",
+          "[dust][binned]") {
+  // Stars and gas spread over the 8 x 8 grid, so that A_V varies from star to star (0 to a few
+  // magnitudes) and within spaxels.
+  const auto stars = test::random_stars(5000, 31, 4.0);
+  HostGas gas;
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> pos(0.0, 4.0);
+  std::uniform_real_distribution<double> mass(0.5e7, 2e7);
+  for (int i = 0; i < 400; ++i)
+    gas.add(static_cast<float>(pos(rng)), static_cast<float>(pos(rng)),
+            static_cast<float>(pos(rng)), static_cast<float>(mass(rng)), 0.02f);
+  for (const std::string curve : {"ccm89", "calzetti00"}) {
+    INFO("curve " << curve);
+    const nlohmann::json params{{"curve", curve}};
+    const auto exact = spectra_run(stars, gas, true, params, SpectralMethod::exact);
+    const auto binned = spectra_run(stars, gas, true, params, SpectralMethod::binned);
+    const auto clear = spectra_run(stars, gas, false, params, SpectralMethod::exact);
+    double dimmed = 0, total = 0;
+    for (std::size_t i = 0; i < clear.cube.data.size(); ++i) {
+      dimmed += exact.cube.data[i];
+      total += clear.cube.data[i];
+    }
+    INFO("exact light dimmed to " << dimmed / total);
+    REQUIRE(dimmed < 0.9 * total);  // the screen matters
+    const CubeAgreement a =
+        cube_agreement(binned.cube.data, exact.cube.data, binned.maps.at("velocity_light_kms"),
+                       exact.maps.at("velocity_light_kms"));
+    INFO("total " << a.total_relative << ", max/peak " << a.max_over_peak << ", median "
+                  << a.median_relative << ", p99 " << a.p99_relative << ", |dv| "
+                  << a.max_velocity_kms);
+    REQUIRE(a.finite);
+    CHECK(a.same_spaxels);
+    CHECK(a.max_over_peak <= 2e-3);
+    CHECK(a.median_relative <= 1e-3);
+    CHECK(a.p99_relative <= 1e-2);
+    CHECK(a.max_velocity_kms <= 2.0);
+    // Total light: linear interpolation of 10^(-0.4 A_V k) between A_V nodes dav = 0.05 mag
+    // apart errs by at most (0.4 ln 10 k dav)^2 / 8 of the light; k = A_lambda / A_V <= 1.4 over
+    // these bins (rest 4476-6618 A, both curves) gives 4e-4.
+    const double k_max = 1.4, dav = 0.05;
+    CHECK(a.total_relative <= std::pow(0.4 * std::log(10.0) * k_max * dav, 2) / 8);
+  }
 }

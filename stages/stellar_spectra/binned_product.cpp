@@ -24,7 +24,8 @@ struct SparseRows {
 
 }  // namespace
 
-void basis_row(const BinnedProductInput& in, int node, int velocity_node, double* out) {
+void basis_row(const BinnedProductInput& in, int node, int velocity_node, int dust_node,
+               double* out) {
   const double doppler =
       in.one_plus_z * std::exp(in.tile.velocity.u_min + velocity_node * in.tile.velocity.du);
   int j = 0;
@@ -37,6 +38,12 @@ void basis_row(const BinnedProductInput& in, int node, int velocity_node, double
     out[k] = (c - below) / in.bins.step_angstrom;
     below = c;
   }
+  const double a_v = dust_node * in.tile.dust.dav_mag;
+  if (a_v > 0.0)
+    for (int k = 0; k < in.bins.n; ++k) {
+      const double rest_centre = (in.bins.start_angstrom + k * in.bins.step_angstrom) / doppler;
+      out[k] *= std::pow(10.0, -0.4 * a_v * attenuation_ratio(in.dust, rest_centre));
+    }
 }
 
 BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
@@ -44,7 +51,7 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
   const std::size_t n_rows = static_cast<std::size_t>(in.tile.n_spaxels);
   const std::size_t n_columns = in.tile.columns();
   const std::size_t n_wave = static_cast<std::size_t>(in.bins.n);
-  const int n_v = in.tile.velocity.n;
+  const int n_v = in.tile.velocity.n, n_a = in.tile.dust.n;
   BinnedProductStats stats;
 
   // 1. The populated columns, and H over them by rows.
@@ -85,10 +92,11 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
     RowMatrix basis(static_cast<Eigen::Index>(c1 - c0), static_cast<Eigen::Index>(n_wave));
 #pragma omp parallel for schedule(dynamic, 16)
     for (std::size_t p = c0; p < c1; ++p) {
-      const int node = static_cast<int>(populated[p] / n_v),
-                jv = static_cast<int>(populated[p] % n_v);
+      const int ja = static_cast<int>(populated[p] % n_a);
+      const int jv = static_cast<int>(populated[p] / n_a % n_v);
+      const int node = static_cast<int>(populated[p] / n_a / n_v);
       double* row = basis.row(static_cast<Eigen::Index>(p - c0)).data();
-      basis_row(in, node, jv, row);
+      basis_row(in, node, jv, ja, row);
       double e = 0.0;
       for (int k = in.band_first_bin; k < in.band_end_bin; ++k) e += row[k];
       column_energy[p] = e * in.bins.step_angstrom;

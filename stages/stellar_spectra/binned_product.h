@@ -21,6 +21,7 @@ struct BinnedProductInput {
   SspView ssp;  // host view of the template tables
   WaveBins bins;
   double one_plus_z = 1.0;
+  DustCurve dust;  // the attenuation curve of the dust axis (tile.dust)
   HistogramTile tile;
   int band_first_bin = 0, band_end_bin = 0;  // bins whose energy weighs the light moments
   std::size_t basis_memory_bytes = std::size_t(512) << 20;  // B held at once (column chunks)
@@ -45,8 +46,10 @@ struct HostHistogram {
 BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
                                   double* cube_rows, double* light_moments);
 
-// Row (node, j) of B: the node's template for unit initial mass, shifted by (1 + z) e^(u_j) and
-// resampled onto the observed bins (L_sun / A). Exposed for tests.
-void basis_row(const BinnedProductInput& in, int node, int velocity_node, double* out);
+// Row (node, j, a) of B: the node's template for unit initial mass, shifted by (1 + z) e^(u_j),
+// resampled onto the observed bins (L_sun / A) and attenuated by A_V = a dav at each bin
+// centre's rest-frame wavelength, as the exact kernel does.
+void basis_row(const BinnedProductInput& in, int node, int velocity_node, int dust_node,
+               double* out);
 
 }  // namespace ifusim

@@ -115,8 +115,9 @@ void accumulate_mass_moments(const Device& device, const StarViews& stars, doubl
 }
 
 // Binned method: a star's initial mass x bilinear node weights x cloud-in-cell velocity weights,
-// for every spaxel of the tile its light reaches: f(index, mass) with index = row * columns +
-// column into the tile's histogram (8 entries a spaxel, some of them 0).
+// and (with dust) linear weights on the two nearest A_V nodes, for every spaxel of the tile its
+// light reaches: f(index, mass) with index = row * columns + column into the tile's histogram
+// (8 entries a spaxel, 16 with dust, some of them 0).
 template <class F>
 IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const StarViews& stars,
                                         const HistogramTile& tile, std::size_t i, F&& f) {
@@ -125,17 +126,29 @@ IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const StarViews& sta
   int jv = 0;
   double tv = 0.0;
   tile.velocity.locate(stars.velocity_los_kms[i], jv, tv);
+  int ja = 0;
+  double ta = 0.0;
+  tile.dust.locate(stars.dust_av ? stars.dust_av[i] : 0.0, ja, ta);
   const double mass = stars.initial_mass_msun[i];
   const std::size_t columns = tile.columns();
+  const std::size_t n_a = static_cast<std::size_t>(tile.dust.n);
   stars.footprint.for_each(i, [&](std::int32_t spaxel, double weight) {
     const std::int32_t row = spaxel - tile.first_spaxel;
     if (row < 0 || row >= tile.n_spaxels) return;
-    const std::size_t base = static_cast<std::size_t>(row) * columns + jv;
+    const std::size_t base = static_cast<std::size_t>(row) * columns;
     for (int n = 0; n < 4; ++n) {
       const double m = mass * weight * w.weight[n];
-      const std::size_t node = base + static_cast<std::size_t>(w.node[n]) * tile.velocity.n;
-      f(node, m * (1.0 - tv));
-      f(node + 1, m * tv);
+      const std::size_t column = (static_cast<std::size_t>(w.node[n]) * tile.velocity.n + jv) * n_a + ja;
+      const double mv[2] = {m * (1.0 - tv), m * tv};
+      for (int dv = 0; dv < 2; ++dv) {
+        const std::size_t index = base + column + dv * n_a;
+        if (n_a == 1) {
+          f(index, mv[dv]);
+        } else {
+          f(index, mv[dv] * (1.0 - ta));
+          f(index + 1, mv[dv] * ta);
+        }
+      }
     }
   });
 }

@@ -106,6 +106,9 @@ StellarSpectraParams StellarSpectraParams::from_json(JsonParams p) {
   out.outside = p.choice("outside_grid", {"clamp", "zero"}, "clamp") == "zero" ? OutsideGrid::zero
                                                                                : OutsideGrid::clamp;
   out.velocity_bin_kms = p.number("velocity_bin_kms", out.velocity_bin_kms);
+  out.dust_av_bin_mag = p.number("dust_av_bin_mag", out.dust_av_bin_mag);
+  p.require(out.dust_av_bin_mag > 0 && out.dust_av_bin_mag <= 1, "dust_av_bin_mag",
+            "a number > 0 and <= 1 (mag)", out.dust_av_bin_mag);
   p.require(out.velocity_bin_kms > 0 && out.velocity_bin_kms <= 1000, "velocity_bin_kms",
             "a number > 0 and <= 1000 (km/s)", out.velocity_bin_kms);
   const std::string storage = p.choice("histogram", {"auto", "dense", "sparse"}, "auto");
@@ -191,6 +194,7 @@ struct SpectralSetup {
   CubeShape shape;
   SpaxelGrid grid;
   double n_stars = 0, m_init_max = 0, v_los_max = 0;
+  DustCurve dust;  // binned: the attenuation curve of the dust axis
 };
 
 // The binned method's partial result: the histogram, dense tile by tile or sparse. The first
@@ -242,6 +246,7 @@ class BinnedSpectra final : public PartialResult {
       in.ssp = setup_.tables->host_view(setup_.outside);
       in.bins = setup_.bins;
       in.one_plus_z = 1.0 + setup_.redshift;
+      in.dust = setup_.dust;
       in.tile = tile_;
       in.band_first_bin = setup_.band_first_bin;
       in.band_end_bin = setup_.band_end_bin;
@@ -259,9 +264,9 @@ class BinnedSpectra final : public PartialResult {
       deposit(state);
     }
     spdlog::debug(
-        "binned spectra ({} histogram): {} velocity nodes, {} populated columns, {} non-zeros, "
-        "{} dense and {} sparse blocks",
-        storage_ == HistogramStorage::sparse ? "sparse" : "dense", tile_.velocity.n,
+        "binned spectra ({} histogram): {} velocity nodes, {} A_V nodes, {} populated columns, "
+        "{} non-zeros, {} dense and {} sparse blocks",
+        storage_ == HistogramStorage::sparse ? "sparse" : "dense", tile_.velocity.n, tile_.dust.n,
         totals.populated_columns, totals.nonzeros, totals.dense_blocks, totals.sparse_blocks);
     velocity_moment_maps(light_moments, state.maps["velocity_light_kms"],
                          state.maps["dispersion_light_kms"]);
@@ -339,7 +344,7 @@ class StellarSpectraStage final : public Stage {
   void run(RunState& state) const override {
     const Mesh& mesh = state.mesh;
     const Stars& stars = state.data.stars;
-    const SpectralSetup setup = prepare(state);
+    SpectralSetup setup = prepare(state);
     const auto& tables = *setup.tables;
 
     // Mass-weighted moments: every element is bounded by N * max m * max(1, v_max^2).
@@ -374,15 +379,19 @@ class StellarSpectraStage final : public Stage {
           cube_partial(std::move(cube), cube_scale, setup.shape, "Lsun/Angstrom"));
       state.partials.push_back(moment_maps(std::move(light), light_scale, "light"));
     } else {
-      if (!stars.dust_av.empty())
-        throw ConfigError(
-            "stages.stellar_spectra.method: \"binned\" does not model a per-star dust screen; "
-            "use \"exact\" with the dust stage");
       // The velocity nodes span the data's exact max |v_los| (split-independent).
       HistogramTile tile;
       tile.n_nodes = static_cast<int>(tables.log_age.size() * tables.log_z.size());
       const double beta = std::min(0.99, setup.v_los_max / kSpeedOfLightKms);
       tile.velocity.du = params_.velocity_bin_kms / kSpeedOfLightKms;
+      // With a dust screen, A_V nodes from 0 to the data's max A_V (split-independent).
+      if (!stars.dust_av.empty()) {
+        tile.dust.dav_mag = params_.dust_av_bin_mag;
+        tile.dust.n =
+            static_cast<int>(std::floor(global_max_abs(mesh, stars.dust_av) / tile.dust.dav_mag)) +
+            2;
+        setup.dust = state.dust_curve;
+      }
       tile.velocity.u_min = std::log1p(-beta);
       tile.velocity.n =
           static_cast<int>(std::floor((std::log1p(beta) - std::log1p(-beta)) / tile.velocity.du)) +
