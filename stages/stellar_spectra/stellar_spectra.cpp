@@ -379,41 +379,7 @@ class StellarSpectraStage final : public Stage {
           cube_partial(std::move(cube), cube_scale, setup.shape, "Lsun/Angstrom"));
       state.partials.push_back(moment_maps(std::move(light), light_scale, "light"));
     } else {
-      // The velocity nodes span the data's exact max |v_los| (split-independent).
-      HistogramTile tile;
-      tile.n_nodes = static_cast<int>(tables.log_age.size() * tables.log_z.size());
-      const double beta = std::min(0.99, setup.v_los_max / kSpeedOfLightKms);
-      tile.velocity.du = params_.velocity_bin_kms / kSpeedOfLightKms;
-      // With a dust screen, A_V nodes from 0 to the data's max A_V (split-independent).
-      if (!stars.dust_av.empty()) {
-        tile.dust.dav_mag = params_.dust_av_bin_mag;
-        tile.dust.n =
-            static_cast<int>(std::floor(global_max_abs(mesh, stars.dust_av) / tile.dust.dav_mag)) +
-            2;
-        setup.dust = state.dust_curve;
-      }
-      tile.velocity.u_min = std::log1p(-beta);
-      tile.velocity.n =
-          static_cast<int>(std::floor((std::log1p(beta) - std::log1p(-beta)) / tile.velocity.du)) +
-          2;
-      // Sparse where the stars' entries take less memory than the dense field (few stars on
-      // many spaxels); dense otherwise, in tiles of whole row blocks of the product that fit
-      // histogram_memory_gb.
-      const auto n_spaxels = static_cast<std::int32_t>(setup.shape.n_spaxels());
-      const double row_bytes = static_cast<double>(tile.columns()) * sizeof(std::int64_t);
-      const HistogramStorage storage =
-          histogram_storage(params_, setup.n_stars, row_bytes * n_spaxels);
-      const double block = static_cast<double>(kRowsPerBlock);
-      const auto tile_spaxels =
-          storage == HistogramStorage::sparse
-              ? n_spaxels
-              : static_cast<std::int32_t>(
-                    std::min(std::max(block, block * std::floor(params_.histogram_memory_gb * 1e9 /
-                                                                row_bytes / block)),
-                             static_cast<double>(n_spaxels)));
-      tile.first_spaxel = 0;
-      tile.n_spaxels = tile_spaxels;
-      auto binned = std::make_unique<BinnedSpectra>(setup, tile, tile_spaxels, storage);
+      auto binned = binned_spectra(state, setup);
       binned->deposit(state);
       shard_map(mesh, [&](const Device& d) {
         IFUSIM_DISPATCH(d, accumulate_mass_moments, d, star_views(stars, setup.grid, d),
@@ -425,6 +391,44 @@ class StellarSpectraStage final : public Stage {
   }
 
  private:
+  // The binned method's layout: velocity nodes spanning the data's exact max |v_los|, A_V nodes
+  // up to its max A_V with a dust screen (both split-independent), and the histogram's storage
+  // and tiles.
+  std::unique_ptr<BinnedSpectra> binned_spectra(const RunState& state, SpectralSetup& setup) const {
+    const Stars& stars = state.data.stars;
+    const SspTables& tables = *setup.tables;
+    HistogramTile tile;
+    tile.n_nodes = static_cast<int>(tables.log_age.size() * tables.log_z.size());
+    const double beta = std::min(0.99, setup.v_los_max / kSpeedOfLightKms);
+    tile.velocity.du = params_.velocity_bin_kms / kSpeedOfLightKms;
+    tile.velocity.u_min = std::log1p(-beta);
+    tile.velocity.n =
+        static_cast<int>(std::floor((std::log1p(beta) - std::log1p(-beta)) / tile.velocity.du)) + 2;
+    if (!stars.dust_av.empty()) {
+      tile.dust.dav_mag = params_.dust_av_bin_mag;
+      tile.dust.n = static_cast<int>(
+                        std::floor(global_max_abs(state.mesh, stars.dust_av) / tile.dust.dav_mag)) +
+                    2;
+      setup.dust = state.dust_curve;
+    }
+    // Sparse where the stars' entries take less memory than the dense field (few stars on many
+    // spaxels); dense otherwise, in tiles of whole row blocks of the product that fit
+    // histogram_memory_gb.
+    const auto n_spaxels = static_cast<std::int32_t>(setup.shape.n_spaxels());
+    const double row_bytes = static_cast<double>(tile.columns()) * sizeof(std::int64_t);
+    const HistogramStorage storage =
+        histogram_storage(params_, setup.n_stars, row_bytes * n_spaxels);
+    const double block = static_cast<double>(kRowsPerBlock);
+    const double fit = block * std::floor(params_.histogram_memory_gb * 1e9 / row_bytes / block);
+    const auto tile_spaxels =
+        storage == HistogramStorage::sparse
+            ? n_spaxels
+            : static_cast<std::int32_t>(std::min(std::max(block, fit), double(n_spaxels)));
+    tile.first_spaxel = 0;
+    tile.n_spaxels = tile_spaxels;
+    return std::make_unique<BinnedSpectra>(setup, tile, tile_spaxels, storage);
+  }
+
   SpectralSetup prepare(const RunState& state) const {
     const Mesh& mesh = state.mesh;
     const Stars& stars = state.data.stars;
