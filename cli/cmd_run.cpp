@@ -37,10 +37,9 @@ void add_run_command(CLI::App& app, int& exit_code) {
     if (!o->out.empty()) options.output_dir = o->out;
     options.progress = !o->no_progress;
     const RunReport report = run_pipeline(config, options);
-    std::cout << "cube written to " << report.output_dir << ":";
+    std::cout << "written to " << report.output_dir << ":";
     for (const auto& f : report.files) std::cout << " " << f;
-    std::cout << "\n(" << report.total_seconds << " s; pictures: white_light.png, velocity.png, "
-              << "dispersion.png, spectrum.png; timings and memory: summary.json)\n";
+    std::cout << "\n(" << report.total_seconds << " s; timings and memory: summary.json)\n";
     exit_code = 0;
   });
 }
