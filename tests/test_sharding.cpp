@@ -207,3 +207,22 @@ TEST_CASE("cpu meshes deal the threads out among host devices", "[devices]") {
   }
   CHECK(mesh->describe().find("cpu:2") != std::string::npos);
 }
+
+TEST_CASE("a partial array is allocated once per memory space: 1000 host devices, one buffer",
+          "[sharding][psum]") {
+  auto mesh = make_mesh(Backend::cpu, 1000);
+  REQUIRE(mesh->size() == 1000);
+  CHECK(mesh->memory_owners().size() == 1);
+  const std::size_t before = memory::bytes_in_use(Backend::cpu);
+  const std::size_t n = 3721 * 25 * 25;  // a MUSE cube
+  ShardedArray<std::int64_t> partial(*mesh, n, 1, Sharding::partial());
+  CHECK(memory::bytes_in_use(Backend::cpu) - before == n * sizeof(std::int64_t));
+  CHECK(partial.local(mesh->device(999)).data == partial.local(mesh->device(0)).data);
+  // Zeroed once, at allocation, for every device to add into.
+  const auto zeros = partial.download_shard(mesh->device(500));
+  CHECK(std::all_of(zeros.begin(), zeros.end(), [](std::int64_t x) { return x == 0; }));
+  // A sharded array still splits its rows over all 1000.
+  ShardedArray<float> rows(*mesh, 2500, 1, Sharding::sharded());
+  CHECK(rows.shard(mesh->device(0)).range.size() == 3);
+  CHECK(rows.shard(mesh->device(999)).range.size() == 2);
+}
