@@ -5,42 +5,71 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "pipeline/plan.h"
 #include "pipeline/runner.h"
 
 namespace ifusim::cli {
 
+namespace {
+
+// What `run` and `plan` both take: the config, the devices and overrides.
+struct RunArguments {
+  std::string config;
+  std::string backend;
+  int devices = -1;
+  std::string out;
+  std::vector<std::string> overrides;
+  bool no_progress = false;
+
+  void add_to(CLI::App* cmd) {
+    cmd->add_option("config", config, "Run config (JSON), see docs/config.md")->required();
+    cmd->add_option("--backend", backend, "cpu or cuda (overrides devices.backend)")
+        ->check(CLI::IsMember({"cpu", "cuda"}));
+    cmd->add_option("--devices", devices, "Number of devices (overrides devices.count)")
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--set", overrides, "Override a config value: key.path=value (repeatable)");
+  }
+  RunOptions options() const {
+    RunOptions o;
+    if (!backend.empty()) o.backend = backend_from_string(backend);
+    if (devices >= 0) o.n_devices = devices;
+    if (!out.empty()) o.output_dir = out;
+    o.progress = !no_progress;
+    return o;
+  }
+};
+
+}  // namespace
+
 void add_run_command(CLI::App& app, int& exit_code) {
-  struct Options {
-    std::string config;
-    std::string backend;
-    int devices = -1;
-    std::string out;
-    std::vector<std::string> overrides;
-    bool no_progress = false;
-  };
-  auto o = std::make_shared<Options>();
+  auto a = std::make_shared<RunArguments>();
   auto* cmd =
       app.add_subcommand("run", "Simulate the IFU cube of a galaxy described by a run config");
-  cmd->add_option("config", o->config, "Run config (JSON), see docs/config.md")->required();
-  cmd->add_option("--backend", o->backend, "cpu or cuda (overrides devices.backend)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--devices", o->devices, "Number of devices (overrides devices.count)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--out", o->out, "Output folder (overrides output.dir)");
-  cmd->add_option("--set", o->overrides, "Override a config value: key.path=value (repeatable)");
-  cmd->add_flag("--no-progress", o->no_progress, "No progress bar");
-  cmd->callback([o, &exit_code] {
-    const RunConfig config = load_run_config(o->config, o->overrides);
-    RunOptions options;
-    if (!o->backend.empty()) options.backend = backend_from_string(o->backend);
-    if (o->devices >= 0) options.n_devices = o->devices;
-    if (!o->out.empty()) options.output_dir = o->out;
-    options.progress = !o->no_progress;
-    const RunReport report = run_pipeline(config, options);
+  a->add_to(cmd);
+  cmd->add_option("--out", a->out, "Output folder (overrides output.dir)");
+  cmd->add_flag("--no-progress", a->no_progress, "No progress bar");
+  cmd->callback([a, &exit_code] {
+    const RunConfig config = load_run_config(a->config, a->overrides);
+    const RunReport report = run_pipeline(config, a->options());
     std::cout << "written to " << report.output_dir << ":";
     for (const auto& f : report.files) std::cout << " " << f;
     std::cout << "\n(" << report.total_seconds << " s; timings and memory: summary.json)\n";
     exit_code = 0;
+  });
+}
+
+void add_plan_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<RunArguments>();
+  auto* cmd = app.add_subcommand(
+      "plan",
+      "Dry run: how the galaxy would be sharded and what each device's memory would hold; "
+      "exits 1 when the run does not fit");
+  a->add_to(cmd);
+  cmd->callback([a, &exit_code] {
+    const RunConfig config = load_run_config(a->config, a->overrides);
+    const RunPlan plan = plan_pipeline(config, a->options());
+    std::cout << plan.report;
+    exit_code = plan.fits() ? 0 : 1;
   });
 }
 

@@ -7,6 +7,7 @@
 namespace ifusim::cuda_impl {
 int device_count(std::string* reason);
 std::string device_name(int gpu_ordinal);
+std::size_t free_memory_bytes(int gpu_ordinal);
 void* create_stream(int gpu_ordinal);
 void destroy_stream(int gpu_ordinal, void* stream) noexcept;
 void set_device(int gpu_ordinal);

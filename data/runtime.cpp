@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <new>
 #include <stdexcept>
@@ -89,6 +90,25 @@ std::string cuda_device_name(int gpu_ordinal) {
   (void)gpu_ordinal;
   no_cuda();
 #endif
+}
+
+std::size_t free_memory_bytes(const Device& device) {
+  if (device.is_cuda()) {
+#ifdef IFUSIM_HAVE_CUDA
+    return cuda_impl::free_memory_bytes(device.gpu_ordinal);
+#else
+    no_cuda();
+#endif
+  }
+  // The host: what the kernel says can be had without swapping (Linux >= 3.14).
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::size_t kb = 0;
+  while (meminfo >> key >> kb) {
+    if (key == "MemAvailable:") return kb * 1024;
+    meminfo.ignore(256, '\n');
+  }
+  return 0;
 }
 
 void* create_stream(int gpu_ordinal) {

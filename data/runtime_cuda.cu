@@ -36,6 +36,13 @@ std::string device_name(int gpu_ordinal) {
   return prop.name;
 }
 
+std::size_t free_memory_bytes(int gpu_ordinal) {
+  check(cudaSetDevice(gpu_ordinal), "cudaSetDevice");
+  std::size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return free;
+}
+
 void* create_stream(int gpu_ordinal) {
   check(cudaSetDevice(gpu_ordinal), "cudaSetDevice");
   cudaStream_t stream = nullptr;

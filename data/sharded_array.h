@@ -25,6 +25,7 @@ struct Shard {
 template <class T>
 class ShardedArray {
  public:
+  using value_type = T;
   ShardedArray() = default;
 
   // Allocates every device's shard (uninitialised) for a global array of `rows` x `components`.

@@ -239,6 +239,11 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
     c.n_devices = static_cast<int>(dev.integer("count", 1));
     dev.require(c.n_devices >= 0 && c.n_devices <= 4096, "count",
                 "a device count from 0 (cuda: one per GPU) to 4096", c.n_devices);
+    if (dev.has("memory_limit_gb")) {
+      c.memory_limit_gb = dev.number("memory_limit_gb");
+      dev.require(*c.memory_limit_gb > 0, "memory_limit_gb", "a number > 0 (GB)",
+                  *c.memory_limit_gb);
+    }
     dev.finish();
   }
 

@@ -53,6 +53,7 @@ struct RunConfig {
 
   Backend backend = Backend::cpu;
   int n_devices = 1;
+  std::optional<double> memory_limit_gb;  // per device memory space, instead of what it has
 
   std::string output_dir;
   bool write_fits = true, write_hdf5 = true, write_png = true;

@@ -18,6 +18,7 @@
 #include "io/tng/synthetic_source.h"
 #include "io/tng/tng_reader.h"
 #include "pipeline/devices.h"
+#include "pipeline/plan.h"
 #include "pipeline/registry.h"
 
 namespace ifusim {
@@ -154,7 +155,47 @@ class OutputWriter {
   std::vector<std::string> names_;
 };
 
+// The mesh, the templates and the stages of a run, validated; nothing read yet.
+struct RunSetup {
+  std::unique_ptr<Mesh> mesh;
+  StageResources resources;
+  std::vector<std::unique_ptr<Stage>> stages;
+  bool read_gas = false;  // some stage uses the gas and the config allows it
+};
+
+RunSetup set_up(const RunConfig& c, const RunOptions& options) {
+  RunSetup s;
+  const Backend backend = options.backend.value_or(c.backend);
+  s.mesh = make_mesh(backend, options.n_devices.value_or(c.n_devices));
+  spdlog::info("{} device(s) on backend {}", s.mesh->size(), to_string(backend));
+  spdlog::info("loading SSP templates {}", c.ssp_library);
+  s.resources.ssp = std::make_shared<const SspGrid>(load_ssp_library(c.ssp_library, c.ssp_format));
+  spdlog::info("templates {}: {} ages x {} metallicities x {} wavelengths", s.resources.ssp->name,
+               s.resources.ssp->n_age(), s.resources.ssp->n_metallicity(),
+               s.resources.ssp->n_wave());
+  std::vector<std::string> paths;
+  for (const auto& st : c.stages) {
+    paths.push_back("stages." + st.name);
+    s.stages.push_back(make_stage(st.name, stage_params(st, c), paths.back(), s.resources));
+  }
+  check_stage_order(s.stages, paths,
+                    {"stars.position_kpc", "stars.velocity_kms", "stars.mass_msun",
+                     "stars.initial_mass_msun", "stars.age_gyr", "stars.metallicity",
+                     "gas.position_kpc", "gas.mass_msun", "gas.metallicity"});
+  // Only the particle types some stage uses are read (the gas only for the dust screen today).
+  bool gas_used = false;
+  for (const auto& stage : s.stages)
+    for (const auto& need : stage->needs()) gas_used = gas_used || need.rfind("gas.", 0) == 0;
+  s.read_gas = c.read_gas && gas_used;
+  return s;
+}
+
 }  // namespace
+
+RunPlan plan_pipeline(const RunConfig& c, const RunOptions& options) {
+  RunSetup setup = set_up(c, options);
+  return plan_run(c, *setup.mesh, setup.stages, *setup.resources.ssp, setup.read_gas);
+}
 
 RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -163,38 +204,25 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
   const bool progress = options.progress && ::isatty(STDERR_FILENO);
 
   // 1. Everything that can be checked is checked before any particle is read.
-  const Backend backend = options.backend.value_or(c.backend);
-  const int n_devices = options.n_devices.value_or(c.n_devices);
-  auto mesh = make_mesh(backend, n_devices);
+  RunSetup setup = set_up(c, options);
+  const Backend backend = setup.mesh->backend();
+  auto& mesh = setup.mesh;
+  auto& resources = setup.resources;
+  auto& stages = setup.stages;
   for (std::size_t d = 0; d < mesh->size(); ++d)
     report.devices.push_back(mesh->device(d).description);
-  spdlog::info("{} device(s) on backend {}", mesh->size(), to_string(backend));
-
-  spdlog::info("loading SSP templates {}", c.ssp_library);
-  StageResources resources;
-  resources.ssp = std::make_shared<const SspGrid>(load_ssp_library(c.ssp_library, c.ssp_format));
-  spdlog::info("templates {}: {} ages x {} metallicities x {} wavelengths", resources.ssp->name,
-               resources.ssp->n_age(), resources.ssp->n_metallicity(), resources.ssp->n_wave());
-
-  std::vector<std::unique_ptr<Stage>> stages;
-  std::vector<std::string> paths;
-  for (const auto& s : c.stages) {
-    paths.push_back("stages." + s.name);
-    stages.push_back(make_stage(s.name, stage_params(s, c), paths.back(), resources));
+  const RunPlan plan = plan_run(c, *mesh, stages, *resources.ssp, setup.read_gas);
+  spdlog::debug("plan:\n{}", plan.report);
+  if (!plan.fits()) {
+    std::string message = "the run does not fit in memory (ifusim plan shows why):";
+    for (const auto& p : plan.problems) message += "\n  " + p;
+    throw ConfigError(message);
   }
-  check_stage_order(stages, paths,
-                    {"stars.position_kpc", "stars.velocity_kms", "stars.mass_msun",
-                     "stars.initial_mass_msun", "stars.age_gyr", "stars.metallicity",
-                     "gas.position_kpc", "gas.mass_msun", "gas.metallicity"});
   OutputWriter out(report.output_dir);
 
   // 2. The galaxy, sharded over the devices.
   RunState state(*mesh);
-  // Only the particle types some stage uses are read (the gas only for the dust screen today).
-  bool gas_used = false;
-  for (const auto& stage : stages)
-    for (const auto& need : stage->needs()) gas_used = gas_used || need.rfind("gas.", 0) == 0;
-  state.data = read_galaxy(*mesh, c, c.read_gas && gas_used);
+  state.data = read_galaxy(*mesh, c, setup.read_gas);
   for (const auto& shard : state.data.stars.mass_msun.shards())
     report.stars_per_device.push_back(shard.range.size());
   state.observation = make_observation(c, state.data, *resources.ssp);

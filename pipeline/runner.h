@@ -35,4 +35,8 @@ struct RunReport {
 
 RunReport run_pipeline(const RunConfig& config, const RunOptions& options);
 
+// The dry run: the plan run_pipeline checks first (pipeline/plan.h), without reading particles.
+struct RunPlan;
+RunPlan plan_pipeline(const RunConfig& config, const RunOptions& options);
+
 }  // namespace ifusim

@@ -80,6 +80,28 @@ struct RunState {
   DustCurve dust_curve;      // set by the dust stage with stars.dust_av
 };
 
+// What a dry run knows before any particle is read (ifusim plan, and the check ifusim run makes
+// first): the particle counts, the spaxels and wavelengths, the template grid.
+struct PlanContext {
+  const Mesh* mesh = nullptr;
+  std::size_t n_stars = 0, n_gas = 0;
+  std::size_t n_spaxels = 0;
+  int n_wave = 0;
+  int n_ssp_nodes = 0;
+  bool dust = false;  // a dust stage gives the stars an A_V
+  std::size_t n_voxels() const { return n_spaxels * static_cast<std::size_t>(n_wave); }
+};
+
+// One thing a stage holds at its peak: bytes in every device memory space (each GPU; the host
+// for cpu devices), or in host memory once (the reduced cube and what works on it). `setting`
+// names the config key that makes it smaller, if one does.
+struct MemoryItem {
+  std::string what;
+  std::size_t bytes = 0;
+  bool per_memory_space = true;
+  std::string setting;
+};
+
 class Stage {
  public:
   virtual ~Stage() = default;
@@ -89,6 +111,8 @@ class Stage {
   virtual std::vector<std::string> needs() const = 0;
   virtual std::vector<std::string> provides() const = 0;
   virtual void run(RunState& state) const = 0;
+  // What the stage holds at its peak, for the plan (nothing by default).
+  virtual std::vector<MemoryItem> memory_estimate(const PlanContext&) const { return {}; }
 };
 
 }  // namespace ifusim

@@ -140,6 +140,16 @@ bool is_rubix_galaxy(const std::string& path) {
   }
 }
 
+std::array<std::size_t, 2> count_rubix_galaxy(const std::string& path) {
+  h5::File f(path);
+  std::array<std::size_t, 2> counts{0, 0};
+  for (const Species species : {Species::stars, Species::gas}) {
+    const std::string coords = std::string("particles/") + group_name(species) + "/coords";
+    if (f.exists(coords)) counts[species == Species::stars ? 0 : 1] = f.shape(coords).at(0);
+  }
+  return counts;
+}
+
 GalaxyData read_rubix_galaxy(const Mesh& mesh, const std::string& path) {
   h5::File f(path);
   GalaxyData data;

@@ -11,6 +11,7 @@
 // centre in the same frame. Velocities are written in the galaxy's frame (ifusim has already
 // subtracted the bulk velocity; RUBIX re-centres velocities itself).
 // RUBIX has no current stellar mass: reading sets Stars::mass_msun to the initial mass.
+#include <array>
 #include <string>
 
 #include "data/galaxy_data.h"
@@ -26,5 +27,8 @@ GalaxyData read_rubix_galaxy(const Mesh& mesh, const std::string& path);
 
 // True when the file is HDF5 with the galaxy/ and particles/ groups of RUBIX's layout.
 bool is_rubix_galaxy(const std::string& path);
+
+// The file's star and gas counts, from its datasets' shapes (no particle value read).
+std::array<std::size_t, 2> count_rubix_galaxy(const std::string& path);
 
 }  // namespace ifusim

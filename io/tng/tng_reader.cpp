@@ -630,17 +630,23 @@ void read_species(const Mesh& mesh, const TypeSource& src, const std::vector<Pre
     tng::assign_field(set, *f.rule, read_field(mesh, src, f, rows, frame));
 }
 
-}  // namespace
+// The layout, header, per-type row sources and (snapshot) catalog entry of the subhalo asked
+// for: everything read_tng learns before it reads a particle value.
+struct OpenedSubhalo {
+  Header hdr;
+  TypeSource stars_src, gas_src;
+  std::optional<CatalogEntry> catalog;
+};
 
-GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options, TngIngestReport* report) {
-  TngIngestReport rep;
+OpenedSubhalo open_subhalo(const TngReadOptions& options, TngIngestReport& rep) {
+  OpenedSubhalo o;
+  Header& hdr = o.hdr;
+  TypeSource &stars_src = o.stars_src, &gas_src = o.gas_src;
+  std::optional<CatalogEntry>& catalog = o.catalog;
   const bool directory = fs::is_directory(options.path);
   if (!directory && !fs::exists(options.path))
     throw InputError(options.path + ": no such file or directory");
 
-  Header hdr;
-  TypeSource stars_src, gas_src;
-  std::optional<CatalogEntry> catalog;
   if (!directory) {
     rep.layout = "cutout";
     hdr = read_header(options.path);
@@ -698,6 +704,24 @@ GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options, TngIngestRe
       throw InputError(files.group_file(0) + ": subhalo " + std::to_string(*options.subhalo_id) +
                        " has no PartType4 particles (SubhaloLenType[4] = 0)");
   }
+
+  return o;
+}
+
+}  // namespace
+
+TngCounts count_tng(const TngReadOptions& options) {
+  TngIngestReport rep;
+  const OpenedSubhalo o = open_subhalo(options, rep);
+  return {o.stars_src.rows, o.gas_src.rows};
+}
+
+GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options, TngIngestReport* report) {
+  TngIngestReport rep;
+  OpenedSubhalo opened = open_subhalo(options, rep);
+  Header& hdr = opened.hdr;
+  TypeSource &stars_src = opened.stars_src, &gas_src = opened.gas_src;
+  std::optional<CatalogEntry>& catalog = opened.catalog;
 
   const auto star_fields = check_fields(stars_src, hdr);
   const auto gas_fields =

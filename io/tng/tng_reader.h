@@ -49,6 +49,15 @@ struct TngIngestReport {
   std::array<double, 3> bulk_velocity_kms{0, 0, 0};  // subtracted from every velocity
 };
 
+// Row counts of the subhalo's PartType4 (stars and wind cells: winds are only told apart when
+// GFM_StellarFormationTime is read) and PartType0 (0 without read_gas), from dataset shapes and
+// the group catalog: no particle value is read.
+struct TngCounts {
+  std::size_t star_rows = 0;
+  std::size_t gas_rows = 0;
+};
+TngCounts count_tng(const TngReadOptions& options);
+
 // Throws InputError naming the file and the dataset or attribute on bad input.
 GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options,
                     TngIngestReport* report = nullptr);

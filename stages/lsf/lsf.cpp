@@ -44,6 +44,10 @@ class LsfStage final : public Stage {
   std::string name() const override { return "lsf"; }
   std::vector<std::string> needs() const override { return {"cube"}; }
   std::vector<std::string> provides() const override { return {"cube_lsf"}; }
+  std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
+    return {{"convolved cube (double, host; with the cube)", c.n_voxels() * sizeof(double), false,
+             ""}};
+  }
 
   void run(RunState& state) const override {
     if (!state.cube) throw std::logic_error("lsf: no cube (psum must run first)");

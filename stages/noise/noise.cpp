@@ -128,6 +128,9 @@ class NoiseStage final : public Stage {
   std::string name() const override { return "noise"; }
   std::vector<std::string> needs() const override { return {"cube"}; }
   std::vector<std::string> provides() const override { return {"variance"}; }
+  std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
+    return {{"variance (double, host)", c.n_voxels() * sizeof(double), false, ""}};
+  }
 
   void run(RunState& state) const override {
     if (!state.cube) throw std::logic_error("noise: no cube (psum must run first)");

@@ -225,6 +225,10 @@ class PsfStage final : public Stage {
   std::string name() const override { return "psf"; }
   std::vector<std::string> needs() const override { return {"cube"}; }
   std::vector<std::string> provides() const override { return {"cube_psf"}; }
+  std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
+    return {{"convolved cube (double, host; with the cube)", c.n_voxels() * sizeof(double), false,
+             ""}};
+  }
 
   void run(RunState& state) const override {
     if (!state.cube) throw std::logic_error("psf: no cube (psum must run first)");

@@ -155,12 +155,40 @@ struct DeviceTables {
 // and the sort's second copy.
 constexpr double kSparseEntryBytes = 40.0;
 
-HistogramStorage histogram_storage(const StellarSpectraParams& p, double n_stars,
-                                   double dense_bytes) {
-  if (p.histogram != HistogramStorage::automatic) return p.histogram;
-  return 8.0 * n_stars * kSparseEntryBytes < dense_bytes ? HistogramStorage::sparse
-                                                         : HistogramStorage::dense;
+// Entries a star makes: 4 nodes x 2 velocity nodes (x 2 A_V nodes with dust).
+double entries_per_star(const HistogramTile& tile) {
+  return tile.dust.n > 1 ? 16.0 : 8.0;
 }
+
+HistogramStorage histogram_storage(const StellarSpectraParams& p, double n_stars,
+                                   const HistogramTile& tile, double dense_bytes) {
+  if (p.histogram != HistogramStorage::automatic) return p.histogram;
+  return entries_per_star(tile) * n_stars * kSparseEntryBytes < dense_bytes
+             ? HistogramStorage::sparse
+             : HistogramStorage::dense;
+}
+
+// Velocity nodes spanning |v_los| <= v_max_kms, spaced velocity_bin_kms in c ln(1 + v/c).
+VelocityBins velocity_bins(double v_max_kms, double velocity_bin_kms) {
+  const double beta = std::min(0.99, v_max_kms / kSpeedOfLightKms);
+  VelocityBins v;
+  v.du = velocity_bin_kms / kSpeedOfLightKms;
+  v.u_min = std::log1p(-beta);
+  v.n = static_cast<int>(std::floor((std::log1p(beta) - std::log1p(-beta)) / v.du)) + 2;
+  return v;
+}
+
+// The dense tile: whole row blocks of the product (binned_product.h) within the budget.
+std::int32_t dense_tile_spaxels(double histogram_memory_gb, double row_bytes,
+                                std::int32_t n_spaxels) {
+  const double block = static_cast<double>(kRowsPerBlock);
+  const double fit = block * std::floor(histogram_memory_gb * 1e9 / row_bytes / block);
+  return static_cast<std::int32_t>(std::min(std::max(block, fit), double(n_spaxels)));
+}
+
+// For the plan, before the data is read: the velocity and A_V ranges are assumed.
+constexpr double kPlanVelocityKms = 1000.0;
+constexpr double kPlanDustAvMag = 5.0;
 
 StarViews star_views(const Stars& stars, const SpaxelGrid& grid, const Device& d) {
   return StarViews{stars.velocity_kms.local(d, 2).data,
@@ -341,6 +369,54 @@ class StellarSpectraStage final : public Stage {
   }
   std::vector<std::string> provides() const override { return {"partial_cube", "kinematics"}; }
 
+  std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
+    constexpr std::size_t i64 = sizeof(std::int64_t), f64 = sizeof(double);
+    const std::size_t moments = 3 * c.n_spaxels * i64;
+    std::vector<MemoryItem> out{{"kinematic moments (int64)", 2 * moments, true, ""},
+                                {"reduced cube (double, host)", c.n_voxels() * f64, false, ""}};
+    if (params_.method == SpectralMethod::exact) {
+      out.push_back({"partial cube (int64)", c.n_voxels() * i64, true,
+                     "stages.stellar_spectra.method (\"binned\" holds no cube until psum)"});
+      out.push_back({"psum: the cube's integer copy (host)", c.n_voxels() * i64, false, ""});
+      return out;
+    }
+    HistogramTile tile;
+    tile.n_nodes = c.n_ssp_nodes;
+    tile.velocity = velocity_bins(kPlanVelocityKms, params_.velocity_bin_kms);
+    if (c.dust)
+      tile.dust = {params_.dust_av_bin_mag,
+                   static_cast<int>(kPlanDustAvMag / params_.dust_av_bin_mag) + 2};
+    const double row_bytes = static_cast<double>(tile.columns() * i64);
+    const auto n_spaxels = static_cast<std::int32_t>(c.n_spaxels);
+    const std::string assumed = "assuming |v_los| <= " + std::to_string(int(kPlanVelocityKms)) +
+                                " km/s" + (c.dust ? ", A_V <= 5 mag" : "");
+    if (histogram_storage(params_, static_cast<double>(c.n_stars), tile, row_bytes * n_spaxels) ==
+        HistogramStorage::sparse) {
+      // In the memory of the devices that own the stars: the largest space's share.
+      const double rows =
+          std::ceil(static_cast<double>(c.n_stars) / c.mesh->memory_owners().size());
+      out.push_back({"sparse histogram entries (" + assumed + ")",
+                     static_cast<std::size_t>(entries_per_star(tile) * rows * kSparseEntryBytes),
+                     true, "stages.stellar_spectra.histogram"});
+      out.push_back({"sparse histogram, merged (host)",
+                     static_cast<std::size_t>(entries_per_star(tile) * c.n_stars * 16.0), false,
+                     ""});
+    } else {
+      const auto tile_rows = dense_tile_spaxels(params_.histogram_memory_gb, row_bytes, n_spaxels);
+      out.push_back(
+          {"dense histogram tile of " + std::to_string(tile_rows) + " spaxels (" + assumed + ")",
+           static_cast<std::size_t>(tile_rows * row_bytes), true,
+           "stages.stellar_spectra.histogram_memory_gb or velocity_bin_kms"});
+      out.push_back({"histogram tile, reduced (host)",
+                     static_cast<std::size_t>(tile_rows * row_bytes), false, ""});
+    }
+    out.push_back({"basis B (host, at most)",
+                   std::min<std::size_t>(BinnedProductInput{}.basis_memory_bytes,
+                                         tile.columns() * static_cast<std::size_t>(c.n_wave) * f64),
+                   false, ""});
+    return out;
+  }
+
   void run(RunState& state) const override {
     const Mesh& mesh = state.mesh;
     const Stars& stars = state.data.stars;
@@ -399,11 +475,7 @@ class StellarSpectraStage final : public Stage {
     const SspTables& tables = *setup.tables;
     HistogramTile tile;
     tile.n_nodes = static_cast<int>(tables.log_age.size() * tables.log_z.size());
-    const double beta = std::min(0.99, setup.v_los_max / kSpeedOfLightKms);
-    tile.velocity.du = params_.velocity_bin_kms / kSpeedOfLightKms;
-    tile.velocity.u_min = std::log1p(-beta);
-    tile.velocity.n =
-        static_cast<int>(std::floor((std::log1p(beta) - std::log1p(-beta)) / tile.velocity.du)) + 2;
+    tile.velocity = velocity_bins(setup.v_los_max, params_.velocity_bin_kms);
     if (!stars.dust_av.empty()) {
       tile.dust.dav_mag = params_.dust_av_bin_mag;
       tile.dust.n = static_cast<int>(
@@ -417,13 +489,11 @@ class StellarSpectraStage final : public Stage {
     const auto n_spaxels = static_cast<std::int32_t>(setup.shape.n_spaxels());
     const double row_bytes = static_cast<double>(tile.columns()) * sizeof(std::int64_t);
     const HistogramStorage storage =
-        histogram_storage(params_, setup.n_stars, row_bytes * n_spaxels);
-    const double block = static_cast<double>(kRowsPerBlock);
-    const double fit = block * std::floor(params_.histogram_memory_gb * 1e9 / row_bytes / block);
+        histogram_storage(params_, setup.n_stars, tile, row_bytes * n_spaxels);
     const auto tile_spaxels =
         storage == HistogramStorage::sparse
             ? n_spaxels
-            : static_cast<std::int32_t>(std::min(std::max(block, fit), double(n_spaxels)));
+            : dense_tile_spaxels(params_.histogram_memory_gb, row_bytes, n_spaxels);
     tile.first_spaxel = 0;
     tile.n_spaxels = tile_spaxels;
     return std::make_unique<BinnedSpectra>(setup, tile, tile_spaxels, storage);

@@ -1,0 +1,28 @@
+#pragma once
+// The dry run (`ifusim plan`), and the check `ifusim run` makes before it reads the galaxy: how
+// every field of the galaxy would be sharded, the particles per device, and each memory space's
+// estimate (the particle fields it holds plus what every stage declares,
+// Stage::memory_estimate) against what that memory can give.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/mesh.h"
+#include "data/ssp_grid.h"
+#include "io/run_config.h"
+#include "stages/stage.h"
+
+namespace ifusim {
+
+struct RunPlan {
+  std::string report;                 // the printable plan
+  std::vector<std::string> problems;  // what does not fit, one sentence each
+  bool fits() const { return problems.empty(); }
+};
+
+// `read_gas`: whether the run reads the gas (some stage uses it and the config allows it).
+RunPlan plan_run(const RunConfig& config, const Mesh& mesh,
+                 const std::vector<std::unique_ptr<Stage>>& stages, const SspGrid& ssp,
+                 bool read_gas);
+
+}  // namespace ifusim

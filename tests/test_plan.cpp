@@ -1,0 +1,119 @@
+// The dry run (ifusim plan) and the memory check ifusim run makes before reading the galaxy.
+#include <sys/wait.h>
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "io/config_error.h"
+#include "io/run_config.h"
+#include "pipeline/plan.h"
+#include "pipeline/runner.h"
+
+using namespace ifusim;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string example(const std::string& name) {
+  return std::string(IFUSIM_SOURCE_DIR) + "/configs/examples/" + name + ".json";
+}
+
+RunPlan plan(const std::vector<std::string>& overrides, int devices,
+             const std::string& name = "muse_tng_mastar") {
+  RunOptions options;
+  options.n_devices = devices;
+  return plan_pipeline(load_run_config(example(name), overrides), options);
+}
+
+// Runs the ifusim binary; returns its exit status and its stdout + stderr.
+int run_ifusim(const std::string& args, std::string& output) {
+  const fs::path log = fs::temp_directory_path() / ("ifusim_plan_" + std::to_string(::getpid()));
+  const int status = std::system(
+      (std::string(IFUSIM_BINARY) + " " + args + " > " + log.string() + " 2>&1").c_str());
+  std::ifstream in(log);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  output = ss.str();
+  fs::remove(log);
+  REQUIRE(WIFEXITED(status));
+  return WEXITSTATUS(status);
+}
+
+}  // namespace
+
+TEST_CASE("plan: every star field's sharding, the stars per device and the memory items",
+          "[plan]") {
+  const RunPlan p = plan({}, 3);
+  INFO(p.report);
+  CHECK(p.fits());
+  // The cutout's 2000 PartType4 rows (4 of them wind cells, dropped when read) over 3 devices.
+  for (const char* field : {"stars.position_kpc: float32[2000, 3] Sharded(particles) over 3",
+                            "stars.age_gyr: float32[2000] Sharded(particles) over 3",
+                            "stars.spaxel_index: int32[2000] Sharded(particles) over 3"})
+    CHECK_THAT(p.report, Catch::Contains(field));
+  CHECK_THAT(p.report, Catch::Contains("[0, 667) 667 rows"));
+  CHECK_THAT(p.report, Catch::Contains("[1334, 2000) 666 rows"));
+  CHECK_THAT(p.report, Catch::Contains("ssp.cumulative_energy: float64[12, 8001] Replicated"));
+  CHECK_THAT(p.report, Catch::Contains("stars per device: 666 each, the first 2 one more"));
+  // Particle fields: 2000 rows x (10 float32 + 1 int32) = 88,000 bytes; no gas without dust.
+  CHECK_THAT(p.report, Catch::Contains("0.088 MB  particle fields"));
+  CHECK_THAT(p.report, !Catch::Contains("gas."));
+  // The reduced cube: 25 x 25 x 3721 doubles = 18.605 MB.
+  CHECK_THAT(p.report, Catch::Contains("18.605 MB  stellar_spectra: reduced cube (double, host)"));
+  // The dusty run holds the gas and the stars' A_V.
+  const RunPlan dusty = plan({}, 2, "muse_tng_mastar_dusty");
+  CHECK_THAT(dusty.report, Catch::Contains("stars.dust_av: float32[2000]"));
+  CHECK_THAT(dusty.report, Catch::Contains("gas.position_kpc: float32[100, 3]"));
+}
+
+TEST_CASE("plan: 1000 host devices count the partial arrays once", "[plan]") {
+  const RunPlan one = plan({"stages.stellar_spectra.method=exact"}, 1);
+  const RunPlan many = plan({"stages.stellar_spectra.method=exact"}, 1000);
+  // The exact method's int64 partial cube, 25 x 25 x 3721 x 8 B, once for all host devices.
+  const std::string cube = "18.605 MB  stellar_spectra: partial cube (int64)";
+  CHECK_THAT(one.report, Catch::Contains(cube));
+  CHECK_THAT(many.report, Catch::Contains(cube));
+  CHECK_THAT(many.report, Catch::Contains("stars per device: 2 each, the first 0 one more"));
+  CHECK(many.fits());
+}
+
+TEST_CASE("plan: a run that does not fit is refused, naming what and the setting", "[plan]") {
+  const RunPlan p = plan({"devices.memory_limit_gb=0.05"}, 1);
+  REQUIRE_FALSE(p.fits());
+  REQUIRE(p.problems.size() == 1);
+  CHECK_THAT(p.problems[0], Catch::Contains("host memory needs"));
+  CHECK_THAT(p.problems[0], Catch::Contains("but has 50.000 MB"));
+  CHECK_THAT(p.problems[0], Catch::Contains("devices.memory_limit_gb"));
+  // The exact method's cube is the largest part, and the setting that removes it is named.
+  const RunPlan exact =
+      plan({"stages={}", "pipeline=[\"orient\",\"aperture\",\"stellar_spectra\",\"psum\"]",
+            "devices.memory_limit_gb=0.03", "stages.stellar_spectra.method=exact"},
+           1);
+  REQUIRE_FALSE(exact.fits());
+  CHECK_THAT(exact.problems[0], Catch::Contains("stages.stellar_spectra.method"));
+
+  // The CLI: plan exits 1 with the message; run refuses before reading and leaves nothing.
+  const fs::path out =
+      fs::temp_directory_path() / ("ifusim_plan_out_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  std::string output;
+  CHECK(run_ifusim("plan " + example("muse_tng_mastar") + " --set devices.memory_limit_gb=0.05",
+                   output) == 1);
+  CHECK_THAT(output, Catch::Contains("the run does NOT fit"));
+  CHECK(run_ifusim("run " + example("muse_tng_mastar") +
+                       " --set devices.memory_limit_gb=0.05 --no-progress --out " + out.string(),
+                   output) != 0);
+  CHECK_THAT(output, Catch::Contains("does not fit in memory"));
+  CHECK_THAT(output, Catch::Contains("devices.memory_limit_gb"));
+  CHECK_FALSE(fs::exists(out));
+}
+
+TEST_CASE("plan: devices.memory_limit_gb is validated", "[plan]") {
+  for (const std::string bad : {"0", "-1", "\"x\""})
+    CHECK_THROWS_WITH(
+        load_run_config(example("muse_tng_mastar"), {"devices.memory_limit_gb=" + bad}),
+        Catch::Contains("devices.memory_limit_gb"));
+}
