@@ -26,9 +26,6 @@ class Mesh {
   // Devices that share one memory space (all host devices; the logical devices of one GPU) hold
   // one partial array between them: the first device of each space owns it.
   std::size_t memory_owner(std::size_t i) const { return memory_owner_.at(i); }
-  bool owns_memory(const Device& device) const {
-    return memory_owner(static_cast<std::size_t>(device.id)) == static_cast<std::size_t>(device.id);
-  }
   std::vector<const Device*> memory_owners() const;
 
   // State a collective keeps for the mesh's lifetime (the NCCL communicators, created once).

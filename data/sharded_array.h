@@ -78,11 +78,6 @@ class ShardedArray {
     const std::size_t n = s.range.size();
     return {buffer_of(device).data() + static_cast<std::size_t>(c) * n, n};
   }
-  // The devices that hold memory of their own for this array (all but the sharers of a
-  // partial array's buffer).
-  bool owns_buffer(const Device& device) const {
-    return owner_.at(static_cast<std::size_t>(device.id)) == static_cast<std::size_t>(device.id);
-  }
 
   // Fills one shard from a row-major host block of its rows (transposed to component planes).
   void upload_shard(const Device& device, const T* host_rows) {

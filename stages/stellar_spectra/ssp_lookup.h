@@ -30,7 +30,6 @@ struct SspView {
   bool uniform = false;                // edges equally spaced: pixel lookup without search
   double edge0 = 0.0, step = 1.0;
   OutsideGrid outside = OutsideGrid::clamp;
-  int n_nodes() const { return n_age * n_z; }
 };
 
 // The observed wavelength bins: centres start + k * step, k < n.
