@@ -32,7 +32,8 @@ class MassImageStage final : public Stage {
         params_.initial_mass ? stars.initial_mass_msun : stars.mass_msun;
 
     // The fixed-point scale must not depend on the split: bound every pixel's total by
-    // N * max|weight| (a max is exact in any order, N is the global count).
+    // N * max|weight| (a max is exact in any order, N is the global count; a star's footprint
+    // weights sum to at most 1).
     const double bound = static_cast<double>(stars.count()) * global_max_abs(mesh, weight);
 
     PartialCube partial;
@@ -43,10 +44,9 @@ class MassImageStage final : public Stage {
     shard_map(mesh, [&](const Device& device) {
       auto sums = partial.sums.local(device);
       partial.sums.shard(device).buffer.zero();
-      IFUSIM_DISPATCH(device, accumulate_mass_image, device,
-                      Span<const float>(weight.local(device)),
-                      Span<const std::int32_t>(stars.spaxel_index.local(device)),
-                      partial.scale.counts_per_unit, sums);
+      IFUSIM_DISPATCH(
+          device, accumulate_mass_image, device, Span<const float>(weight.local(device)),
+          star_footprint(stars, state.spaxel_grid, device), partial.scale.counts_per_unit, sums);
     });
     state.partial = std::move(partial);
   }
