@@ -91,8 +91,10 @@ void prepare_star_smoothing(RunState& state, const SmoothingParams& params) {
     return;
   }
   const std::vector<float> positions = stars.position_kpc.to_host();
-  spdlog::info("smoothing: stellar smoothing lengths from the {}th nearest star ({} stars)",
-               params.knn_neighbours, stars.count());
+  spdlog::info(
+      "smoothing: stellar smoothing lengths, the distance to the k-th nearest star, k = {} ({} "
+      "stars)",
+      params.knn_neighbours, stars.count());
   const std::vector<float> lengths = knn_smoothing_length_kpc(positions, params.knn_neighbours);
   stars.smoothing_length_kpc = device_put(state.mesh, lengths, 1, Sharding::sharded());
 }
