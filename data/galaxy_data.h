@@ -40,6 +40,10 @@ struct Stars {
   ShardedArray<float> age_gyr;              // at the snapshot's own epoch
   ShardedArray<std::int32_t> spaxel_index;  // derived: -1 outside the field of view
   ShardedArray<float> dust_av;              // derived: A_V (mag) in front of the star
+  // Physical kpc, the support radius of the star's SPH kernel: TNG's StellarHsml where the input
+  // has it (optional), otherwise set by a spaxel stage with smoothing "kernel" (the distance to
+  // the k-th nearest star, stages/spaxel_grid/smoothing.h). Empty when neither applies.
+  ShardedArray<float> smoothing_length_kpc;
 
   std::size_t count() const { return mass_msun.rows(); }
 
@@ -52,6 +56,7 @@ struct Stars {
     f(FieldSpec{"mass_msun", "Msun", 1, K::sharded, false}, s.mass_msun);
     f(FieldSpec{"metallicity", "", 1, K::sharded, false}, s.metallicity);
     f(FieldSpec{"age_gyr", "Gyr", 1, K::sharded, false}, s.age_gyr);
+    f(FieldSpec{"smoothing_length_kpc", "kpc", 1, K::sharded, false}, s.smoothing_length_kpc);
     f(FieldSpec{"spaxel_index", "", 1, K::sharded, true}, s.spaxel_index);
     f(FieldSpec{"dust_av", "mag", 1, K::sharded, true}, s.dust_av);
   }
@@ -100,6 +105,7 @@ struct HostStars {
   std::vector<float> initial_mass_msun;
   std::vector<float> metallicity;
   std::vector<float> age_gyr;
+  std::vector<float> smoothing_length_kpc;  // optional: empty, or one per star
   std::size_t size() const { return mass_msun.size(); }
   std::vector<float> velocity_los_kms() const {  // v_z
     std::vector<float> v(size());
@@ -117,6 +123,8 @@ inline Stars put_stars(const Mesh& mesh, const HostStars& h) {
   s.initial_mass_msun = device_put(mesh, h.initial_mass_msun, 1, sharded);
   s.metallicity = device_put(mesh, h.metallicity, 1, sharded);
   s.age_gyr = device_put(mesh, h.age_gyr, 1, sharded);
+  if (!h.smoothing_length_kpc.empty())
+    s.smoothing_length_kpc = device_put(mesh, h.smoothing_length_kpc, 1, sharded);
   return s;
 }
 

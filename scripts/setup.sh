@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libhdf5-dev nlohmann-json3-dev libeigen3-dev catch2
-  libcfitsio-dev libcli11-dev libspdlog-dev libfmt-dev libpng-dev
+  libcfitsio-dev libcli11-dev libspdlog-dev libfmt-dev libpng-dev libnanoflann-dev
   python3-astropy python3-numpy python3-h5py
 )
 [ -x /usr/local/cuda/bin/nvcc ] || packages+=(libthrust-dev)

@@ -58,8 +58,9 @@ TEST_CASE("plan: every star field's sharding, the stars per device and the memor
   CHECK_THAT(p.report, Catch::Contains("[1334, 2000) 666 rows"));
   CHECK_THAT(p.report, Catch::Contains("ssp.cumulative_energy: float64[12, 8001] Replicated"));
   CHECK_THAT(p.report, Catch::Contains("stars per device: 666 each, the first 2 one more"));
-  // Particle fields: 2000 rows x (10 float32 + 1 int32) = 88,000 bytes; no gas without dust.
-  CHECK_THAT(p.report, Catch::Contains("0.088 MB  particle fields"));
+  // Particle fields: 2000 rows x (11 float32, the smoothing length included as an upper bound,
+  // + 1 int32) = 96,000 bytes; no gas without dust.
+  CHECK_THAT(p.report, Catch::Contains("0.096 MB  particle fields"));
   CHECK_THAT(p.report, !Catch::Contains("gas."));
   // The reduced cube: 25 x 25 x 3721 doubles = 18.605 MB.
   CHECK_THAT(p.report, Catch::Contains("18.605 MB  stellar_spectra: reduced cube (double, host)"));

@@ -187,7 +187,7 @@ TEST_CASE("the data model declares every field's sharding once", "[sharding]") {
     n_derived += spec.derived;
     CHECK(spec.sharding == Sharding::Kind::sharded);  // particle fields are split
   });
-  CHECK(n_fields == 8);
+  CHECK(n_fields == 9);
   CHECK(n_derived == 2);
   Gas gas;
   int gas_fields = 0;

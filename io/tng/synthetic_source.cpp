@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -24,32 +25,29 @@ struct Column {
   double operator[](std::size_t i) const { return f64 ? f64[i] : static_cast<double>(f32[i]); }
 };
 
-[[noreturn]] void no_column(const char* group, std::string_view dataset) {
-  throw std::logic_error("synthetic source: the generator makes no " + std::string(group) + "/" +
-                         std::string(dataset) + " (tng field table and generator disagree)");
+// A dataset's column, or nothing where the generator does not make it (StellarHsml: the
+// smoothing stage then computes kNN lengths, as for a file without it).
+std::optional<Column> column(const TngStarRows& r, std::string_view dataset) {
+  if (dataset == "Coordinates") return Column{r.coordinates.data(), nullptr};
+  if (dataset == "Velocities") return Column{nullptr, r.velocities.data()};
+  if (dataset == "GFM_InitialMass") return Column{nullptr, r.initial_masses.data()};
+  if (dataset == "Masses") return Column{nullptr, r.masses.data()};
+  if (dataset == "GFM_Metallicity") return Column{nullptr, r.metallicity.data()};
+  if (dataset == "GFM_StellarFormationTime") return Column{nullptr, r.formation_time.data()};
+  return std::nullopt;
 }
 
-Column column(const TngStarRows& r, std::string_view dataset) {
-  if (dataset == "Coordinates") return {r.coordinates.data(), nullptr};
-  if (dataset == "Velocities") return {nullptr, r.velocities.data()};
-  if (dataset == "GFM_InitialMass") return {nullptr, r.initial_masses.data()};
-  if (dataset == "Masses") return {nullptr, r.masses.data()};
-  if (dataset == "GFM_Metallicity") return {nullptr, r.metallicity.data()};
-  if (dataset == "GFM_StellarFormationTime") return {nullptr, r.formation_time.data()};
-  no_column("PartType4", dataset);
-}
-
-Column column(const TngGasRows& r, std::string_view dataset) {
-  if (dataset == "Coordinates") return {r.coordinates.data(), nullptr};
-  if (dataset == "Velocities") return {nullptr, r.velocities.data()};
-  if (dataset == "Masses") return {nullptr, r.masses.data()};
-  if (dataset == "Density") return {nullptr, r.density.data()};
-  if (dataset == "InternalEnergy") return {nullptr, r.internal_energy.data()};
-  if (dataset == "ElectronAbundance") return {nullptr, r.electron_abundance.data()};
-  if (dataset == "GFM_Metallicity") return {nullptr, r.metallicity.data()};
-  if (dataset == "GFM_Metals") return {nullptr, r.metals.data()};
-  if (dataset == "StarFormationRate") return {nullptr, r.star_formation_rate.data()};
-  no_column("PartType0", dataset);
+std::optional<Column> column(const TngGasRows& r, std::string_view dataset) {
+  if (dataset == "Coordinates") return Column{r.coordinates.data(), nullptr};
+  if (dataset == "Velocities") return Column{nullptr, r.velocities.data()};
+  if (dataset == "Masses") return Column{nullptr, r.masses.data()};
+  if (dataset == "Density") return Column{nullptr, r.density.data()};
+  if (dataset == "InternalEnergy") return Column{nullptr, r.internal_energy.data()};
+  if (dataset == "ElectronAbundance") return Column{nullptr, r.electron_abundance.data()};
+  if (dataset == "GFM_Metallicity") return Column{nullptr, r.metallicity.data()};
+  if (dataset == "GFM_Metals") return Column{nullptr, r.metals.data()};
+  if (dataset == "StarFormationRate") return Column{nullptr, r.star_formation_rate.data()};
+  return std::nullopt;
 }
 
 // A table field and its factor from the stored unit (the data specification's attributes, as
@@ -59,13 +57,22 @@ struct Field {
   double factor;
 };
 
+// The table's fields of one species that the generator makes (Rows: its block type).
+template <class Rows>
 std::vector<Field> fields_of(Species species, double scale_factor, double hubble_param) {
   std::vector<Field> out;
-  for (const auto& r : field_table())
-    if (r.species == species)
-      out.push_back(
+  for (const auto& r : field_table()) {
+    if (r.species != species) continue;
+    if (!column(Rows{}, r.dataset)) {
+      if (!r.required) continue;
+      throw std::logic_error("synthetic source: the generator makes no " +
+                             std::string(part_type_group(species)) + "/" + r.dataset +
+                             " (tng field table and generator disagree)");
+    }
+    out.push_back(
           {&r, target_factor(cgs_factor(r.tng_units, scale_factor, hubble_param), r.target_unit_cgs,
                              std::string(part_type_group(species)) + "/" + r.dataset)});
+  }
   return out;
 }
 
@@ -90,7 +97,7 @@ std::vector<ShardedArray<float>> make_fields(const Mesh& mesh, std::size_t rows,
         Rows generated;
         generate(block.begin, block.end, generated);
         for (std::size_t f = 0; f < fields.size(); ++f) {
-          const Column in = column(generated, fields[f].rule->dataset);
+          const Column in = *column(generated, fields[f].rule->dataset);
           const int k = fields[f].rule->components;
           const Conversion conversion = fields[f].rule->conversion;
           const double factor = fields[f].factor;
@@ -136,7 +143,7 @@ GalaxyData make_synthetic_galaxy(const Mesh& mesh, const SyntheticGalaxySpec& sp
   frame.time_snapshot_gyr = g.cosmology.cosmic_time_gyr(g.scale_factor);
 
   const double a = g.scale_factor, h = g.cosmology.hubble_param;
-  const auto star_fields = fields_of(Species::stars, a, h);
+  const auto star_fields = fields_of<TngStarRows>(Species::stars, a, h);
   const double pos_factor = star_fields[index_of(star_fields, "position_kpc")].factor;
   for (int c = 0; c < 3; ++c) g.center_kpc[c] = spec.center_ckpc_h[c] * pos_factor;
 
@@ -176,7 +183,7 @@ GalaxyData make_synthetic_galaxy(const Mesh& mesh, const SyntheticGalaxySpec& sp
   g.halfmass_radius_stars_kpc = half_mass_radius_kpc(bins);
 
   if (with_gas && spec.n_gas > 0) {
-    const auto gas_fields = fields_of(Species::gas, a, h);
+    const auto gas_fields = fields_of<TngGasRows>(Species::gas, a, h);
     auto gas = make_fields<TngGasRows>(
         mesh, spec.n_gas, spec.block_rows, gas_fields, frame,
         [&](std::size_t b, std::size_t e, TngGasRows& rows) { generator.gas_rows(b, e, rows); },

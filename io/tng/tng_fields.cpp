@@ -30,6 +30,9 @@ const std::vector<FieldRule>& field_table() {
       {S::stars, "GFM_Metallicity", 1, true, C::scale, 0.0, "metallicity", kNone},
       {S::stars, "GFM_StellarFormationTime", 1, true, C::formation_time_to_age, 0.0, "age_gyr",
        kNone},
+      // Optional: the comoving radius (ckpc/h, scaled as Coordinates) of the sphere that holds
+      // the star's 32 (+-1) nearest stars, as the TNG data specification defines StellarHsml.
+      {S::stars, "StellarHsml", 1, false, C::scale, kKpcCm, "smoothing_length_kpc", kLength},
       {S::gas, "Coordinates", 3, true, C::position, kKpcCm, "position_kpc", kLength},
       {S::gas, "Velocities", 3, true, C::velocity, kKmCm, "velocity_kms", kVelocity},
       {S::gas, "Masses", 1, true, C::scale, kMsunG, "mass_msun", kMass},

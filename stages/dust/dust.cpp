@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "data/sharded_array.h"
+#include "stages/spaxel_grid/smoothing.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
 
 namespace ifusim {
@@ -31,17 +32,28 @@ DustParams DustParams::from_json(JsonParams p) {
 }
 
 DustScreens make_dust_screens(std::size_t n_spaxels, double spaxel_size_kpc,
-                              const DustParams& params, const std::vector<std::int32_t>& spaxel,
+                              const DustParams& params, const FootprintView& footprint,
                               const std::vector<float>& z_kpc, const std::vector<float>& mass_msun,
                               const std::vector<float>& metallicity) {
-  const std::size_t n = spaxel.size();
-  if (z_kpc.size() != n || mass_msun.size() != n || metallicity.size() != n)
+  const std::size_t n = z_kpc.size();
+  if (mass_msun.size() != n || metallicity.size() != n)
     throw std::invalid_argument("make_dust_screens: gas arrays of different lengths");
-  std::vector<std::size_t> in_grid;
+  // One deposit per gas particle and spaxel of its footprint: 24 bytes each on the host.
+  struct Deposit {
+    std::int32_t spaxel;
+    float z_kpc;
+    double mass_times_z_msun;  // w m Z (the weight w alone until the particle is checked)
+    std::size_t row;
+  };
+  std::vector<Deposit> deposits;
   for (std::size_t i = 0; i < n; ++i) {
-    if (spaxel[i] < 0) continue;
-    if (static_cast<std::size_t>(spaxel[i]) >= n_spaxels)
-      throw std::logic_error("dust: gas spaxel index beyond the grid");
+    const std::size_t first = deposits.size();
+    footprint.for_each(i, [&](std::int32_t s, double weight) {
+      if (static_cast<std::size_t>(s) >= n_spaxels)
+        throw std::logic_error("dust: gas spaxel index beyond the grid");
+      deposits.push_back({s, z_kpc[i], weight, i});
+    });
+    if (deposits.size() == first) continue;  // the particle does not reach the grid
     if (!(mass_msun[i] >= 0.0f) || !std::isfinite(mass_msun[i]))
       throw std::runtime_error("dust: gas.mass_msun[" + std::to_string(i) + "] = " +
                                std::to_string(mass_msun[i]) + ", expected a finite mass >= 0");
@@ -52,29 +64,33 @@ DustScreens make_dust_screens(std::size_t n_spaxels, double spaxel_size_kpc,
     if (!std::isfinite(z_kpc[i]))
       throw std::runtime_error("dust: gas.position_kpc[" + std::to_string(i) +
                                "] has a non-finite z");
-    in_grid.push_back(i);
+    // m Z first, then the weight: without smoothing (weight 1) exactly the unsmoothed sum.
+    const double mass_times_z =
+        static_cast<double>(mass_msun[i]) * static_cast<double>(metallicity[i]);
+    for (std::size_t k = first; k < deposits.size(); ++k)
+      deposits[k].mass_times_z_msun = mass_times_z * deposits[k].mass_times_z_msun;
   }
   // One fixed order: spaxel, then depth, then the particle's global row (ties).
-  std::sort(in_grid.begin(), in_grid.end(), [&](std::size_t a, std::size_t b) {
-    if (spaxel[a] != spaxel[b]) return spaxel[a] < spaxel[b];
-    if (z_kpc[a] != z_kpc[b]) return z_kpc[a] < z_kpc[b];
-    return a < b;
+  std::sort(deposits.begin(), deposits.end(), [](const Deposit& a, const Deposit& b) {
+    if (a.spaxel != b.spaxel) return a.spaxel < b.spaxel;
+    if (a.z_kpc != b.z_kpc) return a.z_kpc < b.z_kpc;
+    return a.row < b.row;
   });
   DustScreens out;
   out.offsets.assign(n_spaxels + 1, 0);
-  out.z_kpc.reserve(in_grid.size());
-  out.av_through.reserve(in_grid.size());
+  out.z_kpc.reserve(deposits.size());
+  out.av_through.reserve(deposits.size());
   const double per_gas_msun =
       params.av_per_gas_msun_per_kpc2(1.0) / (spaxel_size_kpc * spaxel_size_kpc);
   std::int32_t current = -1;
-  double column = 0.0;  // sum of m Z in the spaxel so far (Msun)
-  for (std::size_t i : in_grid) {
-    if (spaxel[i] != current) {
-      current = spaxel[i];
+  double column = 0.0;  // sum of w m Z in the spaxel so far (Msun)
+  for (const Deposit& d : deposits) {
+    if (d.spaxel != current) {
+      current = d.spaxel;
       column = 0.0;
     }
-    column += static_cast<double>(mass_msun[i]) * static_cast<double>(metallicity[i]);
-    out.z_kpc.push_back(z_kpc[i]);
+    column += d.mass_times_z_msun;
+    out.z_kpc.push_back(d.z_kpc);
     out.av_through.push_back(column * per_gas_msun);
     ++out.offsets[static_cast<std::size_t>(current) + 1];
   }
@@ -83,6 +99,24 @@ DustScreens make_dust_screens(std::size_t n_spaxels, double spaxel_size_kpc,
 }
 
 namespace {
+
+// The gas cells' radii (3 m / (4 pi rho))^(1/3) for the smoothed screen; every cell needs a
+// finite density > 0.
+std::vector<float> gas_cell_radii_kpc(const Gas& gas, const std::vector<float>& mass_msun) {
+  if (gas.density_msun_per_kpc3.rows() != gas.count())
+    throw std::runtime_error(
+        "dust: smoothing \"kernel\" needs gas.density_msun_per_kpc3 (the input's Density) for "
+        "the gas cells' sizes");
+  const std::vector<float> density = gas.density_msun_per_kpc3.to_host();
+  std::vector<float> radius(density.size());
+  for (std::size_t i = 0; i < density.size(); ++i) {
+    if (!(density[i] > 0.0f) || !std::isfinite(density[i]))
+      throw std::runtime_error("dust: gas.density_msun_per_kpc3[" + std::to_string(i) + "] = " +
+                               std::to_string(density[i]) + ", expected a finite density > 0");
+    radius[i] = static_cast<float>(gas_cell_radius_kpc(mass_msun[i], density[i]));
+  }
+  return radius;
+}
 
 class DustStage final : public Stage {
  public:
@@ -106,7 +140,9 @@ class DustStage final : public Stage {
     Stars& stars = state.data.stars;
 
     std::vector<std::int32_t> gas_spaxel;
-    std::vector<float> gas_z, gas_mass, gas_z_metals;
+    std::vector<float> gas_x, gas_y, gas_z, gas_mass, gas_z_metals, gas_length;
+    FootprintView gas_footprint;
+    gas_footprint.grid = grid;
     if (gas.count() == 0) {
       spdlog::warn("dust: the galaxy has no gas; every star gets A_V = 0");
     } else {
@@ -121,22 +157,37 @@ class DustStage final : public Stage {
       });
       gas_spaxel = gas.spaxel_index.to_host();
       const std::vector<float> position = gas.position_kpc.to_host();
+      gas_x.resize(gas.count());
+      gas_y.resize(gas.count());
       gas_z.resize(gas.count());
-      for (std::size_t i = 0; i < gas_z.size(); ++i) gas_z[i] = position[3 * i + 2];
+      for (std::size_t i = 0; i < gas_z.size(); ++i) {
+        gas_x[i] = position[3 * i];
+        gas_y[i] = position[3 * i + 1];
+        gas_z[i] = position[3 * i + 2];
+      }
       gas_mass = gas.mass_msun.to_host();
       gas_z_metals = gas.metallicity.to_host();
+      if (static_cast<Smoothing>(grid.smoothing) == Smoothing::kernel) {
+        gas_length = gas_cell_radii_kpc(gas, gas_mass);
+        gas_footprint.x_kpc = gas_x.data();
+        gas_footprint.y_kpc = gas_y.data();
+        gas_footprint.smoothing_length_kpc = gas_length.data();
+        gas_footprint.sigma_per_length = kGasSigmaPerCellRadius;
+      } else {
+        gas_footprint.spaxel_index = gas_spaxel.data();
+      }
     }
     const DustScreens screens = make_dust_screens(n_spaxels, grid.spaxel_size_kpc, params_,
-                                                  gas_spaxel, gas_z, gas_mass, gas_z_metals);
+                                                  gas_footprint, gas_z, gas_mass, gas_z_metals);
     double deepest = 0.0;
     for (std::size_t s = 0; s < n_spaxels; ++s)
       if (screens.offsets[s + 1] > screens.offsets[s])
         deepest = std::max(
             deepest, screens.av_through[static_cast<std::size_t>(screens.offsets[s + 1] - 1)]);
     spdlog::info(
-        "dust: {} of {} gas particles in the grid; largest A_V through a spaxel {:.3g} mag ({}, "
-        "R_V = {})",
-        screens.z_kpc.size(), gas.count(), deepest,
+        "dust: {} gas deposits in the grid from {} gas particles{}; largest A_V through a spaxel "
+        "{:.3g} mag ({}, R_V = {})",
+        screens.z_kpc.size(), gas.count(), gas_length.empty() ? "" : " (smoothed)", deepest,
         params_.curve.kind == DustCurveKind::calzetti00 ? "Calzetti 2000" : "CCM89",
         params_.curve.r_v);
 
@@ -148,7 +199,7 @@ class DustStage final : public Stage {
     shard_map(mesh, [&](const Device& d) {
       const DustScreenView view{offsets.local(d).data, depths.local(d).data,
                                 av_through.local(d).data};
-      IFUSIM_DISPATCH(d, compute_dust_av, d, view, stars.spaxel_index.local(d),
+      IFUSIM_DISPATCH(d, compute_dust_av, d, view, star_footprint(stars, grid, d),
                       stars.position_kpc.local(d, 2), stars.dust_av.local(d));
     });
     state.dust_curve = params_.curve;

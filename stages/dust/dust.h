@@ -6,9 +6,17 @@
 // Model (docs/dust.md):
 // - Screen. The gas particles are the screen. A star in spaxel s at depth z_star (the line of
 //   sight +z points away from the observer, so gas in front has z_gas < z_star) sees the dust
-//   surface density Sigma_dust = sum over gas in spaxel s with z_gas < z_star of
-//   m_gas * DGR(Z_gas) / A_spaxel. Gas is assigned to spaxels with the stars' own grid
-//   (state.spaxel_grid, aperture included); A_spaxel = spaxel_size_kpc^2.
+//   surface density Sigma_dust = sum over gas with z_gas < z_star of w_s m_gas DGR(Z_gas) /
+//   A_spaxel, w_s the gas particle's footprint weight in s (stages/spaxel_grid/footprint.h):
+//   1 in its own spaxel without smoothing; with smoothing "kernel" its kernel's share of s, the
+//   kernel's width from the cell radius (3 m / (4 pi rho))^(1/3). Gas is assigned to spaxels with
+//   the stars' own grid (state.spaxel_grid, aperture and smoothing included);
+//   A_spaxel = spaxel_size_kpc^2.
+// - A star's A_V. Without smoothing, the screen of its own spaxel at its depth. With smoothing,
+//   its light is spread over its footprint, each part behind that spaxel's screen; the star gets
+//   the A_V that dims its V-band light in the field by as much as the spaxels do together,
+//   10^(-0.4 A_V) = sum_s w_s 10^(-0.4 A_V,s) / sum_s w_s (the spectral stage applies one A_V a
+//   star: exact at V, an approximation at other wavelengths where the A_V,s differ).
 // - Dust-to-gas ratio. DGR = f_dm * Z_gas: a fixed fraction of the metals is in dust (Dwek 1998,
 //   ApJ 501, 643; Remy-Ruyer et al. 2014, A&A 563, A31 find DGR roughly proportional to Z
 //   near solar metallicity). Default f_dm = 0.4: DGR = 0.0054 at Z = 0.0134 (Asplund et al.
@@ -25,10 +33,12 @@
 // - Curves: Cardelli, Clayton & Mathis 1989 with R_V (default 3.1) or Calzetti et al. 2000
 //   (default R_V = 4.05), stages/dust/dust_curves.h, evaluated at the rest wavelength.
 //
-// Devices: on the host, the gas in the grid is sorted by (spaxel, z) and each spaxel's A_V is
-// accumulated front to back (double, one fixed order); these tables are replicated on every
-// device and a kernel over the stars binary-searches its spaxel's depths: O((N_star + N_gas)
-// log N_gas), no float atomics, so A_V is identical for any number of devices.
+// Devices: on the host, the gas deposits in the grid (one per gas particle and spaxel of its
+// footprint) are sorted by (spaxel, z) and each spaxel's A_V is accumulated front to back
+// (double, one fixed order); these tables are replicated on every device and a kernel over the
+// stars binary-searches the depths of each spaxel of its footprint: O((N_star F_star + N_gas
+// F_gas) log N_gas) with F the footprint sizes, no float atomics, so A_V is identical for any
+// number of devices.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -39,6 +49,7 @@
 #include "data/hd.h"
 #include "io/json_params.h"
 #include "stages/dust/dust_curves.h"
+#include "stages/spaxel_grid/footprint.h"
 #include "stages/stage.h"
 
 namespace ifusim {
@@ -72,12 +83,12 @@ struct DustScreens {
   std::vector<double> av_through;
 };
 
-// Builds the screens from the gas on the host (row i: spaxel index (-1 outside), depth, mass,
-// metallicity). Throws std::runtime_error naming the field for a negative or non-finite mass or
-// metallicity of a particle in the grid.
+// Builds the screens from the gas on the host: gas particle i (depth, mass, metallicity) adds
+// w m Z to every spaxel of its footprint (a FootprintView over host arrays) at its depth.
+// Throws std::runtime_error naming the field for a negative or non-finite mass or metallicity,
+// or a non-finite depth, of a particle that reaches the grid.
 DustScreens make_dust_screens(std::size_t n_spaxels, double spaxel_size_kpc,
-                              const DustParams& params,
-                              const std::vector<std::int32_t>& gas_spaxel_index,
+                              const DustParams& params, const FootprintView& gas_footprint,
                               const std::vector<float>& gas_z_kpc,
                               const std::vector<float>& gas_mass_msun,
                               const std::vector<float>& gas_metallicity);
@@ -108,5 +119,5 @@ IFUSIM_HD inline float screen_av(const DustScreenView& v, std::int32_t spaxel, f
 
 IFUSIM_DECLARE_BACKENDS(void compute_dust_av(const Device& device,
                                              const ifusim::DustScreenView& screens,
-                                             Span<const std::int32_t> spaxel_index,
+                                             const ifusim::FootprintView& footprint,
                                              Span<const float> z_kpc, Span<float> dust_av);)

@@ -33,7 +33,8 @@ class MassImageStage final : public Stage {
         params_.initial_mass ? stars.initial_mass_msun : stars.mass_msun;
 
     // The fixed-point scale must not depend on the split: bound every pixel's total by
-    // N * max|weight| (a max is exact in any order, N is the global count).
+    // N * max|weight| (a max is exact in any order, N is the global count; a star's footprint
+    // weights sum to at most 1).
     const double bound = static_cast<double>(stars.count()) * global_max_abs(mesh, weight);
 
     const CubeShape shape{state.spaxels.nx, state.spaxels.ny, 1};
@@ -42,8 +43,8 @@ class MassImageStage final : public Stage {
     shard_map(mesh, [&](const Device& device) {
       IFUSIM_DISPATCH(device, accumulate_mass_image, device,
                       Span<const float>(weight.local(device)),
-                      Span<const std::int32_t>(stars.spaxel_index.local(device)),
-                      scale.counts_per_unit, sums.local(device));
+                      star_footprint(stars, state.spaxel_grid, device), scale.counts_per_unit,
+                      sums.local(device));
     });
     state.partials.push_back(cube_partial(std::move(sums), scale, shape, "Msun"));
   }

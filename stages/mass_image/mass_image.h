@@ -1,12 +1,14 @@
 #pragma once
 // The walking skeleton's accumulation: a mass-weighted image (a cube with one wavelength plane)
-// built per device in 64-bit fixed point from the stars' spaxel indices, psum'd later.
+// built per device in 64-bit fixed point over the stars' footprints (their own spaxels, or their
+// smoothing kernels' spaxels), psum'd later.
 #include <cstdint>
 #include <memory>
 
 #include "data/buffer.h"
 #include "data/dispatch.h"
 #include "io/json_params.h"
+#include "stages/spaxel_grid/footprint.h"
 #include "stages/stage.h"
 
 namespace ifusim {
@@ -22,6 +24,6 @@ std::unique_ptr<Stage> make_mass_image_stage(const nlohmann::json& params, const
 
 IFUSIM_DECLARE_BACKENDS(void accumulate_mass_image(const Device& device,
                                                    Span<const float> mass_msun,
-                                                   Span<const std::int32_t> spaxel_index,
+                                                   const ifusim::FootprintView& footprint,
                                                    double counts_per_unit,
                                                    Span<std::int64_t> image_sums);)

@@ -4,8 +4,28 @@
 // footprint through for_each, so that spatial smoothing is one piece of code shared by all of
 // them. Without smoothing the footprint is the particle's own spaxel with weight 1 (none when
 // it falls outside the field or the aperture).
+//
+// With smoothing (SpaxelGrid::smoothing == Smoothing::kernel, docs/smoothing.md) a particle is
+// spread over the spaxels by a projected kernel integrated exactly over each spaxel:
+// - The kernel is a Gaussian whose per-axis width sigma equals that of the SPH cubic spline
+//   (Monaghan & Lattanzio 1985, A&A 149, 135) with support radius H, as Gadget and AREPO define
+//   the smoothing length (Springel 2005, MNRAS 364, 1105): sigma^2 = (1/3) int r^2 W d^3r =
+//   (3/40) H^2, so H / sigma = sqrt(40/3) = 3.6515 (Dehnen & Aly 2012, MNRAS 425, 1068, Table 1:
+//   H / h = 1.825742 with h = 2 sigma). Projection along the line of sight keeps the per-axis
+//   variance, so the projected kernel's sigma is the same.
+// - It is truncated to the square |dx|, |dy| <= H around the particle (the bounding box of the
+//   spline's support) and renormalised over that whole square. A Gaussian separates in x and
+//   y, so its integral over a spaxel is a product of two differences of erf: exact and cheap,
+//   also for particles much smaller than a spaxel (no sub-sampling, cf. Borrow & Kelly 2021,
+//   arXiv:2106.05281). A particle fully inside the field gets weights summing to 1 (within
+//   rounding); one whose square crosses the field edge loses exactly the kernel's integral
+//   beyond the edge.
+// - A spaxel belongs to a circular or hexagonal aperture when its centre does
+//   (SpaxelGrid::spaxel_in_aperture); the weight a kernel puts on spaxels outside is lost.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 
 #include "data/galaxy_data.h"
 #include "data/hd.h"
@@ -13,27 +33,114 @@
 
 namespace ifusim {
 
+// Support radius over sigma of the cubic spline: sqrt(40 / 3).
+inline constexpr double kSplineSupportPerSigma = 3.6514837167011076;
+// Stars: the smoothing length (StellarHsml, or the k-th neighbour distance) is the support H.
+inline constexpr double kStarSigmaPerSmoothingLength = 1.0 / kSplineSupportPerSigma;
+// Gas: the smoothing length is the radius of the sphere of the cell's volume,
+// r = (3 m / (4 pi rho))^(1/3); sigma is that of a uniform sphere of radius r, r / sqrt(5), so
+// the kernel spreads the cell's mass with the cell's own second moment.
+inline constexpr double kGasSigmaPerCellRadius = 0.44721359549995793;
+// The kernel is cut at +-(this) sigma in x and in y: H for the stars.
+inline constexpr double kKernelTruncationSigmas = kSplineSupportPerSigma;
+
+// f(spaxel, weight) for every spaxel of `grid` that a Gaussian of width sigma_kpc centred on
+// (x_kpc, y_kpc), truncated to |dx|, |dy| <= kKernelTruncationSigmas sigma and renormalised
+// there, reaches inside the grid and the aperture. sigma_kpc <= 0 is a point: weight 1 in the
+// spaxel that holds it, if the aperture has that spaxel.
+template <class F>
+IFUSIM_HD void for_each_kernel_spaxel(const SpaxelGrid& grid, double x_kpc, double y_kpc,
+                                      double sigma_kpc, F&& f) {
+  const double half = grid.half_extent_kpc(), d = grid.spaxel_size_kpc;
+  const int n = grid.n_side;
+  if (!(sigma_kpc > 0.0)) {
+    const double fx = (x_kpc + half) / d, fy = (y_kpc + half) / d;
+    if (!(fx >= 0.0 && fy >= 0.0 && fx < n && fy < n)) return;
+    const int ix = static_cast<int>(fx), iy = static_cast<int>(fy);
+    if (grid.spaxel_in_aperture(ix, iy)) f(static_cast<std::int32_t>(iy * n + ix), 1.0);
+    return;
+  }
+  const double reach = kKernelTruncationSigmas * sigma_kpc;
+  const double x_lo = x_kpc - reach, x_hi = x_kpc + reach;
+  const double y_lo = y_kpc - reach, y_hi = y_kpc + reach;
+  // Nothing of the square in the grid (also for a non-finite position or width).
+  if (!(x_hi > -half && x_lo < half && y_hi > -half && y_lo < half)) return;
+  // The spaxels the square overlaps, clamped to the grid in double before the cast.
+  auto cell = [&](double u) {
+    const double c = floor((u + half) / d);
+    return c < 0.0 ? 0 : (c > n - 1 ? n - 1 : static_cast<int>(c));
+  };
+  const int ix0 = cell(x_lo), ix1 = cell(x_hi), iy0 = cell(y_lo), iy1 = cell(y_hi);
+  // erf's argument per kpc, and one axis' integral over the whole truncated square.
+  const double per_kpc = 0.70710678118654752 / sigma_kpc;
+  const double inv_norm = 0.5 / erf(kKernelTruncationSigmas * 0.70710678118654752);
+  for (int iy = iy0; iy <= iy1; ++iy) {
+    const double edge_lo = iy * d - half, edge_hi = (iy + 1) * d - half;
+    const double lo = y_lo > edge_lo ? y_lo : edge_lo, hi = y_hi < edge_hi ? y_hi : edge_hi;
+    const double wy = (erf((hi - y_kpc) * per_kpc) - erf((lo - y_kpc) * per_kpc)) * inv_norm;
+    if (!(wy > 0.0)) continue;
+    // Each spaxel's right edge is the next one's left edge: one erf per spaxel, and the row's
+    // weights telescope to exactly its clipped extent.
+    const double first = ix0 * d - half;
+    double e_left = erf(((x_lo > first ? x_lo : first) - x_kpc) * per_kpc);
+    for (int ix = ix0; ix <= ix1; ++ix) {
+      const double right = (ix + 1) * d - half;
+      const double e_right = erf(((x_hi < right ? x_hi : right) - x_kpc) * per_kpc);
+      const double wx = (e_right - e_left) * inv_norm;
+      e_left = e_right;
+      if (wx > 0.0 && grid.spaxel_in_aperture(ix, iy))
+        f(static_cast<std::int32_t>(iy * n + ix), wx * wy);
+    }
+  }
+}
+
 // Per-device views of one particle set's footprint fields (trivially copyable: kernels receive
 // it by value).
 struct FootprintView {
   const std::int32_t* spaxel_index = nullptr;  // -1 outside the field or the aperture
+  SpaxelGrid grid;
+  // With smoothing: sky positions and smoothing lengths (kpc); nullptr smoothing_length_kpc means
+  // no smoothing (the particle's own spaxel_index).
+  const float* x_kpc = nullptr;
+  const float* y_kpc = nullptr;
+  const float* smoothing_length_kpc = nullptr;
+  double sigma_per_length = kStarSigmaPerSmoothingLength;  // kernel sigma / smoothing length
 
   // f(spaxel, weight) for every spaxel particle i covers; the weights of a particle inside the
   // field sum to 1, minus what falls outside the field or the aperture.
   template <class F>
   IFUSIM_HD void for_each(std::size_t i, F&& f) const {
-    const std::int32_t s = spaxel_index[i];
-    if (s >= 0) f(s, 1.0);
+    if (smoothing_length_kpc == nullptr) {
+      const std::int32_t s = spaxel_index[i];
+      if (s >= 0) f(s, 1.0);
+      return;
+    }
+    for_each_kernel_spaxel(grid, x_kpc[i], y_kpc[i],
+                           static_cast<double>(smoothing_length_kpc[i]) * sigma_per_length, f);
   }
 };
 
 // The footprint of the stars held by `device` (views into the stars' fields on that device), for
-// the grid the stars were assigned with (RunState::spaxel_grid).
+// the grid the stars were assigned with (RunState::spaxel_grid). With smoothing the stars need
+// smoothing_length_kpc, which the spaxel stage that chose the smoothing provides.
 inline FootprintView star_footprint(const Stars& stars, const SpaxelGrid& grid,
                                     const Device& device) {
-  (void)grid;  // smoothing will need it
   FootprintView view;
-  view.spaxel_index = stars.spaxel_index.local(device).data;
+  view.grid = grid;
+  if (static_cast<Smoothing>(grid.smoothing) == Smoothing::none) {
+    view.spaxel_index = stars.spaxel_index.local(device).data;
+    return view;
+  }
+  if (stars.count() == 0) return view;  // nothing will be asked of it
+  if (stars.smoothing_length_kpc.rows() != stars.count() ||
+      stars.position_kpc.rows() != stars.count())
+    throw std::logic_error(
+        "star_footprint: smoothing \"kernel\" needs stars.position_kpc and "
+        "stars.smoothing_length_kpc (set by the spaxel stage)");
+  view.x_kpc = stars.position_kpc.local(device, 0).data;
+  view.y_kpc = stars.position_kpc.local(device, 1).data;
+  view.smoothing_length_kpc = stars.smoothing_length_kpc.local(device).data;
+  view.sigma_per_length = kStarSigmaPerSmoothingLength;
   return view;
 }
 

@@ -7,6 +7,11 @@
 
 namespace ifusim {
 
+// How a particle's light is spread over the spaxels (stages/spaxel_grid/footprint.h): none puts it
+// all in the spaxel that holds the particle; kernel spreads it with the particle's smoothing
+// kernel integrated over each spaxel.
+enum class Smoothing { none = 0, kernel = 1 };
+
 // A square grid of n x n spaxels of side spaxel_size_kpc, centred on (0, 0), seen through an
 // aperture (square: the whole grid; circular: a disc of diameter aperture_kpc; hexagonal: a
 // regular hexagon, corner-to-corner width aperture_kpc, corners on the x axis, as an IFU fibre
@@ -16,6 +21,7 @@ struct SpaxelGrid {
   double spaxel_size_kpc = 1.0;
   int aperture = 0;  // ApertureShape as int (square 0, circular 1, hexagonal 2)
   double aperture_kpc = 0.0;
+  int smoothing = 0;  // Smoothing as int, chosen by the spaxel stage; read by the footprints
 
   IFUSIM_HD double half_extent_kpc() const { return 0.5 * n_side * spaxel_size_kpc; }
   IFUSIM_HD bool inside_aperture(double x, double y) const {
@@ -28,6 +34,13 @@ struct SpaxelGrid {
       return ay <= 0.5 * s3 * r && s3 * ax + ay <= s3 * r;
     }
     return true;
+  }
+  // Whether spaxel (ix, iy) belongs to the aperture: its centre is inside. Smoothed footprints
+  // use this (a kernel reaches whole spaxels); unsmoothed particles are tested at their position.
+  IFUSIM_HD bool spaxel_in_aperture(int ix, int iy) const {
+    const double x = (ix + 0.5) * spaxel_size_kpc - half_extent_kpc();
+    const double y = (iy + 0.5) * spaxel_size_kpc - half_extent_kpc();
+    return inside_aperture(x, y);
   }
   // iy * n_side + ix, or -1 outside the grid or the aperture.
   IFUSIM_HD std::int32_t index_of(double x_kpc, double y_kpc) const {

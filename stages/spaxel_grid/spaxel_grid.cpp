@@ -8,8 +8,10 @@ SpaxelGridParams SpaxelGridParams::from_json(JsonParams p) {
   p.require(n >= 1 && n <= 100000, "n_spaxels", "an integer from 1 to 100000", n);
   const double size = p.number("spaxel_size_kpc");
   p.require(size > 0, "spaxel_size_kpc", "a number > 0", size);
+  out.smoothing = SmoothingParams::from_json(p);
   p.finish();
   out.grid = {static_cast<int>(n), size};
+  out.grid.smoothing = static_cast<int>(out.smoothing.kind);
   return out;
 }
 
@@ -22,7 +24,10 @@ class SpaxelGridStage final : public Stage {
   std::vector<std::string> needs() const override { return {"stars.position_kpc"}; }
   std::vector<std::string> provides() const override { return {"stars.spaxel_index", "spaxels"}; }
 
-  void run(RunState& state) const override { assign_stars_to_grid(state, params_.grid, 0); }
+  void run(RunState& state) const override {
+    assign_stars_to_grid(state, params_.grid, 0);
+    prepare_star_smoothing(state, params_.smoothing);
+  }
 
  private:
   SpaxelGridParams params_;
@@ -30,6 +35,7 @@ class SpaxelGridStage final : public Stage {
 
 class ApertureStage final : public Stage {
  public:
+  explicit ApertureStage(SmoothingParams smoothing) : smoothing_(smoothing) {}
   std::string name() const override { return "aperture"; }
   std::vector<std::string> needs() const override { return {"stars.position_kpc"}; }
   std::vector<std::string> provides() const override { return {"stars.spaxel_index", "spaxels"}; }
@@ -44,8 +50,13 @@ class ApertureStage final : public Stage {
     grid.spaxel_size_kpc = t.spaxel_arcsec * kpc_per_arcsec;
     grid.aperture = static_cast<int>(t.aperture);
     grid.aperture_kpc = t.fov_arcsec * kpc_per_arcsec;
+    grid.smoothing = static_cast<int>(smoothing_.kind);
     assign_stars_to_grid(state, grid, t.n_wave());
+    prepare_star_smoothing(state, smoothing_);
   }
+
+ private:
+  SmoothingParams smoothing_;
 };
 
 }  // namespace
@@ -63,8 +74,11 @@ void assign_stars_to_grid(RunState& state, const SpaxelGrid& grid, int n_wave) {
 }
 
 std::unique_ptr<Stage> make_aperture_stage(const nlohmann::json& params, const std::string& path) {
-  JsonParams(params, path).finish();  // everything comes from the telescope
-  return std::make_unique<ApertureStage>();
+  // The grid and the aperture come from the telescope; only the smoothing is the stage's own.
+  JsonParams p(params, path);
+  const SmoothingParams smoothing = SmoothingParams::from_json(p);
+  p.finish();
+  return std::make_unique<ApertureStage>(smoothing);
 }
 
 std::unique_ptr<Stage> make_spaxel_grid_stage(const nlohmann::json& params,

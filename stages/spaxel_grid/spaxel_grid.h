@@ -1,6 +1,8 @@
 #pragma once
 // Assigns every star to a spaxel of a square grid centred on the galaxy, in the sky plane (x, y)
-// with the line of sight along +z. Stars outside the grid get spaxel index -1.
+// with the line of sight along +z. Stars outside the grid get spaxel index -1. Both spaxel stages
+// also choose how a star's light is spread over the spaxels ("smoothing": "none" or "kernel",
+// footprint.h); the choice travels in the grid (RunState::spaxel_grid).
 #include <cstdint>
 #include <memory>
 
@@ -9,12 +11,14 @@
 #include "data/hd.h"
 #include "io/json_params.h"
 #include "stages/spaxel_grid/grid.h"
+#include "stages/spaxel_grid/smoothing.h"
 #include "stages/stage.h"
 
 namespace ifusim {
 
 struct SpaxelGridParams {
   SpaxelGrid grid;
+  SmoothingParams smoothing;
   static SpaxelGridParams from_json(JsonParams params);
 };
 
@@ -23,6 +27,7 @@ std::unique_ptr<Stage> make_spaxel_grid_stage(const nlohmann::json& params,
 
 // The telescope's spaxels on the galaxy: the grid from its field of view and spaxel size, in kpc
 // through the angular scale at the galaxy's redshift (state.observation), and its aperture.
+// Parameters: "smoothing" and "knn_neighbours" (SmoothingParams).
 std::unique_ptr<Stage> make_aperture_stage(const nlohmann::json& params, const std::string& path);
 
 // Assigns state.data.stars.spaxel_index for `grid` and sets state.spaxels and state.spaxel_grid.

@@ -1,0 +1,102 @@
+#include "stages/spaxel_grid/smoothing.h"
+
+#include <spdlog/spdlog.h>
+#include <nanoflann.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numbers>
+#include <stdexcept>
+
+#include "data/sharded_array.h"
+
+namespace ifusim {
+
+SmoothingParams SmoothingParams::from_json(JsonParams& p) {
+  SmoothingParams out;
+  out.kind = p.choice("smoothing", {"none", "kernel"}, "none") == "kernel" ? Smoothing::kernel
+                                                                           : Smoothing::none;
+  const long long k = p.integer("knn_neighbours", kDefaultKnnNeighbours);
+  p.require(k >= 1 && k <= 1024, "knn_neighbours", "an integer from 1 to 1024", k);
+  out.knn_neighbours = static_cast<int>(k);
+  return out;
+}
+
+namespace {
+
+// nanoflann's dataset interface over a row-major N x 3 float array.
+struct PointCloud {
+  const std::vector<float>& xyz;
+  std::size_t kdtree_get_point_count() const { return xyz.size() / 3; }
+  float kdtree_get_pt(std::uint32_t i, std::size_t dim) const { return xyz[3 * i + dim]; }
+  template <class BBox>
+  bool kdtree_get_bbox(BBox&) const {
+    return false;  // let nanoflann compute it
+  }
+};
+
+// Squared distances accumulated in double from float coordinates; 32-bit point indices.
+using KdTree = nanoflann::KDTreeSingleIndexAdaptor<
+    nanoflann::L2_Simple_Adaptor<float, PointCloud, double, std::uint32_t>, PointCloud, 3,
+    std::uint32_t>;
+
+constexpr std::size_t kLeafMaxSize = 10;
+
+}  // namespace
+
+std::vector<float> knn_smoothing_length_kpc(const std::vector<float>& positions_kpc, int k) {
+  if (k < 1) throw std::invalid_argument("knn_smoothing_length_kpc: k must be >= 1");
+  if (positions_kpc.size() % 3 != 0)
+    throw std::invalid_argument("knn_smoothing_length_kpc: positions are not N x 3");
+  const std::size_t n = positions_kpc.size() / 3;
+  if (n >= std::numeric_limits<std::uint32_t>::max())
+    throw std::invalid_argument("knn_smoothing_length_kpc: more than 2^32 - 1 points");
+  std::vector<float> out(n, 0.0f);
+  if (n < 2) return out;
+  for (const float v : positions_kpc)
+    if (!std::isfinite(v))
+      throw std::invalid_argument("knn_smoothing_length_kpc: non-finite position");
+  const PointCloud cloud{positions_kpc};
+  const KdTree tree(3, cloud, nanoflann::KDTreeSingleIndexAdaptorParams(kLeafMaxSize));
+  // The point itself is among its own nearest (at distance 0, also with duplicates): ask for
+  // k + 1 and take the last, the k-th nearest other point.
+  const std::size_t want = std::min<std::size_t>(static_cast<std::size_t>(k) + 1, n);
+  const auto count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel
+  {
+    std::vector<std::uint32_t> index(want);
+    std::vector<double> distance_sq(want);
+#pragma omp for schedule(dynamic, 4096)
+    for (std::ptrdiff_t i = 0; i < count; ++i) {
+      const float* query = positions_kpc.data() + 3 * static_cast<std::size_t>(i);
+      const std::size_t found = tree.knnSearch(query, want, index.data(), distance_sq.data());
+      out[static_cast<std::size_t>(i)] =
+          found == 0 ? 0.0f : static_cast<float>(std::sqrt(distance_sq[found - 1]));
+    }
+  }
+  return out;
+}
+
+double gas_cell_radius_kpc(double mass_msun, double density_msun_per_kpc3) {
+  return std::cbrt(3.0 * mass_msun / (4.0 * std::numbers::pi * density_msun_per_kpc3));
+}
+
+void prepare_star_smoothing(RunState& state, const SmoothingParams& params) {
+  if (params.kind == Smoothing::none) return;
+  Stars& stars = state.data.stars;
+  if (!stars.smoothing_length_kpc.empty() && stars.smoothing_length_kpc.rows() == stars.count()) {
+    spdlog::info("smoothing: the input's stellar smoothing lengths (StellarHsml)");
+    return;
+  }
+  const std::vector<float> positions = stars.position_kpc.to_host();
+  spdlog::info(
+      "smoothing: stellar smoothing lengths, the distance to the k-th nearest star, k = {} ({} "
+      "stars)",
+      params.knn_neighbours, stars.count());
+  const std::vector<float> lengths = knn_smoothing_length_kpc(positions, params.knn_neighbours);
+  stars.smoothing_length_kpc = device_put(state.mesh, lengths, 1, Sharding::sharded());
+}
+
+}  // namespace ifusim

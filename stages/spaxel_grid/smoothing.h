@@ -1,0 +1,45 @@
+#pragma once
+// Smoothing lengths for the smoothed footprints (footprint.h, docs/smoothing.md).
+// - Stars: TNG's StellarHsml where the input has it (read into stars.smoothing_length_kpc),
+//   otherwise the distance to the k-th nearest other star in 3-D, the definition TNG uses for
+//   StellarHsml with k = 32 (the radius of the sphere holding the 32 +- 1 nearest stars, TNG data
+//   specification). The search is exact, with nanoflann's kd-tree (Blanco & Rai 2014,
+//   https://github.com/jlblancoc/nanoflann; Debian's libnanoflann-dev).
+// - Gas: the radius of the sphere of the cell's volume, (3 m / (4 pi rho))^(1/3).
+#include <cstddef>
+#include <vector>
+
+#include "io/json_params.h"
+#include "stages/spaxel_grid/grid.h"
+#include "stages/stage.h"
+
+namespace ifusim {
+
+inline constexpr int kDefaultKnnNeighbours = 32;  // TNG's StellarHsml neighbour count
+
+// The spaxel stages' smoothing parameters: "smoothing" ("none" or "kernel") and "knn_neighbours"
+// (k of the fallback smoothing length, 1 to 1024).
+struct SmoothingParams {
+  Smoothing kind = Smoothing::none;
+  int knn_neighbours = kDefaultKnnNeighbours;
+  // Reads the two keys from `p` (the caller calls p.finish()).
+  static SmoothingParams from_json(JsonParams& p);
+};
+
+// For each of the N points (row-major N x 3, kpc) the distance to its k-th nearest other point;
+// with N - 1 < k other points, to the farthest one (0 for a single point). Memory: the kd-tree
+// holds one 32-bit index per point plus its nodes (about N / 5 of them, leaves of up to 10
+// points); the queries run in parallel (OpenMP), each with a (k + 1)-entry result buffer, so
+// nothing of size N x k is ever held.
+std::vector<float> knn_smoothing_length_kpc(const std::vector<float>& positions_kpc, int k);
+
+// (3 m / (4 pi rho))^(1/3) in kpc for mass (Msun) and density (Msun / kpc^3).
+double gas_cell_radius_kpc(double mass_msun, double density_msun_per_kpc3);
+
+// With smoothing "kernel": keeps stars.smoothing_length_kpc when the input gave one for every
+// star (StellarHsml), otherwise computes the k-nearest-neighbour length from all stars'
+// positions (gathered on the host: 12 bytes a star, plus the tree) and shards it like the other
+// star fields. Nothing with smoothing "none".
+void prepare_star_smoothing(RunState& state, const SmoothingParams& params);
+
+}  // namespace ifusim
