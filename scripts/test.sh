@@ -15,5 +15,6 @@ echo "== build (ASan + UBSan, CPU backend)"
 "$root/scripts/build.sh" "$root/build-sanitize" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DIFUSIM_SANITIZE=ON -DIFUSIM_CUDA=OFF
 echo "== tests under ASan + UBSan"
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+ASAN_OPTIONS=detect_leaks=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$root/scripts/ubsan-suppressions.txt \
   ctest --test-dir "$root/build-sanitize" --output-on-failure -j2
