@@ -12,6 +12,9 @@
 // largest to the typical contribution: ~2e-10 of it at N = 1e9, far below float32 rounding.
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
 
 #include "data/hd.h"
 
@@ -20,9 +23,16 @@ namespace ifusim {
 struct FixedPointScale {
   double counts_per_unit = 1.0;  // a power of two
 
-  // The scale for sums bounded in magnitude by `bound` (>= 0, finite).
-  static FixedPointScale for_bound(double bound) {
-    if (!(bound > 0.0) || !std::isfinite(bound)) return {1.0};
+  // The scale for sums bounded in magnitude by `bound`; `what` names the sums and the fields the
+  // bound comes from. A zero bound (nothing to add) gives scale 1. A NaN, negative or infinite
+  // bound cannot give a scale (it comes from a non-finite input value): an error, naming them.
+  static FixedPointScale for_bound(double bound, std::string_view what) {
+    if (!(bound >= 0.0) || !std::isfinite(bound))
+      throw std::invalid_argument(std::string(what) + ": no fixed-point scale for a bound of " +
+                                  std::to_string(bound) +
+                                  " on its sums (expected finite and >= 0: is an input value "
+                                  "NaN or infinite?)");
+    if (bound == 0.0) return {1.0};
     int exponent = 0;
     std::frexp(bound, &exponent);  // bound < 2^exponent
     return {std::ldexp(1.0, 62 - exponent)};

@@ -26,7 +26,7 @@ std::string resolve_path(const std::string& value, const std::string& config_pat
   if (out.rfind(var, 0) == 0) out = data_dir() + out.substr(var.size());
   fs::path p(out);
   if (p.is_relative() && !config_path.empty())
-    p = fs::absolute(fs::path(config_path).parent_path()) / p;
+    p = fs::absolute(config_path).parent_path() / p;  // a bare "cfg.json" has no parent_path
   return p.lexically_normal().string();
 }
 
@@ -239,6 +239,7 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
     c.n_devices = static_cast<int>(dev.integer("count", 1));
     dev.require(c.n_devices >= 0 && c.n_devices <= 4096, "count",
                 "a device count from 0 (cuda: one per GPU) to 4096", c.n_devices);
+    c.oversubscribe_host = dev.boolean("oversubscribe", false);
     if (dev.has("memory_limit_gb")) {
       c.memory_limit_gb = dev.number("memory_limit_gb");
       dev.require(*c.memory_limit_gb > 0, "memory_limit_gb", "a number > 0 (GB)",

@@ -53,6 +53,7 @@ struct RunConfig {
 
   Backend backend = Backend::cpu;
   int n_devices = 1;
+  bool oversubscribe_host = false;        // more host devices than threads (devices.oversubscribe)
   std::optional<double> memory_limit_gb;  // per device memory space, instead of what it has
 
   std::string output_dir;

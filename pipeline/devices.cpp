@@ -7,18 +7,39 @@
 #include <string>
 
 #include "data/runtime.h"
+#include "io/config_error.h"
 
 namespace ifusim {
+
+int host_thread_count() {
+  // The thread count as it was when first asked: shard_map binds the calling thread of a
+  // one-device mesh to that device's share, which must not shrink the next mesh.
+  static const int threads = std::max(1, omp_get_max_threads());
+  return threads;
+}
+
+void check_run_device_count(Backend backend, int n_devices, bool oversubscribe,
+                            const std::string& source) {
+  if (backend != Backend::cpu) return;
+  if (n_devices < 1)
+    throw ConfigError(source + " " + std::to_string(n_devices) +
+                      ": expected at least 1 host device on the cpu backend (0 means one per "
+                      "GPU, for the cuda backend only)");
+  const int threads = host_thread_count();
+  if (n_devices > threads && !oversubscribe)
+    throw ConfigError(source + " " + std::to_string(n_devices) + ": this process has " +
+                      std::to_string(threads) +
+                      " OpenMP threads, so at most that many host devices (each runs on "
+                      "threads of its own); set devices.oversubscribe = true to run more, "
+                      "sharing threads (the same cube, only slower: for testing sharding)");
+}
 
 std::unique_ptr<Mesh> make_mesh(Backend backend, int n_devices) {
   if (n_devices < 0) throw std::invalid_argument("--devices: expected a count >= 1");
   std::vector<Device> devices;
   if (backend == Backend::cpu) {
     const int count = std::max(1, n_devices);
-    // The host's thread count as it was when the first mesh was made: shard_map binds the
-    // calling thread of a one-device mesh to that device's share, which must not shrink the
-    // next mesh.
-    static const int threads = std::max(1, omp_get_max_threads());
+    const int threads = host_thread_count();
     for (int i = 0; i < count; ++i) {
       Device d;
       d.backend = Backend::cpu;

@@ -1,5 +1,6 @@
 #pragma once
 #include <memory>
+#include <string>
 
 #include "data/mesh.h"
 
@@ -12,5 +13,15 @@ namespace ifusim {
 //   allowed, dealt round-robin over the GPUs, each with its own stream and buffers.
 // Throws with a plain message when the backend cannot provide them (no GPU, bad count).
 std::unique_ptr<Mesh> make_mesh(Backend backend, int n_devices = 0);
+
+// The OpenMP threads the cpu backend deals out to host devices.
+int host_thread_count();
+
+// A run's device count, checked before the mesh is made (the config key or option is named by
+// `source`): on the cpu backend at least one host device and, unless `oversubscribe`, no more
+// than there are threads, since each host device runs on threads of its own. Devices sharing
+// threads give the same cube but only slow the run; tests use them to check sharding.
+void check_run_device_count(Backend backend, int n_devices, bool oversubscribe,
+                            const std::string& source);
 
 }  // namespace ifusim

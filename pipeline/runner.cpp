@@ -166,7 +166,10 @@ struct RunSetup {
 RunSetup set_up(const RunConfig& c, const RunOptions& options) {
   RunSetup s;
   const Backend backend = options.backend.value_or(c.backend);
-  s.mesh = make_mesh(backend, options.n_devices.value_or(c.n_devices));
+  const int n_devices = options.n_devices.value_or(c.n_devices);
+  check_run_device_count(backend, n_devices, c.oversubscribe_host,
+                         options.n_devices ? "--devices" : "devices.count");
+  s.mesh = make_mesh(backend, n_devices);
   spdlog::info("{} device(s) on backend {}", s.mesh->size(), to_string(backend));
   spdlog::info("loading SSP templates {}", c.ssp_library);
   s.resources.ssp = std::make_shared<const SspGrid>(load_ssp_library(c.ssp_library, c.ssp_format));

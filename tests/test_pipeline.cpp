@@ -11,6 +11,7 @@
 #include "io/cube/cube_io.h"
 #include "io/run_config.h"
 #include "io/tng/synthetic_galaxy.h"
+#include "pipeline/devices.h"
 #include "pipeline/runner.h"
 
 using namespace ifusim;
@@ -51,7 +52,8 @@ TEST_CASE(
     "[pipeline]") {
   for (const std::string name : {"muse_tng_mastar", "sami_tng_miles"}) {
     INFO("example " << name);
-    const RunConfig config = load_run_config(example(name), {});
+    // 5 host devices may be more than the threads CI has: they share them.
+    const RunConfig config = load_run_config(example(name), {"devices.oversubscribe=true"});
     TempDir out1, out3, out5;
     const RunReport one = run(config, 1, out1.path);
     REQUIRE(one.cube.shape.n_voxels() > 0);
@@ -162,6 +164,40 @@ TEST_CASE("a galaxy placed by distance gets the redshift of that distance", "[pi
       load_run_config(example("sami_tng_miles"), {"galaxy={\"luminosity_distance_mpc\": 229.6}"});
   CHECK(Cosmology().luminosity_distance_mpc(c.redshift) == Approx(229.6).epsilon(1e-9));
   CHECK(c.redshift == Approx(0.05).epsilon(1e-3));
+}
+
+TEST_CASE("a config named by a bare file name resolves relative paths from its folder",
+          "[pipeline]") {
+  TempDir dir;
+  fs::create_directories(dir.path);
+  fs::copy_file(example("muse_synthetic"), dir.path / "cfg.json");
+  const fs::path previous = fs::current_path();
+  fs::current_path(dir.path);
+  RunConfig c;
+  REQUIRE_NOTHROW(c = load_run_config("cfg.json", {"output.dir=cubes"}));
+  fs::current_path(previous);
+  CHECK(fs::path(c.output_dir) == (fs::absolute(dir.path) / "cubes").lexically_normal());
+}
+
+TEST_CASE("host device counts: 0 is refused, more than the threads only when asked for",
+          "[pipeline]") {
+  TempDir out;
+  const RunConfig config = load_run_config(example("muse_tng_mastar"), {});
+  CHECK_THROWS_WITH(run(config, 0, out.path),
+                    Catch::Contains("--devices 0: expected at least 1 host device"));
+  const int too_many = host_thread_count() + 1;
+  CHECK_THROWS_WITH(
+      run(config, too_many, out.path),
+      Catch::Contains("--devices " + std::to_string(too_many) + ": this process has") &&
+          Catch::Contains("devices.oversubscribe"));
+  CHECK_FALSE(fs::exists(out.path));
+  RunOptions from_config;  // no --devices: the config's count
+  from_config.output_dir = out.path.string();
+  from_config.progress = false;
+  CHECK_THROWS_WITH(
+      run_pipeline(load_run_config(example("muse_tng_mastar"), {"devices.count=0"}), from_config),
+      Catch::Contains("devices.count 0: expected at least 1 host device"));
+  CHECK_FALSE(fs::exists(out.path));
 }
 
 TEST_CASE("config values are overridden by key path, as --set does", "[pipeline]") {

@@ -72,7 +72,8 @@ TEST_CASE("plan: every star field's sharding, the stars per device and the memor
 
 TEST_CASE("plan: 1000 host devices count the partial arrays once", "[plan]") {
   const RunPlan one = plan({"stages.stellar_spectra.method=exact"}, 1);
-  const RunPlan many = plan({"stages.stellar_spectra.method=exact"}, 1000);
+  const RunPlan many =
+      plan({"stages.stellar_spectra.method=exact", "devices.oversubscribe=true"}, 1000);
   // The exact method's int64 partial cube, 25 x 25 x 3721 x 8 B, once for all host devices.
   const std::string cube = "18.605 MB  stellar_spectra: partial cube (int64)";
   CHECK_THAT(one.report, Catch::Contains(cube));

@@ -32,7 +32,7 @@ PsumCase run_psum(int n_devices, std::size_t n, unsigned seed) {
     }
   PartialCube partial;
   partial.shape = {static_cast<int>(n), 1, 1};
-  partial.scale = FixedPointScale::for_bound(n_devices * max_abs);
+  partial.scale = FixedPointScale::for_bound(n_devices * max_abs, "test sums");
   partial.sums = ShardedArray<std::int64_t>(*mesh, n, 1, Sharding::partial());
   PsumCase out;
   out.reference.assign(n, 0.0L);
@@ -73,10 +73,14 @@ TEST_CASE("psum of random partials matches a double-precision sum", "[psum]") {
 }
 
 TEST_CASE("the fixed-point scale leaves headroom and never overflows", "[psum]") {
-  const auto s = FixedPointScale::for_bound(1000.0);
+  const auto s = FixedPointScale::for_bound(1000.0, "test sums");
   CHECK(1000.0 * s.counts_per_unit <= std::ldexp(1.0, 62));
   CHECK(1000.0 * s.counts_per_unit > std::ldexp(1.0, 61));  // and uses it
-  CHECK(FixedPointScale::for_bound(0.0).counts_per_unit == 1.0);
+  CHECK(FixedPointScale::for_bound(0.0, "test sums").counts_per_unit == 1.0);
+  // A bound that is not finite (from a NaN or infinite input value) is an error naming the sums.
+  for (const double bad : {std::nan(""), HUGE_VAL, -1.0})
+    CHECK_THROWS_WITH(FixedPointScale::for_bound(bad, "mass sums (stars.mass_msun)"),
+                      Catch::Contains("mass sums (stars.mass_msun): no fixed-point scale"));
   CHECK(to_fixed(-2.5, 1.0) == -2);  // round half to even, like the device's __double2ll_rn
   CHECK(to_fixed(3.5, 1.0) == 4);
 }

@@ -63,7 +63,7 @@ TEST_CASE("skeleton: image bitwise equal for 1, 2, 3, 4 and 7 devices", "[skelet
   }
   double max_mass = 0;
   for (float m : host.mass_msun) max_mass = std::max<double>(max_mass, m);
-  const double quantum = FixedPointScale::for_bound(host.size() * max_mass).quantum();
+  const double quantum = FixedPointScale::for_bound(host.size() * max_mass, "test sums").quantum();
   double total = 0, total_ref = 0;
   int nonzero = 0;
   for (std::size_t s = 0; s < reference.size(); ++s) {

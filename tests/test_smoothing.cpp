@@ -158,7 +158,7 @@ TEST_CASE("smoothing: a star's image keeps its mass, centroid and the kernel's w
       mass_image(1, one_star(x, y, 0.5f, mass, h),
                  {{"n_spaxels", 40}, {"spaxel_size_kpc", 0.25}, {"smoothing", "kernel"}});
   REQUIRE(image.shape == CubeShape{40, 40, 1});
-  const double quantum = FixedPointScale::for_bound(mass).quantum();
+  const double quantum = FixedPointScale::for_bound(mass, "test sums").quantum();
   double m = 0, mx = 0, my = 0, mxx = 0, myy = 0;
   int lit = 0;
   for (int iy = 0; iy < 40; ++iy)
@@ -234,7 +234,7 @@ TEST_CASE("smoothing: a kernel crossing the field edge loses exactly its outside
   const Cube image =
       mass_image(2, one_star(5.3f, 0.1f, 0.0f, mass, static_cast<float>(h)),
                  {{"n_spaxels", 40}, {"spaxel_size_kpc", 0.25}, {"smoothing", "kernel"}});
-  const double quantum = FixedPointScale::for_bound(mass).quantum();
+  const double quantum = FixedPointScale::for_bound(mass, "test sums").quantum();
   CHECK(std::abs(sum_of(image) - mass * inside_below(5.3f, 5.0)) <=
         image.data.size() * kEps * mass + 100 * quantum);
 }
@@ -299,7 +299,7 @@ TEST_CASE("smoothing: circular and hexagonal apertures keep the kernel's share o
     CHECK(state.spaxel_grid.smoothing == static_cast<int>(Smoothing::kernel));
     make_stage("mass_image", nlohmann::json::object(), "p", {})->run(state);
     make_stage("psum", nlohmann::json::object(), "p", {})->run(state);
-    const double quantum = FixedPointScale::for_bound(mass).quantum();
+    const double quantum = FixedPointScale::for_bound(mass, "test sums").quantum();
     CHECK(std::abs(sum_of(*state.cube) - mass * expected) <=
           state.cube->data.size() * kEps * mass + 0.5 * w.size() * quantum);
   }
@@ -315,7 +315,7 @@ TEST_CASE("smoothing: \"none\" gives the single-spaxel image bitwise, for any de
   // mass rounded once into its spaxel of the 24 x 0.75 kpc grid.
   double max_mass = 0;
   for (float m : host.mass_msun) max_mass = std::max<double>(max_mass, m);
-  const FixedPointScale scale = FixedPointScale::for_bound(host.size() * max_mass);
+  const FixedPointScale scale = FixedPointScale::for_bound(host.size() * max_mass, "test sums");
   std::vector<std::int64_t> sums(24 * 24, 0);
   for (std::size_t i = 0; i < host.size(); ++i) {
     const double fx = (host.position_kpc[3 * i] + 9.0) / 0.75,

@@ -70,8 +70,8 @@ std::vector<Field> fields_of(Species species, double scale_factor, double hubble
                              " (tng field table and generator disagree)");
     }
     out.push_back(
-          {&r, target_factor(cgs_factor(r.tng_units, scale_factor, hubble_param), r.target_unit_cgs,
-                             std::string(part_type_group(species)) + "/" + r.dataset)});
+        {&r, target_factor(cgs_factor(r.tng_units, scale_factor, hubble_param), r.target_unit_cgs,
+                           std::string(part_type_group(species)) + "/" + r.dataset)});
   }
   return out;
 }
@@ -153,7 +153,9 @@ GalaxyData make_synthetic_galaxy(const Mesh& mesh, const SyntheticGalaxySpec& sp
   // so that the mean star gives stellar_mass_msun in all, hence the total is below 1.25 / 0.375
   // < 4 times stellar_mass_msun.
   const double counts_per_msun =
-      FixedPointScale::for_bound(4.0 * spec.stellar_mass_msun).counts_per_unit;
+      FixedPointScale::for_bound(4.0 * spec.stellar_mass_msun,
+                                 "synthetic galaxy: the half-mass radius bins (stellar_mass_msun)")
+          .counts_per_unit;
   const std::size_t pos = index_of(star_fields, "position_kpc");
   const std::size_t mass = index_of(star_fields, "mass_msun");
   std::vector<std::int64_t> mass_per_bin(kRadiusBins, 0);

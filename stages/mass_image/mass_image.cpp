@@ -38,7 +38,8 @@ class MassImageStage final : public Stage {
     const double bound = static_cast<double>(stars.count()) * global_max_abs(mesh, weight);
 
     const CubeShape shape{state.spaxels.nx, state.spaxels.ny, 1};
-    const FixedPointScale scale = FixedPointScale::for_bound(bound);
+    const FixedPointScale scale =
+        FixedPointScale::for_bound(bound, "mass_image: the mass per spaxel");
     ShardedArray<std::int64_t> sums(mesh, shape.n_voxels(), 1, Sharding::partial());
     shard_map(mesh, [&](const Device& device) {
       IFUSIM_DISPATCH(device, accumulate_mass_image, device,

@@ -115,8 +115,9 @@ class OrientStage final : public Stage {
     // |each term| <= m r^2 (tensor) or m r |v| sqrt(2) (angular momentum), r <= radius.
     const double per_star =
         global_max_abs(mesh, stars.mass_msun) * radius * std::max(radius, 1.5 * v_max);
-    const FixedPointScale scale =
-        FixedPointScale::for_bound(static_cast<double>(stars.count()) * per_star);
+    const FixedPointScale scale = FixedPointScale::for_bound(
+        static_cast<double>(stars.count()) * per_star,
+        "orient: the inertia tensor and angular momentum (stars.mass_msun, stars.velocity_kms)");
     ShardedArray<std::int64_t> sums(mesh, 9, 1, Sharding::partial());
     shard_map(mesh, [&](const Device& d) {
       const auto& p = stars.position_kpc;

@@ -304,7 +304,8 @@ class BinnedSpectra final : public PartialResult {
   // Every element of H sums weights <= 1 times initial masses: N * max m bounds it whatever the
   // split.
   FixedPointScale scale() const {
-    return FixedPointScale::for_bound(setup_.n_stars * setup_.m_init_max);
+    return FixedPointScale::for_bound(setup_.n_stars * setup_.m_init_max,
+                                      "stellar_spectra: the histogram (stars.initial_mass_msun)");
   }
 
  private:
@@ -425,8 +426,9 @@ class StellarSpectraStage final : public Stage {
 
     // Mass-weighted moments: every element is bounded by N * max m * max(1, v_max^2).
     const double v2 = std::max(1.0, setup.v_los_max * setup.v_los_max);
-    const FixedPointScale mass_scale =
-        FixedPointScale::for_bound(setup.n_stars * global_max_abs(mesh, stars.mass_msun) * v2);
+    const FixedPointScale mass_scale = FixedPointScale::for_bound(
+        setup.n_stars * global_max_abs(mesh, stars.mass_msun) * v2,
+        "stellar_spectra: the mass-weighted moments (stars.mass_msun, stars.velocity_kms)");
     ShardedArray<std::int64_t> mass_moments(mesh, 3 * setup.shape.n_spaxels(), 1,
                                             Sharding::partial());
 
@@ -436,9 +438,11 @@ class StellarSpectraStage final : public Stage {
       const double d_min =
           (1.0 + setup.redshift) * std::max(1e-3, 1.0 - setup.v_los_max / kSpeedOfLightKms);
       const FixedPointScale cube_scale = FixedPointScale::for_bound(
-          setup.n_stars * setup.m_init_max * tables.max_flux_density / d_min);
-      const FixedPointScale light_scale =
-          FixedPointScale::for_bound(setup.n_stars * setup.m_init_max * tables.max_energy * v2);
+          setup.n_stars * setup.m_init_max * tables.max_flux_density / d_min,
+          "stellar_spectra: the partial cube (stars.initial_mass_msun, stars.velocity_kms)");
+      const FixedPointScale light_scale = FixedPointScale::for_bound(
+          setup.n_stars * setup.m_init_max * tables.max_energy * v2,
+          "stellar_spectra: the light weights (stars.initial_mass_msun)");
       ShardedArray<std::int64_t> cube(mesh, setup.shape.n_voxels(), 1, Sharding::partial());
       ShardedArray<std::int64_t> light(mesh, 3 * setup.shape.n_spaxels(), 1, Sharding::partial());
       shard_map(mesh, [&](const Device& d) {
