@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <exception>
 #include <iostream>
 
@@ -21,6 +22,9 @@ int run(int argc, char** argv) {
     spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
   });
 
+  // Past a file-size limit (ulimit -f) a write then fails with EFBIG and the writer reports it,
+  // naming the file, instead of the process dying of SIGXFSZ.
+  std::signal(SIGXFSZ, SIG_IGN);
   int exit_code = 0;
   register_commands(app, exit_code);
   try {

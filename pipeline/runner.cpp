@@ -13,6 +13,7 @@
 #include "io/cube/cube_io.h"
 #include "io/cube/quicklook.h"
 #include "io/hdf5.h"
+#include "io/output_folder.h"
 #include "io/rubix/rubix_galaxy.h"
 #include "io/ssp/ssp_library.h"
 #include "io/tng/synthetic_source.h"
@@ -123,37 +124,10 @@ void draw_progress(std::size_t done, std::size_t total, const std::string& label
   std::fflush(stderr);
 }
 
-// Writes the outputs into a staging folder inside the output folder, then moves them in, so
-// that a failure leaves no partial output behind.
-class OutputWriter {
- public:
-  explicit OutputWriter(std::string dir) : dir_(std::move(dir)) {
-    created_dir_ = !fs::exists(dir_);
-    fs::create_directories(dir_);
-    staging_ = (fs::path(dir_) / (".partial-" + std::to_string(::getpid()))).string();
-    fs::remove_all(staging_);
-    fs::create_directories(staging_);
-  }
-  ~OutputWriter() {
-    std::error_code ec;
-    fs::remove_all(staging_, ec);
-    if (!committed_ && created_dir_) fs::remove(dir_, ec);  // only if still empty
-  }
-  std::string path(const std::string& name) {
-    names_.push_back(name);
-    return (fs::path(staging_) / name).string();
-  }
-  std::vector<std::string> commit() {
-    for (const auto& n : names_) fs::rename(fs::path(staging_) / n, fs::path(dir_) / n);
-    committed_ = true;
-    return names_;
-  }
-
- private:
-  bool created_dir_ = false, committed_ = false;
-  std::string dir_, staging_;
-  std::vector<std::string> names_;
-};
+// Every file a run may write into its output folder.
+const std::vector<std::string> kRunOutputs = {"cube.fits",    "cube.h5",      "white_light.png",
+                                              "spectrum.png", "velocity.png", "dispersion.png",
+                                              "summary.json"};
 
 // The mesh, the templates and the stages of a run, validated; nothing read yet.
 struct RunSetup {
@@ -221,7 +195,7 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
     for (const auto& p : plan.problems) message += "\n  " + p;
     throw ConfigError(message);
   }
-  OutputWriter out(report.output_dir);
+  OutputFolder out(report.output_dir, kRunOutputs);
 
   // 2. The galaxy, sharded over the devices.
   RunState state(*mesh);

@@ -5,8 +5,10 @@
 #include <fitsio.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <numbers>
 
@@ -40,8 +42,15 @@ struct Closer {
 using FitsPtr = std::unique_ptr<fitsfile, Closer>;
 
 // Throws InputError("<file>: <what>: <cfitsio's message>") for a non-zero status.
+// A full disk or a file-size limit is named as the system says it (cfitsio only says that the
+// write failed).
 void check(int status, const std::string& file, const std::string& what) {
-  if (status != 0) throw InputError(file + ": " + what + ": " + fits_message(status));
+  if (status == 0) return;
+  const int system_error = errno;
+  std::string message = file + ": " + what + ": " + fits_message(status);
+  if (system_error == ENOSPC || system_error == EFBIG || system_error == EDQUOT)
+    message += " (" + std::string(std::strerror(system_error)) + ")";
+  throw InputError(message);
 }
 
 // FITS headers hold printable ASCII only: escape anything else (and the backslash) C-style so

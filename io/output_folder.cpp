@@ -1,0 +1,91 @@
+#include "io/output_folder.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
+
+#include "io/config_error.h"
+
+namespace ifusim {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Staging folders ".<name>.partial-<pid>" in `parent` whose process no longer exists.
+void remove_stale_staging(const fs::path& parent, const std::string& name) {
+  const std::string prefix = "." + name + ".partial-";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string file = entry.path().filename().string();
+    if (file.rfind(prefix, 0) != 0) continue;
+    const std::string pid_text = file.substr(prefix.size());
+    if (pid_text.empty() || !std::all_of(pid_text.begin(), pid_text.end(), ::isdigit)) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    if (::kill(pid, 0) == -1 && errno == ESRCH) fs::remove_all(entry.path(), ec);
+  }
+}
+
+}  // namespace
+
+OutputFolder::OutputFolder(std::string dir, std::vector<std::string> run_outputs)
+    : dir_(std::move(dir)), run_outputs_(std::move(run_outputs)) {
+  const fs::path folder = fs::absolute(dir_).lexically_normal();
+  const fs::path target = folder.has_filename() ? folder : folder.parent_path();
+  const fs::path parent = target.parent_path();
+  const std::string name = target.filename().string();
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec)
+    throw InputError(dir_ + ": cannot create the output folder's parent " + parent.string() + " (" +
+                     ec.message() + ")");
+  if (fs::exists(target) && !fs::is_directory(target))
+    throw InputError(dir_ + ": expected an output folder, found a file");
+  remove_stale_staging(parent, name);
+  staging_ = (parent / ("." + name + ".partial-" + std::to_string(::getpid()))).string();
+  fs::remove_all(staging_, ec);
+  fs::create_directory(staging_, ec);
+  if (ec)
+    throw InputError(dir_ + ": cannot create the staging folder " + staging_ + " (" + ec.message() +
+                     ")");
+}
+
+OutputFolder::~OutputFolder() {
+  std::error_code ec;
+  fs::remove_all(staging_, ec);
+}
+
+std::string OutputFolder::path(const std::string& name) {
+  if (std::find(run_outputs_.begin(), run_outputs_.end(), name) == run_outputs_.end())
+    throw std::logic_error("OutputFolder: " + name + " is not one of the run's outputs");
+  written_.push_back(name);
+  return (fs::path(staging_) / name).string();
+}
+
+std::vector<std::string> OutputFolder::commit() {
+  if (committed_) throw std::logic_error("OutputFolder: committed twice");
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec) throw InputError(dir_ + ": cannot create the output folder (" + ec.message() + ")");
+  // Earlier outputs this run does not replace would mix two runs: removed first.
+  for (const auto& name : run_outputs_)
+    if (std::find(written_.begin(), written_.end(), name) == written_.end())
+      fs::remove(fs::path(dir_) / name, ec);
+  std::vector<std::string> order = written_;
+  std::stable_partition(order.begin(), order.end(),
+                        [](const std::string& n) { return n != "summary.json"; });
+  for (const auto& name : order) {
+    fs::rename(fs::path(staging_) / name, fs::path(dir_) / name, ec);
+    if (ec)
+      throw InputError((fs::path(dir_) / name).string() + ": cannot move the new file in (" +
+                       ec.message() + ")");
+  }
+  committed_ = true;
+  return written_;
+}
+
+}  // namespace ifusim
