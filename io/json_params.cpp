@@ -112,6 +112,12 @@ JsonParams JsonParams::object(const std::string& key) {
   return JsonParams(v, key_path(key));
 }
 
+JsonParams JsonParams::object_or_empty(const std::string& key) {
+  // JsonParams keeps a reference: the empty object must outlive it.
+  static const nlohmann::json empty = nlohmann::json::object();
+  return has(key) ? object(key) : JsonParams(empty, key_path(key));
+}
+
 void JsonParams::finish() const {
   for (auto it = object_.begin(); it != object_.end(); ++it)
     if (!used_.count(it.key()))

@@ -33,6 +33,8 @@ class JsonParams {
                      std::optional<std::string> fallback = std::nullopt);
   std::vector<double> numbers(const std::string& key, std::size_t count);
   JsonParams object(const std::string& key);  // a nested object (must exist)
+  // A nested object, or an empty one (every key then takes its fallback) where the key is absent.
+  JsonParams object_or_empty(const std::string& key);
 
   // Range checks that name the key: require(v > 0, "spaxel_size_kpc", "a number > 0").
   void require(bool ok, const std::string& key, const std::string& expected,

@@ -148,12 +148,10 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
   }
   c.read_gas = input.boolean("read_gas", true);
 
-  JsonParams cosmo = root.has("cosmology") && root.raw("cosmology").is_object()
-                         ? root.object("cosmology")
-                         : JsonParams(nlohmann::json::object(), "cosmology");
   if (root.has("cosmology") && !root.raw("cosmology").is_object()) {
     c.cosmology_source = root.choice("cosmology", {"planck2015", "snapshot"});
   } else if (root.has("cosmology")) {
+    JsonParams cosmo = root.object("cosmology");
     c.cosmology_source = "custom";
     c.cosmology.name = "custom";
     c.cosmology.hubble_param = cosmo.number("hubble_param");
@@ -248,8 +246,7 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
     dev.finish();
   }
 
-  JsonParams out =
-      root.has("output") ? root.object("output") : JsonParams(nlohmann::json::object(), "output");
+  JsonParams out = root.object_or_empty("output");
   c.output_dir = resolve_path(out.string("dir", "out"), config_path);
   c.write_fits = out.boolean("fits", true);
   c.write_hdf5 = out.boolean("hdf5", true);

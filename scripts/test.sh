@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The second README command: installs what is missing, builds both backends (CUDA wherever nvcc
-# exists) and runs the whole test suite, then an ASan/UBSan build of the CPU tests.
+# exists) and runs the whole test suite, then an ASan/UBSan build of the CPU tests, then the
+# fuzz targets for a bounded time (scripts/fuzz.sh, FUZZ_SECONDS each, default 30).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh"
@@ -18,3 +19,6 @@ echo "== tests under ASan + UBSan"
 ASAN_OPTIONS=detect_leaks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$root/scripts/ubsan-suppressions.txt \
   ctest --test-dir "$root/build-sanitize" --output-on-failure -j2
+
+echo "== fuzzing (clang, libFuzzer, ASan + UBSan)"
+"$root/scripts/fuzz.sh" "$root/build-fuzz"
