@@ -9,7 +9,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build-fuzz}"
 seconds="${FUZZ_SECONDS:-30}"
-targets=(fuzz_run_config fuzz_tng_cutout fuzz_ssp_hdf5)
+targets=(fuzz_run_config fuzz_tng_cutout fuzz_ssp_hdf5 fuzz_ssp_fits)
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DIFUSIM_FUZZ=ON -DIFUSIM_CUDA=OFF -DIFUSIM_BUILD_TESTS=OFF \
