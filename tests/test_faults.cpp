@@ -15,26 +15,12 @@
 
 #include "io/cube/cube_io.h"
 #include "io/output_folder.h"
+#include "tng_test_util.h"
 
 using namespace ifusim;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("ifusim_faults_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  static int& counter() {
-    static int c = 0;
-    return c;
-  }
-};
 
 std::string read_text(const fs::path& p) {
   std::ifstream in(p);
@@ -78,8 +64,8 @@ int wait_for(pid_t pid) {
 
 TEST_CASE("output folder: an earlier run's files are replaced only by a committed run",
           "[faults]") {
-  TempDir tmp;
-  const fs::path dir = tmp.path / "out";
+  const test::ScratchDir tmp("faults");
+  const fs::path dir = tmp.path() / "out";
   fs::create_directories(dir);
   write_text(dir / "cube.fits", "earlier cube");
   write_text(dir / "velocity.png", "earlier picture");
@@ -88,10 +74,10 @@ TEST_CASE("output folder: an earlier run's files are replaced only by a committe
   {
     OutputFolder failed(dir.string(), outputs);
     write_text(failed.path("cube.fits"), "half a cube");
-    CHECK(fs::path(failed.staging_dir()).parent_path() == tmp.path);  // beside, not inside
+    CHECK(fs::path(failed.staging_dir()).parent_path() == tmp.path());  // beside, not inside
   }  // destroyed without commit: a failed run
   CHECK(read_text(dir / "cube.fits") == "earlier cube");
-  CHECK(entries(tmp.path) == std::vector<std::string>{"out"});  // staging removed
+  CHECK(entries(tmp.path()) == std::vector<std::string>{"out"});  // staging removed
   {
     OutputFolder ok(dir.string(), outputs);
     write_text(ok.path("cube.fits"), "new cube");
@@ -101,28 +87,28 @@ TEST_CASE("output folder: an earlier run's files are replaced only by a committe
   CHECK(read_text(dir / "cube.fits") == "new cube");
   CHECK_FALSE(fs::exists(dir / "velocity.png"));  // not written this time: the old one goes
   CHECK(read_text(dir / "notes.txt") == "the user's own file");
-  CHECK(entries(tmp.path) == std::vector<std::string>{"out"});
+  CHECK(entries(tmp.path()) == std::vector<std::string>{"out"});
 }
 
 TEST_CASE("output folder: a killed run's staging folder is removed by the next run", "[faults]") {
-  TempDir tmp;
+  const test::ScratchDir tmp("faults");
   const pid_t gone = ::fork();  // a process id that no longer exists once reaped
   if (gone == 0) ::_exit(0);
   wait_for(gone);
-  const fs::path stale = tmp.path / (".out.partial-" + std::to_string(gone));
+  const fs::path stale = tmp.path() / (".out.partial-" + std::to_string(gone));
   fs::create_directories(stale);
   write_text(stale / "cube.fits.tmp", "half a cube");
-  const fs::path live = tmp.path / (".out.partial-" + std::to_string(::getppid()));
+  const fs::path live = tmp.path() / (".out.partial-" + std::to_string(::getppid()));
   fs::create_directories(live);  // a run still going (its process exists): left alone
-  OutputFolder next((tmp.path / "out").string(), {"cube.fits"});
+  OutputFolder next((tmp.path() / "out").string(), {"cube.fits"});
   CHECK_FALSE(fs::exists(stale));
   CHECK(fs::exists(live));
 }
 
 TEST_CASE("a run killed (SIGKILL) at any point leaves no partial cube in its output folder",
           "[faults]") {
-  TempDir tmp;
-  const fs::path out = tmp.path / "out", log = tmp.path / "log";
+  const test::ScratchDir tmp("faults");
+  const fs::path out = tmp.path() / "out", log = tmp.path() / "log";
   // The example run takes about a second here: kills spread over set-up, stages and writing.
   for (const int after_ms : {20, 150, 300, 450, 600, 750, 900, 1100}) {
     INFO("killed after " << after_ms << " ms");
@@ -143,13 +129,13 @@ TEST_CASE("a run killed (SIGKILL) at any point leaves no partial cube in its out
   INFO(read_text(log));
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
-  CHECK(entries(tmp.path).size() == 2);  // out and log
+  CHECK(entries(tmp.path()).size() == 2);  // out and log
   CHECK(read_cube_fits((out / "cube.fits").string()).shape.n_voxels() > 0);
 }
 
 TEST_CASE("a full disk (file-size limit) is a clear error and leaves no partial file", "[faults]") {
-  TempDir tmp;
-  const fs::path out = tmp.path / "out", log = tmp.path / "log";
+  const test::ScratchDir tmp("faults");
+  const fs::path out = tmp.path() / "out", log = tmp.path() / "log";
   fs::create_directories(out);
   write_text(out / "cube.fits", "earlier cube");
   // 64 KiB per file: the 25 x 25 x 3721 cube (9 MB) cannot be written.
@@ -162,5 +148,5 @@ TEST_CASE("a full disk (file-size limit) is a clear error and leaves no partial 
                           Catch::Contains("File too large"));
   CHECK(read_text(out / "cube.fits") == "earlier cube");  // untouched
   CHECK(entries(out) == std::vector<std::string>{"cube.fits"});
-  CHECK(entries(tmp.path).size() == 2);  // out and log: no staging folder left
+  CHECK(entries(tmp.path()).size() == 2);  // out and log: no staging folder left
 }

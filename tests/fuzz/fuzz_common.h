@@ -18,6 +18,7 @@
 #include <string>
 
 #include "io/config_error.h"
+#include "io/hdf5.h"
 
 namespace ifusim::fuzz {
 
@@ -74,6 +75,18 @@ class Bytes {
   std::size_t size_;
   std::size_t pos_ = 0;
 };
+
+// A fresh copy of `fixture` at `path`, edited by edit(file, in) until the input runs out (8 edits
+// at most). An edit the file no longer allows (of a removed group, say) ends the edits.
+template <class Edit>
+void edited_copy(const std::string& fixture, const std::string& path, Bytes& in, Edit&& edit) {
+  std::filesystem::copy_file(fixture, path, std::filesystem::copy_options::overwrite_existing);
+  try {
+    const h5::File f(path, h5::File::Mode::read_write);
+    for (int n = 0; n < 8 && !in.empty(); ++n) edit(f, in);
+  } catch (const InputError&) {
+  }
+}
 
 // Runs `read`; the project's documented errors are expected answers if their message names
 // `file` (the input's file name). Anything else escapes or aborts: libFuzzer reports it as a
