@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <filesystem>
 #include <stdexcept>
 #include <system_error>
@@ -24,8 +25,10 @@ void remove_stale_staging(const fs::path& parent, const std::string& name) {
     const std::string file = entry.path().filename().string();
     if (file.rfind(prefix, 0) != 0) continue;
     const std::string pid_text = file.substr(prefix.size());
-    if (pid_text.empty() || !std::all_of(pid_text.begin(), pid_text.end(), ::isdigit)) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(pid_text));
+    pid_t pid = 0;
+    const auto [end, error] =
+        std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), pid);
+    if (error != std::errc() || end != pid_text.data() + pid_text.size() || pid <= 0) continue;
     if (::kill(pid, 0) == -1 && errno == ESRCH) fs::remove_all(entry.path(), ec);
   }
 }
