@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The second README command: installs what is missing, builds both backends (CUDA wherever nvcc
 # exists) and runs the whole test suite, then an ASan/UBSan build of the CPU tests, then the
-# fuzz targets for a bounded time (scripts/fuzz.sh, FUZZ_SECONDS each, default 30).
+# fuzz targets on a fixed set of generated inputs (scripts/fuzz.sh, about 2 minutes).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh"
