@@ -58,7 +58,11 @@ Header read_header(const std::string& file) {
   if (!(out.omega0 > 0) || !(out.omega_lambda >= 0))
     throw InputError(h.describe() +
                      ": attributes \"Omega0\" > 0 and \"OmegaLambda\" >= 0 expected");
-  if (!(out.box_size > 0)) throw InputError(h.describe() + ": attribute \"BoxSize\" must be > 0");
+  if (!(out.box_size > 0) || !std::isfinite(out.box_size))
+    throw InputError(h.describe() + ": attribute \"BoxSize\" must be finite and > 0");
+  if (!std::isfinite(out.hubble) || !std::isfinite(out.omega0) || !std::isfinite(out.omega_lambda))
+    throw InputError(h.describe() +
+                     ": attributes \"HubbleParam\", \"Omega0\" and \"OmegaLambda\" must be finite");
   out.redshift = h.has_attribute("Redshift") ? h.attribute<double>("Redshift") : 1.0 / out.time - 1;
   if (h.has_attribute("SimulationName")) out.simulation = h.string_attribute("SimulationName");
   if (h.has_attribute("SnapshotNumber"))
@@ -311,7 +315,7 @@ Centre centre_from_stars(const TypeSource& src, const std::vector<PresentField>&
     std::size_t inside = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const double dx = d[3 * i] - c0[0], dy = d[3 * i + 1] - c0[1], dz = d[3 * i + 2] - c0[2];
-      if (std::sqrt(dx * dx + dy * dy + dz * dz) > radius) continue;
+      if (!(std::sqrt(dx * dx + dy * dy + dz * dz) <= radius)) continue;  // NaN: outside
       ++inside;
       mass += m[i];
       for (int c = 0; c < 3; ++c) sum[c] += m[i] * d[3 * i + c];
@@ -334,6 +338,8 @@ Centre centre_from_stars(const TypeSource& src, const std::vector<PresentField>&
                   std::max(kShrinkStopFloor, static_cast<std::size_t>(std::ceil(0.01 * n)))));
   for (;;) {
     const double shrunk = kShrinkFactor * radius;
+    // Stars at one point (radius 0) would never leave the sphere: stop there too.
+    if (!(shrunk > 0.0)) break;
     const auto next = centre_of_mass(c, shrunk, &count);
     if (count < n_stop) break;
     c = next;
