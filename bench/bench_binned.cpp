@@ -46,7 +46,7 @@ Run run(Backend backend, int n_devices, const Telescope& telescope, const bench:
   out.psum_seconds = bench::seconds_since(t0);
   out.cube = std::move(*state->cube);
   out.cube.axes = state->observation.axes;
-  out.velocity_light_kms = state->maps.at("velocity_light_kms");
+  out.velocity_light_kms = state->maps.at("velocity_light_kms").values;
   return out;
 }
 

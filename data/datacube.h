@@ -2,6 +2,7 @@
 // Datacubes. Voxels are stored spaxel-major: element (spaxel, k) at spaxel * n_wave + k, with
 // spaxel = iy * nx + ix, so that one star's spectrum lands in contiguous memory.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,15 @@ struct CubeAxes {
   double wavelength_angstrom(int k) const { return wave_start_angstrom + k * wave_step_angstrom; }
 };
 
+// An image of the cube's field: one value per spaxel (ny * nx, spaxel order iy * nx + ix), NaN
+// where undefined (no light, outside the aperture). Written beside the cube as a named 2-D image
+// extension and an HDF5 dataset under /maps.
+struct SkyMap {
+  std::string unit;  // BUNIT, e.g. "km/s"
+  std::string description;
+  std::vector<double> values;
+};
+
 // The reduced cube on the host, in double precision.
 struct Cube {
   CubeShape shape;
@@ -47,7 +57,10 @@ struct Cube {
   std::vector<std::pair<std::string, std::string>> provenance;
   std::vector<double> data;      // n_voxels, spaxel-major
   std::vector<double> variance;  // empty until a noise stage fills it
-  std::string unit;              // BUNIT-style, e.g. "Msun" or "erg/s/cm2/Angstrom"
+  std::string unit;              // BUNIT, e.g. "Msun" or "10**(-20)*erg/(s*cm**2*Angstrom)"
+  // By name (lower case, the HDF5 dataset's; the FITS EXTNAME is its upper case):
+  // "white_light", "velocity_light_kms", ...
+  std::map<std::string, SkyMap> maps;
   double at(int ix, int iy, int k) const {
     return data[(static_cast<std::size_t>(iy) * shape.nx + ix) * shape.n_wave + k];
   }

@@ -331,6 +331,18 @@ bool Location::has_attribute(const std::string& name, const std::string& object)
          0;
 }
 
+std::vector<std::string> Location::member_names() const {
+  std::vector<std::string> names;
+  auto collect = [](hid_t, const char* name, const H5L_info_t*, void* out) -> herr_t {
+    static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+    return 0;
+  };
+  hsize_t index = 0;
+  if (H5Literate(handle_.id(), H5_INDEX_NAME, H5_ITER_INC, &index, collect, &names) < 0)
+    throw InputError(describe("") + ": cannot list its members");
+  return names;
+}
+
 std::vector<std::string> Location::attribute_names(const std::string& object) const {
   Handle obj = open_object(object);
   std::vector<std::string> names;

@@ -92,6 +92,8 @@ class Location {
 
   // Attributes of this location (object = "") or of a child object.
   bool has_attribute(const std::string& name, const std::string& object = "") const;
+  // Names of the links (groups, datasets) in this group, by name.
+  std::vector<std::string> member_names() const;
   // Names of the attributes, in creation order where the object tracks it, else by name.
   std::vector<std::string> attribute_names(const std::string& object = "") const;
   template <class T>

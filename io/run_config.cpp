@@ -16,6 +16,18 @@ std::string data_dir() {
   return IFUSIM_DEFAULT_DATA_DIR;
 }
 
+std::string provenance_path(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code error;
+  const fs::path root = fs::weakly_canonical(data_dir(), error);
+  if (error) return path;
+  const fs::path p = fs::weakly_canonical(path, error);
+  if (error) return path;
+  const fs::path relative = p.lexically_relative(root);
+  if (relative.empty() || *relative.begin() == "..") return path;
+  return "${IFUSIM_DATA_DIR}/" + relative.generic_string();
+}
+
 namespace {
 
 // ${IFUSIM_DATA_DIR}/... -> the reference data folder; other relative paths are relative to

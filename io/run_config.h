@@ -64,6 +64,10 @@ struct RunConfig {
 // The reference-data folder: $IFUSIM_DATA_DIR, else ../shared/data beside the project.
 std::string data_dir();
 
+// A path as provenance records it: "${IFUSIM_DATA_DIR}/..." where it lies under the data
+// folder (so that cubes made on two machines from the same data say the same), else unchanged.
+std::string provenance_path(const std::string& path);
+
 // Applies "key.path=value" (value as JSON when it parses, else as a string).
 void apply_override(nlohmann::json& document, const std::string& assignment);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "io/json_params.h"
+#include "stages/aperture_mask/aperture_mask.h"
 #include "stages/dust/dust.h"
 #include "stages/flux/flux.h"
 #include "stages/lsf/lsf.h"
@@ -42,6 +43,8 @@ constexpr StageEntry kStages[] = {
     {"psf", "convolve every wavelength plane with a Gaussian or Moffat PSF", &make_psf_stage,
      nullptr},
     {"lsf", "convolve every spectrum with the instrument's Gaussian LSF", &make_lsf_stage, nullptr},
+    {"aperture_mask", "NaN in the spaxels outside a circular or hexagonal aperture",
+     &make_aperture_mask_stage, nullptr},
     {"noise", "add seeded Gaussian noise for a target S/N, fill the variance", &make_noise_stage,
      nullptr},
 };

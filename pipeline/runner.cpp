@@ -232,47 +232,45 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
       {"IFUSIM_VERSION", IFUSIM_VERSION},
       {"CONFIG_FILE", c.config_path},
       {"CONFIG", c.document.dump()},
-      {"INPUT",
-       c.synthetic ? "synthetic " + c.document.at("input").at("synthetic").dump() : c.input_file},
+      {"INPUT", c.synthetic ? "synthetic " + c.document.at("input").at("synthetic").dump()
+                            : provenance_path(c.input_file)},
       {"SIMULATION", state.data.galaxy.simulation},
       {"SNAPSHOT", std::to_string(state.data.galaxy.snapshot)},
       {"SUBHALO", std::to_string(state.data.galaxy.subhalo_id)},
-      {"SSP", resources.ssp->name + " (" + c.ssp_library + ")"},
+      {"SSP", resources.ssp->name + " (" + provenance_path(c.ssp_library) + ")"},
       {"TELESCOPE", c.telescope.name},
       {"REDSHIFT", std::to_string(c.redshift)},
       {"BACKEND", std::string(to_string(backend)) + " x " + std::to_string(mesh->size())},
       {"SEED", std::to_string(c.seed)}};
 
-  // 4. Outputs.
+  cube.maps = std::move(state.maps);
+  cube.maps["white_light"] = {cube.unit, "mean flux density over the band",
+                              white_light_image(cube)};
+
+  // 4. Outputs: the cube with its maps, and quick-look pictures drawn from them.
   if (c.write_fits) write_cube_fits(cube, out.path("cube.fits"));
   if (c.write_hdf5) write_cube_hdf5(cube, out.path("cube.h5"));
   if (c.write_png) {
     const int nx = cube.shape.nx, ny = cube.shape.ny;
-    write_map_png(out.path("white_light.png"), white_light_image(cube), nx, ny,
-                  {"White light", Colormap::viridis, false, true, cube.unit + " x Angstrom"});
+    write_map_png(out.path("white_light.png"), cube.maps.at("white_light").values, nx, ny,
+                  {"White light (band mean)", Colormap::viridis, false, true, cube.unit});
     write_spectrum_png(out.path("spectrum.png"), wavelength_angstrom(cube),
                        integrated_spectrum(cube), "Wavelength (Angstrom)", cube.unit,
                        "Integrated spectrum");
-    // The kinematic maps the stages made: light-weighted where the spectral stage gave them.
-    auto map = [&](const std::string& light, const std::string& mass) -> const std::string* {
-      for (const std::string* name : {&light, &mass})
-        if (state.maps.count(*name)) return name;
-      return nullptr;
+    // The kinematic maps: light-weighted where the spectral stage gave them.
+    auto draw_kinematics = [&](const std::string& kind, const std::string& title, Colormap colours,
+                               bool symmetric) {
+      for (const std::string weighting : {"light", "mass"}) {
+        const auto it = cube.maps.find(kind + "_" + weighting + "_kms");
+        if (it == cube.maps.end()) continue;
+        write_map_png(
+            out.path(kind + ".png"), it->second.values, nx, ny,
+            {title + " (" + weighting + "-weighted)", colours, symmetric, false, it->second.unit});
+        return;
+      }
     };
-    const std::string v_light = "velocity_light_kms", v_mass = "velocity_mass_kms";
-    const std::string s_light = "dispersion_light_kms", s_mass = "dispersion_mass_kms";
-    if (const std::string* v = map(v_light, v_mass)) {
-      const std::string weighting = *v == v_light ? "light" : "mass";
-      write_map_png(out.path("velocity.png"), state.maps.at(*v), nx, ny,
-                    {"Line-of-sight velocity (" + weighting + "-weighted)", Colormap::diverging,
-                     true, false, "km/s"});
-    }
-    if (const std::string* s = map(s_light, s_mass)) {
-      const std::string weighting = *s == s_light ? "light" : "mass";
-      write_map_png(out.path("dispersion.png"), state.maps.at(*s), nx, ny,
-                    {"Velocity dispersion (" + weighting + "-weighted)", Colormap::viridis, false,
-                     false, "km/s"});
-    }
+    draw_kinematics("velocity", "Line-of-sight velocity", Colormap::diverging, true);
+    draw_kinematics("dispersion", "Velocity dispersion", Colormap::viridis, false);
   }
   report.total_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

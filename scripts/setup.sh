@@ -8,6 +8,7 @@ packages=(
   libhdf5-dev nlohmann-json3-dev libeigen3-dev catch2
   libcfitsio-dev libcli11-dev libspdlog-dev libfmt-dev libpng-dev libnanoflann-dev
   python3-astropy python3-numpy python3-h5py
+  fitsverify                            # the FITS conformance test (HEASARC fitsverify)
   clang libclang-rt-14-dev libomp-dev   # the fuzz targets (libFuzzer), scripts/fuzz.sh
 )
 [ -x /usr/local/cuda/bin/nvcc ] || packages+=(libthrust-dev)

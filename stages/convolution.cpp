@@ -4,7 +4,16 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "io/config_error.h"
+
 namespace ifusim {
+
+void refuse_masked_cube(const Cube& cube, const std::string& what) {
+  if (std::any_of(cube.data.begin(), cube.data.end(), [](double v) { return std::isnan(v); }))
+    throw ConfigError(what +
+                      ": the cube has NaN voxels (spaxels outside the aperture); put "
+                      "aperture_mask after psf and lsf");
+}
 
 double gaussian_truncation_sigmas(double peak_fraction) {
   return std::sqrt(-2.0 * std::log(peak_fraction));

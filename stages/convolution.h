@@ -9,7 +9,10 @@
 // to rounding. Equivalently out = K * (in / N), with N(j) = sum over in-range targets k of
 // K(k - j) and * a zero-padded convolution.
 #include <cstddef>
+#include <string>
 #include <vector>
+
+#include "data/datacube.h"
 
 namespace ifusim {
 
@@ -31,6 +34,11 @@ double gaussian_truncation_sigmas(double peak_fraction);
 // `max_radius` pixels (a kernel wider than the array reaches nothing more). sigma = 0 gives the
 // identity.
 Kernel1D gaussian_pixel_kernel(double sigma_pixels, double peak_fraction, int max_radius);
+
+// A convolving stage's check that it runs before the aperture mask: NaN voxels (spaxels outside
+// the aperture, stages/aperture_mask) would spread over the cube. Throws ConfigError naming
+// `what`.
+void refuse_masked_cube(const Cube& cube, const std::string& what);
 
 // Flux-conserving convolution along the middle axis of a host array laid out as
 // (outer, n, inner), row-major: out[o, k, i] = sum_j in[o, j, i] K(k - j) / N(j), where

@@ -73,9 +73,9 @@ struct RunState {
   SpaxelGrid spaxel_grid;  // the grid behind `spaxels` (set with it)
   // Declared by the stages that accumulate per device, reduced (and emptied) by psum.
   std::vector<std::unique_ptr<PartialResult>> partials;
-  // Per-spaxel maps made along the way (ny * nx, spaxel-major; NaN where undefined), by name:
-  // "velocity_mass_kms", "dispersion_light_kms", ...
-  std::map<std::string, std::vector<double>> maps;
+  // Per-spaxel maps made along the way, by name ("velocity_mass_kms", "dispersion_light_kms",
+  // ...): they go into the cube's files beside it.
+  std::map<std::string, SkyMap> maps;
   std::optional<Cube> cube;  // the reduced cube, after psum
   DustCurve dust_curve;      // set by the dust stage with stars.dust_av
 };

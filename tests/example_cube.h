@@ -28,7 +28,7 @@ inline Cube example_cube() {
   c.axes.wavelength_medium = "air";
   c.axes.ra_deg = 150.1163;
   c.axes.dec_deg = 2.2058;
-  c.unit = "10**(-20)*erg/s/cm**2/Angstrom";
+  c.unit = "10**(-20)*erg/(s*cm**2*Angstrom)";
   std::string config = "{\"galaxy\": {\"snapshot\": 99, \"subhalo\": 11}, \"stages\": [";
   for (int i = 0; i < 30; ++i)
     config += std::string(i ? ", " : "") + "{\"stage\": \"s" + std::to_string(i) + "\"}";
@@ -47,6 +47,16 @@ inline Cube example_cube() {
         c.data[i] = 100.0 * example_blob(ix, iy) * example_spectrum(c.axes.wavelength_angstrom(k));
         c.variance[i] = 0.1 * c.data[i] + 0.5;
       }
+  // A velocity-like map (a gradient in x, undefined in one corner) and a blob.
+  SkyMap& velocity = c.maps["velocity_light_kms"];
+  velocity = {"km/s", "light-weighted mean line-of-sight velocity of the stars", {}};
+  SkyMap& blob = c.maps["white_light"];
+  blob = {c.unit, "mean flux density over the band", {}};
+  for (int iy = 0; iy < c.shape.ny; ++iy)
+    for (int ix = 0; ix < c.shape.nx; ++ix) {
+      velocity.values.push_back(ix + iy < 3 ? std::nan("") : 25.0 * (ix - 6) + 3.1 * iy);
+      blob.values.push_back(100.0 * example_blob(ix, iy));
+    }
   return c;
 }
 

@@ -1,14 +1,24 @@
 #pragma once
 // Shared test fixtures: random star sets (never all-zero) placed on a mesh.
+#include <map>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "data/datacube.h"
 #include "data/galaxy_data.h"
 
 namespace ifusim::test {
 
 using ifusim::HostStars;
 using ifusim::put_stars;
+
+// The values of a run's maps, by name (what the tests compare).
+inline std::map<std::string, std::vector<double>> map_values(std::map<std::string, SkyMap> maps) {
+  std::map<std::string, std::vector<double>> out;
+  for (auto& [name, map] : maps) out[name] = std::move(map.values);
+  return out;
+}
 
 // Positions in a Gaussian blob of `scale_kpc`, log-normal masses around 1e6 Msun.
 inline HostStars random_stars(std::size_t n, unsigned seed, double scale_kpc = 5.0) {

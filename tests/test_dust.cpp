@@ -264,7 +264,7 @@ SpectraWithMaps spectra_run(const test::HostStars& stars, const HostGas& gas, bo
   make_stellar_spectra_stage(std::make_shared<const SspGrid>(test::synthetic_ssp_grid()), params)
       ->run(state);
   reduce_partials(state);
-  return {std::move(*state.cube), std::move(state.maps)};
+  return {std::move(*state.cube), test::map_values(std::move(state.maps))};
 }
 
 Cube spectra_cube(const test::HostStars& stars, const HostGas& gas, bool with_dust,
@@ -346,8 +346,8 @@ TEST_CASE("dust: parameters are validated with key paths; the stage runs after a
   const nlohmann::json ordered =
       nlohmann::json::array({{{"stage", "spaxel_grid"}, {"params", kGrid}},
                              {{"stage", "dust"}, {"params", {{"curve", "calzetti00"}}}}});
-  const std::vector<std::string> with_gas{"stars.position_kpc", "gas.position_kpc",
-                                          "gas.mass_msun", "gas.metallicity"};
+  const std::vector<std::string> with_gas{"stars.position_kpc", "gas.position_kpc", "gas.mass_msun",
+                                          "gas.metallicity"};
   CHECK(make_stages(ordered, "stages", with_gas).size() == 2);
   // ... and the gas (so that the runner reads it).
   CHECK_THROWS_WITH(make_stages(ordered, "stages", {"stars.position_kpc"}),

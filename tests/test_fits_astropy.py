@@ -36,7 +36,8 @@ warnings.simplefilter("error", fits.verify.VerifyWarning)  # a non-standard card
 with fits.open(f"{directory}/cube.fits") as hdul:
     hdul.verify("exception")
     names = [h.name for h in hdul]
-    check(names == ["PRIMARY", "DATA", "STAT"], f"HDUs PRIMARY, DATA, STAT: {names}")
+    check(names == ["PRIMARY", "DATA", "STAT", "VELOCITY_LIGHT_KMS", "WHITE_LIGHT"],
+          f"HDUs PRIMARY, DATA, STAT and the maps: {names}")
     check(hdul[0].data is None, "empty primary HDU")
     data, stat = hdul["DATA"], hdul["STAT"]
     shape = (e["n_wave"], e["ny"], e["nx"])

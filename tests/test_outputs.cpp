@@ -63,6 +63,21 @@ void check_round_trip(const Cube& original, const Cube& back) {
   CHECK(back.axes.dec_deg == original.axes.dec_deg);
   CHECK(back.unit == original.unit);
   CHECK(back.provenance == original.provenance);  // incl. newline, quote, backslash, UTF-8
+  // The maps: names, units, descriptions, values (NaN where undefined) in float32.
+  REQUIRE(back.maps.size() == original.maps.size());
+  for (const auto& [name, map] : original.maps) {
+    INFO("map " << name);
+    REQUIRE(back.maps.count(name) == 1);
+    const SkyMap& got = back.maps.at(name);
+    CHECK(got.unit == map.unit);
+    CHECK(got.description == map.description);
+    REQUIRE(got.values.size() == map.values.size());
+    std::size_t map_mismatches = 0;
+    for (std::size_t i = 0; i < map.values.size(); ++i)
+      map_mismatches += std::isnan(map.values[i]) ? !std::isnan(got.values[i])
+                                                  : got.values[i] != as_float(map.values[i]);
+    CHECK(map_mismatches == 0);
+  }
 }
 
 struct Png {
@@ -138,7 +153,7 @@ TEST_CASE("outputs: HDF5 cube round trip, bitwise in float32, and its layout", "
   const auto wave = f.read<double>("wavelength_angstrom");
   REQUIRE(wave.size() == 40);
   CHECK(wave[17] == 4750.0 + 17 * 1.25);
-  CHECK(f.string_attribute("unit", "variance") == "10**(-40)*erg**2/s**2/cm**4/Angstrom**2");
+  CHECK(f.string_attribute("unit", "variance") == "10**(-40)*erg**2/(s**2*cm**4*Angstrom**2)");
   CHECK(f.string_attribute("CTYPE3", "data") == "AWAV");
 }
 
@@ -160,6 +175,32 @@ TEST_CASE("outputs: a cube without variance, in vacuum, round-trips in both form
   }
 }
 
+TEST_CASE("outputs: values float32 cannot hold are written as float64, exactly", "[outputs]") {
+  TempDir dir("float64");
+  Cube cube = test::example_cube();
+  // A flux cube in units of 1 erg/s/cm2/A: the flux (~1e-17) fits float32, its variance (~1e-35
+  // to 1e-40) would underflow it (and a 1e-46 is below even its subnormals).
+  for (auto& v : cube.data) v *= 1e-20;
+  for (auto& v : cube.variance) v *= 1e-40;
+  cube.variance[7] = 1e-46;
+  cube.unit = "erg/(s*cm**2*Angstrom)";
+  CHECK(fits_in_float32(cube.data));
+  CHECK_FALSE(fits_in_float32(cube.variance));
+  CHECK(fits_in_float32({0.0, -0.0, std::nan(""), 1.0f, -3.4e38}));
+  CHECK_FALSE(fits_in_float32({1e39}));
+  for (const char* name : {"cube.fits", "cube.h5"}) {
+    write_cube(cube, dir / name);
+    const Cube back = read_cube(dir / name);
+    std::size_t mismatches = 0;
+    for (std::size_t i = 0; i < cube.data.size(); ++i) {
+      mismatches += back.data[i] != as_float(cube.data[i]);
+      mismatches += back.variance[i] != cube.variance[i];  // float64: bitwise
+    }
+    CHECK(mismatches == 0);
+    CHECK(back.variance[7] == 1e-46);
+  }
+}
+
 TEST_CASE("outputs: bad cubes and bad files give clear errors and leave no file", "[outputs]") {
   TempDir dir("errors");
   Cube cube = test::example_cube();
@@ -173,6 +214,14 @@ TEST_CASE("outputs: bad cubes and bad files give clear errors and leave no file"
   cube.provenance.push_back({"snapshot", "98"});
   CHECK_THROWS_WITH(write_cube(cube, dir / "cube.h5"),
                     Catch::Contains("provenance key \"snapshot\" appears twice"));
+  cube = test::example_cube();
+  cube.maps["white_light"].values.pop_back();
+  CHECK_THROWS_WITH(write_cube(cube, dir / "cube.fits"),
+                    Catch::Contains("map \"white_light\" has 116 values, the field has 117"));
+  cube = test::example_cube();
+  cube.maps["stat"] = cube.maps["white_light"];
+  CHECK_THROWS_WITH(write_cube(cube, dir / "cube.h5"),
+                    Catch::Contains("map name \"stat\" is taken"));
   cube = test::example_cube();
   cube.axes.wavelength_medium = "water";
   CHECK_THROWS_WITH(write_cube(cube, dir / "cube.fits"), Catch::Contains("wavelength medium"));
@@ -201,13 +250,18 @@ TEST_CASE("outputs: bad cubes and bad files give clear errors and leave no file"
 }
 
 TEST_CASE("outputs: squared units parse the way astropy does", "[outputs]") {
+  CHECK(squared_unit("10**(-20)*erg/(s*cm**2*Angstrom)") ==
+        "10**(-40)*erg**2/(s**2*cm**4*Angstrom**2)");
   CHECK(squared_unit("10**(-20)*erg/s/cm**2/Angstrom") ==
-        "10**(-40)*erg**2/s**2/cm**4/Angstrom**2");
-  CHECK(squared_unit("erg/s/cm2/Angstrom") == "erg**2/s**2/cm**4/Angstrom**2");
+        "10**(-40)*erg**2/(s**2*cm**4*Angstrom**2)");
+  CHECK(squared_unit("erg/s/cm2/Angstrom") == "erg**2/(s**2*cm**4*Angstrom**2)");
+  CHECK(squared_unit("km/s") == "km**2/s**2");
   CHECK(squared_unit("Msun") == "Msun**2");
   CHECK(squared_unit("km s-1") == "km**2*s**(-2)");
   CHECK(squared_unit("") == "");
-  CHECK(squared_unit("erg/(s cm2)") == "(erg/(s cm2))**2");  // outside the grammar: kept whole
+  CHECK(squared_unit("/s") == "(/s)**2");
+  CHECK(squared_unit("erg/(s/cm)") == "(erg/(s/cm))**2");
+  CHECK(squared_unit("erg/(s cm2)") == "erg**2/(s**2*cm**4)");
 }
 
 TEST_CASE("outputs: compare exits 0 for equal cubes, 1 beyond tolerance, 2 for other shapes",
@@ -273,7 +327,7 @@ TEST_CASE("outputs: white-light image and integrated spectrum", "[outputs]") {
     for (int ix = 0; ix < 13; ++ix) {
       blob_sum += test::example_blob(ix, iy);
       CHECK(image[iy * 13 + ix] ==
-            Approx(1.25 * 100.0 * test::example_blob(ix, iy) * spectrum_sum).epsilon(1e-12));
+            Approx(100.0 * test::example_blob(ix, iy) * spectrum_sum / 40).epsilon(1e-12));
     }
   for (int k = 0; k < 40; ++k)
     CHECK(spectrum[k] ==
@@ -284,8 +338,9 @@ TEST_CASE("outputs: quick-look PNGs are valid, sized and not uniform", "[outputs
   TempDir dir("png");
   const Cube cube = test::example_cube();
   const auto image = white_light_image(cube);
-  write_map_png(dir / "white_light.png", image, 13, 9,
-                MapStyle{"white light", Colormap::viridis, false, false, "10**(-20)*erg/s/cm**2"});
+  write_map_png(
+      dir / "white_light.png", image, 13, 9,
+      MapStyle{"white light", Colormap::viridis, false, false, "10**(-20)*erg/(s*cm**2*Angstrom)"});
   // A velocity-like map: antisymmetric in x, with empty (NaN) spaxels in one corner.
   std::vector<double> velocity(13 * 9);
   for (int iy = 0; iy < 9; ++iy)

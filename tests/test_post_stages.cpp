@@ -10,6 +10,7 @@
 #include "io/json_params.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
+#include "stages/aperture_mask/aperture_mask.h"
 #include "stages/convolution.h"
 #include "stages/flux/flux.h"
 #include "stages/lsf/lsf.h"
@@ -113,16 +114,16 @@ TEST_CASE("flux: L_sun / A at z = 0.03 becomes L_sun / (4 pi D_L^2) per A", "[po
   const double factor = 3.828e33 / (4.0 * std::numbers::pi * d_cm * d_cm);
 
   const Cube in = point_source(5, 4, 30, 2, 1);
-  const Cube out = run_stage({{"stage", "flux"}}, in, obs);
+  const Cube out = run_stage({{"stage", "flux"}, {"params", {{"unit_scale", 1}}}}, in, obs);
   require_finite(out);
-  CHECK(out.unit == "erg/s/cm2/Angstrom");
+  CHECK(out.unit == "erg/(s*cm**2*Angstrom)");
   CHECK(out.at(2, 1, 15) > 0.0);
   for (std::size_t i = 0; i < in.data.size(); ++i)
     CHECK(out.data[i] == Approx(in.data[i] * factor).epsilon(1e-14).margin(0.0));
 
-  // MUSE's unit: the numbers are 1e20 times larger.
-  const Cube muse = run_stage({{"stage", "flux"}, {"params", {{"unit_scale", 1e-20}}}}, in, obs);
-  CHECK(muse.unit == "1e-20 erg/s/cm2/Angstrom");
+  // MUSE's unit, the default: the numbers are 1e20 times larger.
+  const Cube muse = run_stage({{"stage", "flux"}}, in, obs);
+  CHECK(muse.unit == "10**(-20)*erg/(s*cm**2*Angstrom)");
   CHECK(muse.at(2, 1, 15) == Approx(in.at(2, 1, 15) * factor * 1e20).epsilon(1e-14));
 }
 
@@ -137,10 +138,11 @@ TEST_CASE("flux: a galaxy at z = 0 needs an explicit distance", "[post]") {
     CHECK_THAT(e.what(), Catch::Contains("luminosity distance is 0") &&
                              Catch::Contains("stages[0].params.luminosity_distance_mpc"));
   }
-  // 10 Mpc: F = L_sun / (4 pi (10 Mpc)^2) = 3.828e33 / (4 pi 9.5214e50) = 3.1994e-19 per L_sun.
+  // 10 Mpc: F = L_sun / (4 pi (10 Mpc)^2) = 3.828e33 / (4 pi 9.5214e50) = 3.1994e-19 per L_sun,
+  // 31.994 in the default unit of 1e-20 erg/s/cm2/A.
   const Cube out =
       run_stage({{"stage", "flux"}, {"params", {{"luminosity_distance_mpc", 10.0}}}}, in, obs);
-  CHECK(out.at(1, 1, 0) / in.at(1, 1, 0) == Approx(3.19937e-19).epsilon(1e-5));
+  CHECK(out.at(1, 1, 0) / in.at(1, 1, 0) == Approx(3.19937e-19 / 1e-20).epsilon(1e-5));
 }
 
 // ----------------------------------------------------------------------------------------- psf
@@ -501,7 +503,9 @@ TEST_CASE("post stages: parameter errors name the key path", "[post]") {
   CHECK_THAT(with(json::parse(R"({"stage": "lsf", "params": {"fwhm_angstrom": 0}})")),
              Catch::StartsWith("stages[3].params.fwhm_angstrom: expected a number > 0"));
   CHECK_THAT(with(json::parse(R"({"stage": "flux", "params": {"unit_scale": 0}})")),
-             Catch::StartsWith("stages[3].params.unit_scale: expected a number > 0"));
+             Catch::StartsWith("stages[3].params.unit_scale: expected a power of ten"));
+  CHECK_THAT(with(json::parse(R"({"stage": "flux", "params": {"unit_scale": 2e-20}})")),
+             Catch::StartsWith("stages[3].params.unit_scale: expected a power of ten"));
   CHECK_THAT(
       with(json::parse(R"({"stage": "flux", "params": {"luminosity_distance_mpc": "far"}})")),
       Catch::StartsWith("stages[3].params.luminosity_distance_mpc: expected a finite number"));
@@ -540,6 +544,52 @@ TEST_CASE("post stages: the whole chain flux, psf, lsf, noise", "[post]") {
   CHECK(state.cube->at(3, 17, 100) < 0.5 * 1.0e6 * 1.1 * factor);  // spread by the PSF
   stages.back()->run(state);
   CHECK(state.cube->variance.size() == state.cube->data.size());
-  CHECK(state.cube->unit == "1e-20 erg/s/cm2/Angstrom");
+  CHECK(state.cube->unit == "10**(-20)*erg/(s*cm**2*Angstrom)");
   require_finite(*state.cube);
+}
+
+// ------------------------------------------------------------------------------- aperture_mask
+
+TEST_CASE("aperture_mask: NaN outside a circular aperture, kept by noise, refused by psf and lsf",
+          "[post]") {
+  // 12 x 12 spaxels of 1 kpc seen through a circle of diameter 12 kpc: 112 spaxels have their
+  // centre inside (the 32 beyond it, 8 in each corner, become NaN).
+  Cube cube = make_cube(12, 12, 20, [](int ix, int iy, int k) { return 100.0 + ix + iy + k; });
+  SpaxelGrid grid;
+  grid.n_side = 12;
+  grid.spaxel_size_kpc = 1.0;
+  grid.aperture = static_cast<int>(ApertureShape::circular);
+  grid.aperture_kpc = 12.0;
+  std::map<std::string, SkyMap> maps;
+  maps["velocity_light_kms"] = {"km/s", "", std::vector<double>(144, 7.0)};
+  const Cube original = cube;
+  apply_aperture_mask(grid, cube, maps);
+  std::size_t masked = 0;
+  for (int iy = 0; iy < 12; ++iy)
+    for (int ix = 0; ix < 12; ++ix) {
+      const double x = ix + 0.5 - 6, y = iy + 0.5 - 6;
+      const bool inside = x * x + y * y <= 36.0;
+      masked += !inside;
+      const double map_value = maps["velocity_light_kms"].values[iy * 12 + ix];
+      CHECK((inside ? map_value == 7.0 : std::isnan(map_value)));
+      for (int k = 0; k < 20; ++k)
+        CHECK((inside ? cube.at(ix, iy, k) == original.at(ix, iy, k)
+                      : std::isnan(cube.at(ix, iy, k))));
+    }
+  CHECK(masked == 32);
+
+  // Noise: NaN stays NaN (data and variance), the rest gets finite noise.
+  const Cube noisy =
+      run_stage({{"stage", "noise"}, {"params", {{"snr", 10}}}}, cube, observation(0.03));
+  for (std::size_t i = 0; i < noisy.data.size(); ++i) {
+    CHECK(std::isnan(noisy.data[i]) == std::isnan(cube.data[i]));
+    CHECK(std::isnan(noisy.variance[i]) == std::isnan(cube.data[i]));
+  }
+  // A convolution after the mask would spread the NaN: refused, naming the order.
+  for (const char* stage : {"psf", "lsf"}) {
+    nlohmann::json params = {{"fwhm_arcsec", 0.8}};
+    if (std::string(stage) == "lsf") params = {{"fwhm_angstrom", 3.0}};
+    CHECK_THROWS_WITH(run_stage({{"stage", stage}, {"params", params}}, cube, observation(0.03)),
+                      Catch::Contains("put aperture_mask after psf and lsf"));
+  }
 }

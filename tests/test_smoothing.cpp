@@ -239,10 +239,11 @@ TEST_CASE("smoothing: a kernel crossing the field edge loses exactly its outside
         image.data.size() * kEps * mass + 100 * quantum);
 }
 
-TEST_CASE("smoothing: circular and hexagonal apertures keep the kernel's share on their spaxels",
+TEST_CASE("apertures: light lands on the whole grid; aperture_mask blanks what is outside",
           "[smoothing]") {
   // 20 x 0.5 kpc ([-5, 5)^2) seen through an aperture of diameter 10 kpc; the kernel of a star
-  // near the rim reaches spaxels whose centres are outside, and that share is lost.
+  // near the rim reaches spaxels whose centres are outside: it is deposited there, and the
+  // aperture mask then makes those spaxels NaN, so the aperture keeps the kernel's share.
   const double r = 5.0;
   auto in_circle = [&](double x, double y) { return x * x + y * y <= r * r; };
   auto in_hexagon = [&](double x, double y) {
@@ -274,12 +275,14 @@ TEST_CASE("smoothing: circular and hexagonal apertures keep the kernel's share o
                   axis_fraction(-5 + 0.5 * lo, -5 + 0.5 * (hi + 1), y, sigma);
     }
     const auto w = footprint_of(grid, x, y, sigma);
-    CHECK(expected < 0.95);  // the rim cuts the kernel
-    CHECK(std::abs(total(w) - expected) <= 1e-12);
+    CHECK(expected < 0.95);                    // the rim cuts the kernel
+    CHECK(std::abs(total(w) - 1.0) <= 1e-12);  // but the grid holds all of it
+    std::size_t outside_aperture = 0;
     for (const auto& [s, v] : w) {
       const double cx = -5 + 0.5 * (s % 20 + 0.5), cy = -5 + 0.5 * (s / 20 + 0.5);
-      CHECK((shape == 1 ? in_circle(cx, cy) : in_hexagon(cx, cy)));
+      outside_aperture += !(shape == 1 ? in_circle(cx, cy) : in_hexagon(cx, cy));
     }
+    CHECK(outside_aperture > 0);
 
     // Through the aperture stage: the telescope's circle, 1 kpc per arcsec.
     auto mesh = make_mesh(Backend::cpu, 1);
@@ -300,8 +303,22 @@ TEST_CASE("smoothing: circular and hexagonal apertures keep the kernel's share o
     make_stage("mass_image", nlohmann::json::object(), "p", {})->run(state);
     make_stage("psum", nlohmann::json::object(), "p", {})->run(state);
     const double quantum = FixedPointScale::for_bound(mass, "test sums").quantum();
-    CHECK(std::abs(sum_of(*state.cube) - mass * expected) <=
-          state.cube->data.size() * kEps * mass + 0.5 * w.size() * quantum);
+    const double tolerance = state.cube->data.size() * kEps * mass + 0.5 * w.size() * quantum;
+    CHECK(std::abs(sum_of(*state.cube) - mass) <= tolerance);
+    make_stage("aperture_mask", nlohmann::json::object(), "p", {})->run(state);
+    double inside = 0;
+    for (int iy = 0; iy < 20; ++iy)
+      for (int ix = 0; ix < 20; ++ix) {
+        const double v = state.cube->at(ix, iy, 0);
+        const double cx = -5 + 0.5 * (ix + 0.5), cy = -5 + 0.5 * (iy + 0.5);
+        if (shape == 1 ? in_circle(cx, cy) : in_hexagon(cx, cy)) {
+          REQUIRE(std::isfinite(v));
+          inside += v;
+        } else {
+          REQUIRE(std::isnan(v));
+        }
+      }
+    CHECK(std::abs(inside - mass * expected) <= tolerance);
   }
 }
 

@@ -55,7 +55,7 @@ SpectraRun run_spectra(int n_devices, const test::HostStars& host,
   out.spaxel_index = state.data.stars.spaxel_index.to_host();
   reduce_partials(state);
   out.cube = std::move(*state.cube);
-  out.maps = std::move(state.maps);
+  out.maps = test::map_values(std::move(state.maps));
   return out;
 }
 

@@ -20,7 +20,7 @@ namespace ifusim {
 namespace {
 
 constexpr double kDeg = std::numbers::pi / 180.0;
-constexpr std::size_t kChunkElements = std::size_t{1} << 22;  // transpose buffer, 16 MiB of float
+constexpr std::size_t kChunkElements = std::size_t{1} << 22;  // transpose buffer, 32 MiB
 
 std::string fits_message(int status) {
   char text[FLEN_STATUS] = {0};
@@ -109,6 +109,10 @@ class Writer {
     fits_write_key_dbl(f_, key, value, -17, comment, &status_);
     check(status_, file_, std::string("cannot write keyword ") + key);
   }
+  void comment(const std::string& text) {
+    fits_write_comment(f_, text.c_str(), &status_);
+    check(status_, file_, "cannot write a COMMENT");
+  }
   void lng(const char* key, long value, const char* comment) {
     fits_write_key_lng(f_, key, value, comment, &status_);
     check(status_, file_, std::string("cannot write keyword ") + key);
@@ -120,7 +124,8 @@ class Writer {
   int status_ = 0;
 };
 
-void write_wcs(Writer& w, const Cube& cube) {
+// The celestial axes (1, 2) and, for a cube (naxis 3), the wavelength axis.
+void write_wcs(Writer& w, const Cube& cube, int naxis) {
   const auto& a = cube.axes;
   const auto& s = cube.shape;
   // The tangent point is the cube's centre: between the two middle pixels for an even count.
@@ -136,6 +141,7 @@ void write_wcs(Writer& w, const Cube& cube) {
   w.dbl("CDELT1", -a.spaxel_arcsec / 3600.0, "[deg] spaxel size, RA decreasing with x");
   w.dbl("CDELT2", a.spaxel_arcsec / 3600.0, "[deg] spaxel size");
   w.str("RADESYS", "ICRS", "");
+  if (naxis < 3) return;
   const bool air = a.wavelength_medium == "air";
   w.str("CTYPE3", air ? "AWAV" : "WAVE", air ? "wavelength in air" : "wavelength in vacuum");
   w.str("CUNIT3", "Angstrom", "");
@@ -152,28 +158,48 @@ void write_image(fitsfile* f, const std::string& file, const Cube& cube,
   const auto& s = cube.shape;
   long naxes[3] = {s.nx, s.ny, s.n_wave};
   int status = 0;
-  fits_create_img(f, FLOAT_IMG, 3, naxes, &status);
+  const bool single = fits_in_float32(values);
+  fits_create_img(f, single ? FLOAT_IMG : DOUBLE_IMG, 3, naxes, &status);
   check(status, file, std::string("cannot create extension ") + extname);
   Writer w(f, file);
   w.str("EXTNAME", extname, description);
   if (!unit.empty()) w.str("BUNIT", unit, "");
-  write_wcs(w, cube);
+  write_wcs(w, cube, 3);
 
   const std::size_t n_spaxels = s.n_spaxels();
   const std::size_t planes = std::clamp<std::size_t>(kChunkElements / n_spaxels, 1, s.n_wave);
-  std::vector<float> buffer(planes * n_spaxels);
+  // Doubles go to cfitsio, which converts them to the image's type.
+  std::vector<double> buffer(planes * n_spaxels);
   for (int k0 = 0; k0 < s.n_wave; k0 += static_cast<int>(planes)) {
     const int k1 = std::min<int>(s.n_wave, k0 + static_cast<int>(planes));
     for (std::size_t sp = 0; sp < n_spaxels; ++sp) {
       const double* spectrum = values.data() + sp * s.n_wave;
       for (int k = k0; k < k1; ++k)
-        buffer[static_cast<std::size_t>(k - k0) * n_spaxels + sp] = static_cast<float>(spectrum[k]);
+        buffer[static_cast<std::size_t>(k - k0) * n_spaxels + sp] = spectrum[k];
     }
     long first[3] = {1, 1, k0 + 1};
-    fits_write_pix(f, TFLOAT, first, static_cast<LONGLONG>((k1 - k0) * n_spaxels), buffer.data(),
+    fits_write_pix(f, TDOUBLE, first, static_cast<LONGLONG>((k1 - k0) * n_spaxels), buffer.data(),
                    &status);
     check(status, file, std::string("cannot write the pixels of ") + extname);
   }
+}
+
+// A map as a 2-D image extension (NAXIS1 = x, NAXIS2 = y) with the cube's celestial WCS.
+void write_map(fitsfile* f, const std::string& file, const Cube& cube, const std::string& extname,
+               const SkyMap& map) {
+  long naxes[2] = {cube.shape.nx, cube.shape.ny};
+  int status = 0;
+  fits_create_img(f, fits_in_float32(map.values) ? FLOAT_IMG : DOUBLE_IMG, 2, naxes, &status);
+  check(status, file, "cannot create extension " + extname);
+  Writer w(f, file);
+  w.str("EXTNAME", extname, "");
+  w.comment(map.description);
+  if (!map.unit.empty()) w.str("BUNIT", map.unit, "");
+  write_wcs(w, cube, 2);
+  long first[2] = {1, 1};
+  fits_write_pix(f, TDOUBLE, first, static_cast<LONGLONG>(map.values.size()),
+                 const_cast<double*>(map.values.data()), &status);
+  check(status, file, "cannot write the pixels of " + extname);
 }
 
 // Optional keyword: false when absent, InputError when present but not a number.
@@ -264,6 +290,46 @@ void read_image(fitsfile* f, const std::string& file, const CubeShape& s, const 
   }
 }
 
+// Every named 2-D image extension: a map of the field (its name in lower case).
+void read_maps(fitsfile* f, const std::string& file, Cube& cube) {
+  int status = 0, n_hdus = 0;
+  fits_get_num_hdus(f, &n_hdus, &status);
+  check(status, file, "cannot count the HDUs");
+  for (int i = 2; i <= n_hdus; ++i) {
+    int type = 0, naxis = 0;
+    fits_movabs_hdu(f, i, &type, &status);
+    check(status, file, "cannot open HDU " + std::to_string(i));
+    fits_get_img_dim(f, &naxis, &status);
+    std::string extname;
+    if (type != IMAGE_HDU || naxis != 2 || !read_string(f, file, "EXTNAME", extname)) continue;
+    long naxes[2] = {0, 0};
+    fits_get_img_size(f, 2, naxes, &status);
+    check(status, file, "cannot read the image size of " + extname);
+    if (naxes[0] != cube.shape.nx || naxes[1] != cube.shape.ny)
+      throw InputError(file + ": extension " + extname + " should be a " +
+                       std::to_string(cube.shape.nx) + " x " + std::to_string(cube.shape.ny) +
+                       " map of the cube's field");
+    std::string name = extname;
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    SkyMap& map = cube.maps[name];
+    read_string(f, file, "BUNIT", map.unit);
+    int n_keys = 0;
+    fits_get_hdrspace(f, &n_keys, nullptr, &status);
+    for (int k = 1; k <= n_keys && status == 0; ++k) {
+      char key[FLEN_KEYWORD] = {0}, value[FLEN_VALUE] = {0}, comment[FLEN_COMMENT] = {0};
+      fits_read_keyn(f, k, key, value, comment, &status);
+      if (std::strcmp(key, "COMMENT") == 0) map.description += comment;
+    }
+    check(status, file, "cannot read the header of " + extname);
+    map.values.assign(cube.shape.n_spaxels(), 0.0);
+    long first[2] = {1, 1};
+    int any_null = 0;
+    fits_read_pix(f, TDOUBLE, first, static_cast<LONGLONG>(map.values.size()), nullptr,
+                  map.values.data(), &any_null, &status);
+    check(status, file, "cannot read the pixels of " + extname);
+  }
+}
+
 }  // namespace
 
 void write_cube_fits(const Cube& cube, const std::string& path) {
@@ -299,6 +365,7 @@ void write_cube_fits(const Cube& cube, const std::string& path) {
     if (!cube.variance.empty())
       write_image(raw, path, cube, cube.variance, "STAT", squared_unit(cube.unit),
                   "variance of DATA");
+    for (const auto& [name, map] : cube.maps) write_map(raw, path, cube, upper(name), map);
 
     FitsPtr::pointer released = f.release();
     fits_close_file(released, &status);
@@ -438,6 +505,7 @@ Cube read_cube_fits(const std::string& path) {
     check(status, path, "cannot open extension STAT");
     read_image(raw, path, cube.shape, "STAT", cube.variance);
   }
+  read_maps(raw, path, cube);
   try {
     validate_cube(cube, path);
   } catch (const std::invalid_argument& e) {

@@ -13,15 +13,24 @@ namespace {
 constexpr const char* kFormat = "ifusim cube";
 constexpr int kFormatVersion = 1;
 
-// Spaxel-major doubles -> (n_wave, ny, nx) float32.
-std::vector<float> to_wave_major(const CubeShape& s, const std::vector<double>& values) {
-  std::vector<float> out(s.n_voxels());
+// Spaxel-major doubles -> (n_wave, ny, nx).
+template <class T>
+std::vector<T> to_wave_major(const CubeShape& s, const std::vector<double>& values) {
+  std::vector<T> out(s.n_voxels());
   const std::size_t n_spaxels = s.n_spaxels();
   for (std::size_t sp = 0; sp < n_spaxels; ++sp)
     for (int k = 0; k < s.n_wave; ++k)
-      out[static_cast<std::size_t>(k) * n_spaxels + sp] =
-          static_cast<float>(values[sp * s.n_wave + k]);
+      out[static_cast<std::size_t>(k) * n_spaxels + sp] = static_cast<T>(values[sp * s.n_wave + k]);
   return out;
+}
+
+// float32 where it holds every value (fits_in_float32), else float64.
+void write_voxels(const h5::File& f, const std::string& dataset, const CubeShape& s,
+                  const std::vector<double>& values, const std::vector<hsize_t>& dims) {
+  if (fits_in_float32(values))
+    f.write<float>(dataset, to_wave_major<float>(s, values), dims);
+  else
+    f.write<double>(dataset, to_wave_major<double>(s, values), dims);
 }
 
 std::vector<double> from_wave_major(const CubeShape& s, const std::vector<double>& values) {
@@ -33,23 +42,26 @@ std::vector<double> from_wave_major(const CubeShape& s, const std::vector<double
   return out;
 }
 
-// FITS-style WCS of the array (axis 1 = x = the last HDF5 dimension), for readers that know it.
-void write_wcs_attributes(const h5::Location& f, const Cube& cube, const std::string& dataset) {
+// FITS-style WCS of the array (axis 1 = x = the last HDF5 dimension), for readers that know it:
+// the celestial axes, and the wavelength axis for a cube (naxis 3).
+void write_wcs_attributes(const h5::Location& f, const Cube& cube, const std::string& dataset,
+                          int naxis) {
   const auto& a = cube.axes;
   f.set_string_attribute("CTYPE1", "RA---TAN", dataset);
   f.set_string_attribute("CTYPE2", "DEC--TAN", dataset);
-  f.set_string_attribute("CTYPE3", a.wavelength_medium == "air" ? "AWAV" : "WAVE", dataset);
   f.set_string_attribute("CUNIT1", "deg", dataset);
   f.set_string_attribute("CUNIT2", "deg", dataset);
-  f.set_string_attribute("CUNIT3", "Angstrom", dataset);
   f.set_attribute<double>("CRPIX1", (cube.shape.nx + 1) / 2.0, dataset);
   f.set_attribute<double>("CRPIX2", (cube.shape.ny + 1) / 2.0, dataset);
-  f.set_attribute<double>("CRPIX3", 1.0, dataset);
   f.set_attribute<double>("CRVAL1", a.ra_deg, dataset);
   f.set_attribute<double>("CRVAL2", a.dec_deg, dataset);
-  f.set_attribute<double>("CRVAL3", a.wave_start_angstrom, dataset);
   f.set_attribute<double>("CDELT1", -a.spaxel_arcsec / 3600.0, dataset);
   f.set_attribute<double>("CDELT2", a.spaxel_arcsec / 3600.0, dataset);
+  if (naxis < 3) return;
+  f.set_string_attribute("CTYPE3", a.wavelength_medium == "air" ? "AWAV" : "WAVE", dataset);
+  f.set_string_attribute("CUNIT3", "Angstrom", dataset);
+  f.set_attribute<double>("CRPIX3", 1.0, dataset);
+  f.set_attribute<double>("CRVAL3", a.wave_start_angstrom, dataset);
   f.set_attribute<double>("CDELT3", a.wave_step_angstrom, dataset);
 }
 
@@ -77,18 +89,34 @@ void write_cube_hdf5(const Cube& cube, const std::string& path) {
     f.set_attribute<double>("ra_deg", cube.axes.ra_deg);
     f.set_attribute<double>("dec_deg", cube.axes.dec_deg);
 
-    f.write<float>("data", to_wave_major(s, cube.data), dims);
+    write_voxels(f, "data", s, cube.data, dims);
     f.set_string_attribute("unit", cube.unit, "data");
-    write_wcs_attributes(f, cube, "data");
+    write_wcs_attributes(f, cube, "data", 3);
     if (!cube.variance.empty()) {
-      f.write<float>("variance", to_wave_major(s, cube.variance), dims);
+      write_voxels(f, "variance", s, cube.variance, dims);
       f.set_string_attribute("unit", squared_unit(cube.unit), "variance");
-      write_wcs_attributes(f, cube, "variance");
+      write_wcs_attributes(f, cube, "variance", 3);
     }
     std::vector<double> wavelength(static_cast<std::size_t>(s.n_wave));
     for (int k = 0; k < s.n_wave; ++k) wavelength[k] = cube.axes.wavelength_angstrom(k);
     f.write<double>("wavelength_angstrom", wavelength, {static_cast<hsize_t>(s.n_wave)});
     f.set_string_attribute("medium", cube.axes.wavelength_medium, "wavelength_angstrom");
+
+    if (!cube.maps.empty()) {
+      const auto maps = f.create_group_ordered("maps");
+      const std::vector<hsize_t> map_dims = {static_cast<hsize_t>(s.ny),
+                                             static_cast<hsize_t>(s.nx)};
+      for (const auto& [name, map] : cube.maps) {
+        if (fits_in_float32(map.values))
+          maps.write<float>(name, std::vector<float>(map.values.begin(), map.values.end()),
+                            map_dims);
+        else
+          maps.write<double>(name, map.values, map_dims);
+        maps.set_string_attribute("unit", map.unit, name);
+        maps.set_string_attribute("description", map.description, name);
+        write_wcs_attributes(maps, cube, name, 2);
+      }
+    }
 
     const auto prov = f.create_group_ordered("provenance");
     for (const auto& [key, value] : cube.provenance) prov.set_string_attribute(key, value);
@@ -124,6 +152,19 @@ Cube read_cube_hdf5(const std::string& path) {
     if (f.shape("variance") != dims)
       throw InputError(f.describe("variance") + ": expected the shape of /data");
     cube.variance = from_wave_major(cube.shape, f.read<double>("variance"));
+  }
+  if (f.exists("maps")) {
+    const auto maps = f.group("maps");
+    for (const auto& name : maps.member_names()) {
+      if (maps.shape(name) != std::vector<hsize_t>{static_cast<hsize_t>(cube.shape.ny),
+                                                   static_cast<hsize_t>(cube.shape.nx)})
+        throw InputError(maps.describe(name) + ": expected a (ny, nx) map of the cube's field");
+      SkyMap& map = cube.maps[name];
+      map.unit = unit_attribute(maps, name);
+      if (maps.has_attribute("description", name))
+        map.description = maps.string_attribute("description", name);
+      map.values = maps.read<double>(name);
+    }
   }
   if (f.exists("provenance")) {
     const auto prov = f.group("provenance");

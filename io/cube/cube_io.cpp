@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <stdexcept>
 
@@ -90,12 +91,13 @@ std::string squared_unit(const std::string& unit) {
   std::vector<UnitFactor> factors;
   bool ok = true;
   char op = '*';
+  bool in_denominator = false;  // inside "/( ... )"
   std::string token;
   // Split at '*' (but not "**"), '/' and spaces, keeping parenthesised powers together.
   auto flush = [&] {
     if (token.empty()) return;
     UnitFactor f;
-    ok = ok && parse_factor(token, op, f);
+    ok = ok && parse_factor(token, in_denominator ? '/' : op, f);
     factors.push_back(f);
     token.clear();
     op = '*';
@@ -109,9 +111,15 @@ std::string squared_unit(const std::string& unit) {
       flush();
     } else if (c == '/') {
       flush();
+      ok = ok && !in_denominator;  // "a/(b/c)": outside the grammar
       op = '/';
+    } else if (c == '(' && token.empty() && op == '/' && !in_denominator) {
+      in_denominator = true;  // "a/(b*c)": every factor up to ')' divides
+    } else if (c == ')' && in_denominator) {
+      flush();
+      in_denominator = false;
     } else if (c == '(') {
-      // Only as a power's parentheses, "**(-20)".
+      // Otherwise only as a power's parentheses, "**(-20)".
       const std::size_t close = unit.find(')', i);
       if (!ends_with(token, "**") || close == std::string::npos) {
         ok = false;
@@ -124,20 +132,38 @@ std::string squared_unit(const std::string& unit) {
     }
   }
   flush();
-  if (!ok || factors.empty()) return "(" + unit + ")**2";
-  std::string out;
-  for (std::size_t i = 0; i < factors.size(); ++i) {
-    const auto& f = factors[i];
-    if (i > 0) out += f.op;
+  if (!ok || in_denominator || factors.empty() || factors.front().op == '/')
+    return "(" + unit + ")**2";
+  // Written in the FITS standard's form with a single solidus (section 4.3 of FITS 4.0, which
+  // astropy's FITS format parses without warning): numerator, then the denominator grouped.
+  auto power = [](const UnitFactor& f) {
     const long p = 2 * f.power;
     // Appended piece by piece: GCC 12 misreports a temporary concatenation here (-Wrestrict).
-    out += f.name;
+    std::string out = f.name;
     out += "**";
     if (p < 0) out += '(';
     out += std::to_string(p);
     if (p < 0) out += ')';
+    return out;
+  };
+  std::string numerator, denominator;
+  std::size_t n_denominator = 0;
+  for (const auto& f : factors) {
+    std::string& side = f.op == '/' ? denominator : numerator;
+    if (!side.empty()) side += '*';
+    side += power(f);
+    n_denominator += f.op == '/';
   }
-  return out;
+  if (n_denominator == 0) return numerator;
+  return numerator + (n_denominator == 1 ? "/" + denominator : "/(" + denominator + ")");
+}
+
+bool fits_in_float32(const std::vector<double>& values) {
+  constexpr double lo = std::numeric_limits<float>::min(), hi = std::numeric_limits<float>::max();
+  return std::all_of(values.begin(), values.end(), [&](double v) {
+    const double a = std::abs(v);
+    return std::isnan(v) || a == 0.0 || (a >= lo && a <= hi);
+  });
 }
 
 void validate_cube(const Cube& cube, const std::string& what) {
@@ -164,6 +190,21 @@ void validate_cube(const Cube& cube, const std::string& what) {
       std::abs(cube.axes.dec_deg) > 90)
     fail("RA/Dec of the centre must be finite with |Dec| <= 90 deg");
   std::set<std::string> keys;
+  for (const auto& [name, map] : cube.maps) {
+    // The FITS EXTNAME is the name in upper case: a short identifier keeps it a plain card.
+    const bool identifier =
+        !name.empty() && name.size() <= 48 && std::all_of(name.begin(), name.end(), [](char c) {
+          return std::islower(static_cast<unsigned char>(c)) ||
+                 std::isdigit(static_cast<unsigned char>(c)) || c == '_';
+        });
+    if (!identifier)
+      fail("map name \"" + name + "\" should be 1 to 48 lower-case letters, digits or '_'");
+    if (map.values.size() != s.n_spaxels())
+      fail("map \"" + name + "\" has " + std::to_string(map.values.size()) +
+           " values, the field has " + std::to_string(s.n_spaxels()) + " spaxels");
+    if (name == "data" || name == "stat")
+      fail("map name \"" + name + "\" is taken by the cube's own extension");
+  }
   for (const auto& [k, v] : cube.provenance) {
     if (k.empty()) fail("empty provenance key");
     if (!keys.insert(k).second) fail("provenance key \"" + k + "\" appears twice");

@@ -1,7 +1,8 @@
 #pragma once
 // Reading and writing reduced cubes (data/datacube.h) as FITS and HDF5 files. The layouts are
 // described in docs/outputs.md. Writers write to "<path>.tmp" and rename it at the end, so a
-// failed write leaves no file behind; data and variance are stored as float32.
+// failed write leaves no file behind; data and variance are stored as float32 where that holds
+// them (fits_in_float32), else as float64.
 #include <string>
 
 #include "data/datacube.h"
@@ -26,10 +27,16 @@ Cube read_cube_hdf5(const std::string& path);
 void write_cube(const Cube& cube, const std::string& path);
 Cube read_cube(const std::string& path);
 
-// The unit of a variance: `unit` squared, written so that astropy.units parses it
-// ("10**(-20)*erg/s/cm**2/Angstrom" -> "10**(-40)*erg**2/s**2/cm**4/Angstrom**2"). Units outside
-// the simple product/quotient grammar come back as "(unit)**2". Empty stays empty.
+// The unit of a variance: `unit` squared, in the FITS form with one solidus that astropy.units
+// parses without warning ("10**(-20)*erg/(s*cm**2*Angstrom)" and "10**(-20)*erg/s/cm**2/Angstrom"
+// -> "10**(-40)*erg**2/(s**2*cm**4*Angstrom**2)"). Units outside the product/quotient grammar
+// come back as "(unit)**2". Empty stays empty.
 std::string squared_unit(const std::string& unit);
+
+// Whether float32 holds every value without overflow or underflow: each is NaN, zero, or of a
+// magnitude in float32's normal range. A variance in the square of a unit of 1 erg/s/cm2/A
+// (~1e-40) would underflow, so such an array is written as float64 instead.
+bool fits_in_float32(const std::vector<double>& values);
 
 // Checks a cube before it is written: sizes of data/variance against the shape, a positive
 // spaxel size and wavelength step, a known medium, unique provenance keys. Throws

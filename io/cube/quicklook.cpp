@@ -276,7 +276,7 @@ std::vector<double> white_light_image(const Cube& cube) {
   for (std::size_t sp = 0; sp < s.n_spaxels(); ++sp) {
     double sum = 0;
     for (int k = 0; k < s.n_wave; ++k) sum += cube.data[sp * s.n_wave + k];
-    image[sp] = sum * cube.axes.wave_step_angstrom;
+    image[sp] = sum / s.n_wave;
   }
   return image;
 }
@@ -285,7 +285,8 @@ std::vector<double> integrated_spectrum(const Cube& cube) {
   const auto& s = cube.shape;
   std::vector<double> spectrum(static_cast<std::size_t>(s.n_wave), 0.0);
   for (std::size_t sp = 0; sp < s.n_spaxels(); ++sp)
-    for (int k = 0; k < s.n_wave; ++k) spectrum[k] += cube.data[sp * s.n_wave + k];
+    for (int k = 0; k < s.n_wave; ++k)
+      if (const double v = cube.data[sp * s.n_wave + k]; !std::isnan(v)) spectrum[k] += v;
   return spectrum;
 }
 

@@ -35,9 +35,11 @@ void write_spectrum_png(const std::string& path, const std::vector<double>& wave
                         const std::vector<double>& flux, const std::string& x_label,
                         const std::string& y_label, const std::string& title);
 
-// Sum over wavelength times the step (flux density -> flux per spaxel): ny * nx, y outer.
+// The mean over the band of each spaxel's flux density (in the cube's unit): ny * nx, y outer;
+// NaN for a spaxel outside the aperture.
 std::vector<double> white_light_image(const Cube& cube);
-// Sum over all spaxels, per wavelength pixel: n_wave values.
+// Sum over the spaxels inside the aperture (the others are NaN), per wavelength pixel: n_wave
+// values.
 std::vector<double> integrated_spectrum(const Cube& cube);
 // The centres of the cube's wavelength pixels in Angstrom.
 std::vector<double> wavelength_angstrom(const Cube& cube);

@@ -4,15 +4,16 @@
 
 #include <cmath>
 #include <numbers>
-#include <sstream>
 #include <stdexcept>
 
 namespace ifusim {
 
 FluxParams FluxParams::from_json(JsonParams p) {
   FluxParams out;
-  out.unit_scale = p.number("unit_scale", 1.0);
-  p.require(out.unit_scale > 0.0, "unit_scale", "a number > 0 (e.g. 1e-20)", out.unit_scale);
+  out.unit_scale = p.number("unit_scale", out.unit_scale);
+  p.require(power_of_ten(out.unit_scale).has_value(), "unit_scale",
+            "a power of ten from 1e-99 to 1e99 (FITS units allow no other factor; e.g. 1e-20)",
+            out.unit_scale);
   if (p.has("luminosity_distance_mpc")) {
     const double d = p.number("luminosity_distance_mpc");
     p.require(d > 0.0, "luminosity_distance_mpc", "a number > 0", d);
@@ -27,11 +28,18 @@ double flux_per_solar_luminosity(double luminosity_distance_mpc) {
   return kSolarLuminosityErgPerS / (4.0 * std::numbers::pi * d_cm * d_cm);
 }
 
-std::string flux_unit(double unit_scale) {
-  if (unit_scale == 1.0) return "erg/s/cm2/Angstrom";
-  std::ostringstream s;
-  s << unit_scale << " erg/s/cm2/Angstrom";
-  return s.str();
+std::optional<int> power_of_ten(double unit_scale) {
+  if (!(unit_scale > 0.0) || !std::isfinite(unit_scale)) return std::nullopt;
+  const double k = std::round(std::log10(unit_scale));
+  if (std::abs(k) > 99 || std::abs(unit_scale / std::pow(10.0, k) - 1.0) > 1e-12)
+    return std::nullopt;
+  return static_cast<int>(k);
+}
+
+std::string flux_unit(int power_of_ten) {
+  const std::string unit = "erg/(s*cm**2*Angstrom)";
+  if (power_of_ten == 0) return unit;
+  return "10**(" + std::to_string(power_of_ten) + ")*" + unit;
 }
 
 namespace {
@@ -68,7 +76,7 @@ class FluxStage final : public Stage {
     const long long nv = static_cast<long long>(cube.variance.size());
 #pragma omp parallel for schedule(static)
     for (long long i = 0; i < nv; ++i) cube.variance[i] *= factor * factor;
-    cube.unit = flux_unit(params_.unit_scale);
+    cube.unit = flux_unit(*power_of_ten(params_.unit_scale));
   }
 
  private:

@@ -1,7 +1,8 @@
 #pragma once
 // flux: the cube's luminosity density per observed-frame Angstrom (L_sun / A) becomes the
-// observed flux density F_lambda = L_lambda,obs / (4 pi D_L^2) in erg / s / cm^2 / A, optionally
-// in units of `unit_scale` (1e-20 gives MUSE's 1e-20 erg / s / cm^2 / A).
+// observed flux density F_lambda = L_lambda,obs / (4 pi D_L^2) in erg / s / cm^2 / A, in units of
+// `unit_scale`, a power of ten (default 1e-20, MUSE's unit: values of order 1 to 1e4 for a galaxy,
+// whose squares, the variance, stay far from float32's underflow).
 //
 // Why no further (1 + z): for a source at luminosity distance D_L, Hogg (1999,
 // astro-ph/9905116, section 7) gives the observed flux density per unit wavelength as
@@ -32,7 +33,7 @@ inline constexpr double kSolarLuminosityErgPerS = 3.828e33;
 inline constexpr double kCmPerMpc = 3.0856775814913673e24;
 
 struct FluxParams {
-  double unit_scale = 1.0;                        // the cube holds F_lambda / unit_scale
+  double unit_scale = 1e-20;                      // the cube holds F_lambda / unit_scale
   std::optional<double> luminosity_distance_mpc;  // overrides the observation's D_L
   static FluxParams from_json(JsonParams params);
 };
@@ -40,9 +41,14 @@ struct FluxParams {
 // erg / s / cm^2 / A per (L_sun / A) at that luminosity distance: L_sun / (4 pi D_L^2).
 double flux_per_solar_luminosity(double luminosity_distance_mpc);
 
-// BUNIT-style unit of a flux cube stored in units of `unit_scale`:
-// "erg/s/cm2/Angstrom" or e.g. "1e-20 erg/s/cm2/Angstrom".
-std::string flux_unit(double unit_scale);
+// The FITS standard's form (FITS 4.0, section 4.3: a power of ten, then one solidus) of the unit
+// of a flux cube in units of `unit_scale` = 10^k: "10**(-20)*erg/(s*cm**2*Angstrom)", or
+// "erg/(s*cm**2*Angstrom)" for k = 0. MUSE writes "10**(-20)*erg/s/cm**2/Angstrom", which
+// astropy's FITS format parses with a warning about its several solidi; this form parses cleanly.
+std::string flux_unit(int power_of_ten);
+
+// k when `unit_scale` is 10^k for an integer k in [-99, 99] (to 1e-12), else nothing.
+std::optional<int> power_of_ten(double unit_scale);
 
 std::unique_ptr<Stage> make_flux_stage(const nlohmann::json& params, const std::string& path);
 

@@ -45,13 +45,14 @@ class LsfStage final : public Stage {
   std::vector<std::string> needs() const override { return {"cube"}; }
   std::vector<std::string> provides() const override { return {"cube_lsf"}; }
   std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
-    return {{"convolved cube (double, host; with the cube)", c.n_voxels() * sizeof(double), false,
-             ""}};
+    return {
+        {"convolved cube (double, host; with the cube)", c.n_voxels() * sizeof(double), false, ""}};
   }
 
   void run(RunState& state) const override {
     if (!state.cube) throw std::logic_error("lsf: no cube (psum must run first)");
     Cube& cube = *state.cube;
+    refuse_masked_cube(cube, "lsf (" + path_ + ")");
     const Observation& obs = state.observation;
     const double tel = params_.fwhm_angstrom.value_or(obs.telescope_lsf_fwhm_angstrom);
     const double lib = params_.template_fwhm_angstrom.value_or(obs.template_fwhm_angstrom);

@@ -71,7 +71,10 @@ double noise_reference_level(const Cube& cube, double threshold) {
     for (std::size_t k = 0; k < n_wave; ++k) sum += cube.data[s * n_wave + k];
     mean[s] = sum / static_cast<double>(n_wave);
   }
-  const double brightest = mean.empty() ? 0.0 : *std::max_element(mean.begin(), mean.end());
+  // Spaxels outside the aperture (NaN, see stages/aperture_mask) take no part.
+  double brightest = 0.0;
+  for (double m : mean)
+    if (m > brightest) brightest = m;
   if (!(brightest > 0.0)) return 0.0;
   std::vector<double> bright;
   for (double m : mean)
@@ -113,6 +116,10 @@ double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::ui
   const long long n = static_cast<long long>(cube.data.size());
 #pragma omp parallel for schedule(static)
   for (long long i = 0; i < n; ++i) {
+    if (std::isnan(cube.data[i])) {  // outside the aperture: no measurement, no variance
+      cube.variance[i] = cube.data[i];
+      continue;
+    }
     const double var = var_bg + std::max(cube.data[i], 0.0) * shot;
     cube.variance[i] = var;
     cube.data[i] += std::sqrt(var) * counter_normal(seed, static_cast<std::uint64_t>(i));

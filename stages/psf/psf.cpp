@@ -226,8 +226,8 @@ class PsfStage final : public Stage {
   std::vector<std::string> needs() const override { return {"cube"}; }
   std::vector<std::string> provides() const override { return {"cube_psf"}; }
   std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
-    return {{"convolved cube (double, host; with the cube)", c.n_voxels() * sizeof(double), false,
-             ""}};
+    return {
+        {"convolved cube (double, host; with the cube)", c.n_voxels() * sizeof(double), false, ""}};
   }
 
   void run(RunState& state) const override {
@@ -240,6 +240,7 @@ class PsfStage final : public Stage {
       throw ConfigError("psf (" + path_ +
                         "): the cube already has noise; put the noise stage "
                         "after psf (convolving noise would correlate it)");
+    refuse_masked_cube(*state.cube, "psf (" + path_ + ")");
     apply_psf(params_, spaxel_arcsec, *state.cube);
   }
 

@@ -23,18 +23,24 @@ void reduce_partials(RunState& state) {
 
 std::unique_ptr<PartialArray> cube_partial(ShardedArray<std::int64_t> sums, FixedPointScale scale,
                                            CubeShape shape, std::string unit) {
-  return std::make_unique<PartialArray>(
-      std::move(sums), scale, [shape, unit](RunState& s, std::vector<double> total) {
-        s.cube = Cube{};
-        s.cube->shape = shape;
-        s.cube->unit = unit;
-        s.cube->data = std::move(total);
-      });
+  return std::make_unique<PartialArray>(std::move(sums), scale,
+                                        [shape, unit](RunState& s, std::vector<double> total) {
+                                          s.cube = Cube{};
+                                          s.cube->shape = shape;
+                                          s.cube->unit = unit;
+                                          s.cube->data = std::move(total);
+                                        });
 }
 
-void velocity_moment_maps(const std::vector<double>& moments, std::vector<double>& mean_kms,
-                          std::vector<double>& dispersion_kms) {
+void velocity_moment_maps(const std::vector<double>& moments, const std::string& weighting,
+                          std::map<std::string, SkyMap>& maps) {
   const std::size_t n = moments.size() / 3;
+  SkyMap& mean = maps["velocity_" + weighting + "_kms"];
+  SkyMap& dispersion = maps["dispersion_" + weighting + "_kms"];
+  mean = {"km/s", weighting + "-weighted mean line-of-sight velocity of the stars", {}};
+  dispersion = {"km/s", weighting + "-weighted line-of-sight velocity dispersion of the stars", {}};
+  std::vector<double>& mean_kms = mean.values;
+  std::vector<double>& dispersion_kms = dispersion.values;
   mean_kms.assign(n, std::nan(""));
   dispersion_kms.assign(n, std::nan(""));
   for (std::size_t s = 0; s < n; ++s) {

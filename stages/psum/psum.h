@@ -20,9 +20,10 @@ void reduce_partials(RunState& state);
 std::unique_ptr<PartialArray> cube_partial(ShardedArray<std::int64_t> sums, FixedPointScale scale,
                                            CubeShape shape, std::string unit);
 
-// Mass- or light-weighted mean and dispersion of v per spaxel from the sums (w, w v, w v^2)
-// laid out as 3 values per spaxel; NaN where w <= 0.
-void velocity_moment_maps(const std::vector<double>& moments, std::vector<double>& mean_kms,
-                          std::vector<double>& dispersion_kms);
+// The `weighting`-weighted ("mass" or "light") mean and dispersion of v per spaxel, from the
+// sums (w, w v, w v^2) laid out as 3 values per spaxel, as maps "velocity_<weighting>_kms" and
+// "dispersion_<weighting>_kms"; NaN where w <= 0.
+void velocity_moment_maps(const std::vector<double>& moments, const std::string& weighting,
+                          std::map<std::string, SkyMap>& maps);
 
 }  // namespace ifusim

@@ -20,8 +20,8 @@
 //   arXiv:2106.05281). A particle fully inside the field gets weights summing to 1 (within
 //   rounding); one whose square crosses the field edge loses exactly the kernel's integral
 //   beyond the edge.
-// - A spaxel belongs to a circular or hexagonal aperture when its centre does
-//   (SpaxelGrid::spaxel_in_aperture); the weight a kernel puts on spaxels outside is lost.
+// - Light is deposited over the whole square grid whatever the aperture: the aperture_mask stage
+//   blanks the spaxels outside a circular or hexagonal aperture after the PSF.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -46,8 +46,7 @@ inline constexpr double kKernelTruncationSigmas = kSplineSupportPerSigma;
 
 // f(spaxel, weight) for every spaxel of `grid` that a Gaussian of width sigma_kpc centred on
 // (x_kpc, y_kpc), truncated to |dx|, |dy| <= kKernelTruncationSigmas sigma and renormalised
-// there, reaches inside the grid and the aperture. sigma_kpc <= 0 is a point: weight 1 in the
-// spaxel that holds it, if the aperture has that spaxel.
+// there, reaches inside the grid. sigma_kpc <= 0 is a point: weight 1 in the spaxel that holds it.
 template <class F>
 IFUSIM_HD void for_each_kernel_spaxel(const SpaxelGrid& grid, double x_kpc, double y_kpc,
                                       double sigma_kpc, F&& f) {
@@ -56,8 +55,7 @@ IFUSIM_HD void for_each_kernel_spaxel(const SpaxelGrid& grid, double x_kpc, doub
   if (!(sigma_kpc > 0.0)) {
     const double fx = (x_kpc + half) / d, fy = (y_kpc + half) / d;
     if (!(fx >= 0.0 && fy >= 0.0 && fx < n && fy < n)) return;
-    const int ix = static_cast<int>(fx), iy = static_cast<int>(fy);
-    if (grid.spaxel_in_aperture(ix, iy)) f(static_cast<std::int32_t>(iy * n + ix), 1.0);
+    f(static_cast<std::int32_t>(static_cast<int>(fy) * n + static_cast<int>(fx)), 1.0);
     return;
   }
   const double reach = kKernelTruncationSigmas * sigma_kpc;
@@ -88,8 +86,7 @@ IFUSIM_HD void for_each_kernel_spaxel(const SpaxelGrid& grid, double x_kpc, doub
       const double e_right = erf(((x_hi < right ? x_hi : right) - x_kpc) * per_kpc);
       const double wx = (e_right - e_left) * inv_norm;
       e_left = e_right;
-      if (wx > 0.0 && grid.spaxel_in_aperture(ix, iy))
-        f(static_cast<std::int32_t>(iy * n + ix), wx * wy);
+      if (wx > 0.0) f(static_cast<std::int32_t>(iy * n + ix), wx * wy);
     }
   }
 }
@@ -97,7 +94,7 @@ IFUSIM_HD void for_each_kernel_spaxel(const SpaxelGrid& grid, double x_kpc, doub
 // Per-device views of one particle set's footprint fields (trivially copyable: kernels receive
 // it by value).
 struct FootprintView {
-  const std::int32_t* spaxel_index = nullptr;  // -1 outside the field or the aperture
+  const std::int32_t* spaxel_index = nullptr;  // -1 outside the field
   SpaxelGrid grid;
   // With smoothing: sky positions and smoothing lengths (kpc); nullptr smoothing_length_kpc means
   // no smoothing (the particle's own spaxel_index).

@@ -15,7 +15,9 @@ enum class Smoothing { none = 0, kernel = 1 };
 // A square grid of n x n spaxels of side spaxel_size_kpc, centred on (0, 0), seen through an
 // aperture (square: the whole grid; circular: a disc of diameter aperture_kpc; hexagonal: a
 // regular hexagon, corner-to-corner width aperture_kpc, corners on the x axis, as an IFU fibre
-// bundle). Trivially copyable: kernels receive it by value.
+// bundle). Particles are deposited on the whole square grid, so that light from just outside the
+// aperture is blurred into it by the PSF as on the sky; the aperture_mask stage then blanks the
+// spaxels outside it (NaN), as a real cube does. Trivially copyable: kernels receive it by value.
 struct SpaxelGrid {
   int n_side = 1;
   double spaxel_size_kpc = 1.0;
@@ -35,19 +37,17 @@ struct SpaxelGrid {
     }
     return true;
   }
-  // Whether spaxel (ix, iy) belongs to the aperture: its centre is inside. Smoothed footprints
-  // use this (a kernel reaches whole spaxels); unsmoothed particles are tested at their position.
+  // Whether spaxel (ix, iy) belongs to the aperture: its centre is inside.
   IFUSIM_HD bool spaxel_in_aperture(int ix, int iy) const {
     const double x = (ix + 0.5) * spaxel_size_kpc - half_extent_kpc();
     const double y = (iy + 0.5) * spaxel_size_kpc - half_extent_kpc();
     return inside_aperture(x, y);
   }
-  // iy * n_side + ix, or -1 outside the grid or the aperture.
+  // iy * n_side + ix, or -1 outside the grid.
   IFUSIM_HD std::int32_t index_of(double x_kpc, double y_kpc) const {
     const double fx = (x_kpc + half_extent_kpc()) / spaxel_size_kpc;
     const double fy = (y_kpc + half_extent_kpc()) / spaxel_size_kpc;
     if (!(fx >= 0.0 && fy >= 0.0 && fx < n_side && fy < n_side)) return -1;
-    if (!inside_aperture(x_kpc, y_kpc)) return -1;
     return static_cast<std::int32_t>(fy) * n_side + static_cast<std::int32_t>(fx);
   }
 };

@@ -204,11 +204,10 @@ StarViews star_views(const Stars& stars, const SpaxelGrid& grid, const Device& d
 // Moments (w, w v, w v^2) per spaxel, reduced into two maps.
 std::unique_ptr<PartialArray> moment_maps(ShardedArray<std::int64_t> sums, FixedPointScale scale,
                                           std::string weighting) {
-  return std::make_unique<PartialArray>(
-      std::move(sums), scale, [weighting](RunState& s, std::vector<double> total) {
-        velocity_moment_maps(total, s.maps["velocity_" + weighting + "_kms"],
-                             s.maps["dispersion_" + weighting + "_kms"]);
-      });
+  return std::make_unique<PartialArray>(std::move(sums), scale,
+                                        [weighting](RunState& s, std::vector<double> total) {
+                                          velocity_moment_maps(total, weighting, s.maps);
+                                        });
 }
 
 // Everything a spectral run shares between its deposit and its reduction.
@@ -296,8 +295,7 @@ class BinnedSpectra final : public PartialResult {
         "{} non-zeros, {} dense and {} sparse blocks",
         storage_ == HistogramStorage::sparse ? "sparse" : "dense", tile_.velocity.n, tile_.dust.n,
         totals.populated_columns, totals.nonzeros, totals.dense_blocks, totals.sparse_blocks);
-    velocity_moment_maps(light_moments, state.maps["velocity_light_kms"],
-                         state.maps["dispersion_light_kms"]);
+    velocity_moment_maps(light_moments, "light", state.maps);
     state.cube = std::move(cube);
   }
 

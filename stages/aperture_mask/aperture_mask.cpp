@@ -1,0 +1,50 @@
+#include "stages/aperture_mask/aperture_mask.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "io/json_params.h"
+
+namespace ifusim {
+
+void apply_aperture_mask(const SpaxelGrid& grid, Cube& cube, std::map<std::string, SkyMap>& maps) {
+  const auto& s = cube.shape;
+  if (s.nx != grid.n_side || s.ny != grid.n_side)
+    throw std::logic_error("aperture_mask: the cube is not on the spaxel grid");
+  const double nan = std::nan("");
+  const std::size_t n_wave = static_cast<std::size_t>(s.n_wave);
+  for (int iy = 0; iy < s.ny; ++iy)
+    for (int ix = 0; ix < s.nx; ++ix) {
+      if (grid.spaxel_in_aperture(ix, iy)) continue;
+      const std::size_t spaxel = static_cast<std::size_t>(iy) * s.nx + ix;
+      for (auto* values : {&cube.data, &cube.variance})
+        if (!values->empty())
+          std::fill_n(values->begin() + static_cast<std::ptrdiff_t>(spaxel * n_wave), n_wave, nan);
+      for (auto& [name, map] : maps)
+        if (map.values.size() == s.n_spaxels()) map.values[spaxel] = nan;
+    }
+}
+
+namespace {
+
+class ApertureMaskStage final : public Stage {
+ public:
+  std::string name() const override { return "aperture_mask"; }
+  std::vector<std::string> needs() const override { return {"cube", "spaxels"}; }
+  std::vector<std::string> provides() const override { return {"cube_masked"}; }
+
+  void run(RunState& state) const override {
+    if (!state.cube) throw std::logic_error("aperture_mask: no cube (psum must run first)");
+    apply_aperture_mask(state.spaxel_grid, *state.cube, state.maps);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_aperture_mask_stage(const nlohmann::json& params,
+                                                const std::string& path) {
+  JsonParams(params, path).finish();  // no parameters: the aperture is the telescope's
+  return std::make_unique<ApertureMaskStage>();
+}
+
+}  // namespace ifusim
