@@ -164,6 +164,12 @@ TEST_CASE("bad configs fail before anything runs, naming the key, and leave no o
                     Catch::Contains("galaxy.redshift: expected an observed redshift in (0, 20)"));
   CHECK_THROWS_WITH(load_run_config(config, {"telescope=HUBBLE"}),
                     Catch::Contains("telescope: unknown telescope \"HUBBLE\""));
+  // A grid whose spaxel indices would overflow int32 (50000 spaxels a side, 2.5e9 spaxels).
+  CHECK_THROWS_WITH(load_run_config(config, {R"(telescope={"name": "huge", "fov_arcsec": 10000,
+                                "spaxel_arcsec": 0.2, "lsf_fwhm_angstrom": 2.5,
+                                "wavelength": {"start_angstrom": 5000, "end_angstrom": 5010,
+                                               "step_angstrom": 1}})"}),
+                    Catch::Contains("50000.000000 spaxels a side; at most 46340"));
   CHECK_THROWS_WITH(load_run_config(config, {"stages.dusty={}"}),
                     Catch::Contains("stages.dusty: the pipeline has no such stage"));
 

@@ -522,6 +522,12 @@ TEST_CASE("smoothing: parameters are validated with their key paths", "[smoothin
       make_stage("spaxel_grid", {{"n_spaxels", 4}, {"spaxel_size_kpc", 1}, {"smoothing", "gauss"}},
                  "stages[0].params", {}),
       Catch::Contains("stages[0].params.smoothing: expected one of"));
+  CHECK_THROWS_WITH(
+      make_stage("spaxel_grid", {{"n_spaxels", 46341}, {"spaxel_size_kpc", 1}}, "stages[0].params",
+                 {}),
+      Catch::Contains("stages[0].params.n_spaxels: expected an integer from 1 to 46340"));
+  CHECK_NOTHROW(make_stage("spaxel_grid", {{"n_spaxels", 46340}, {"spaxel_size_kpc", 1}},
+                           "stages[0].params", {}));
   CHECK_NOTHROW(make_stage("aperture", {{"smoothing", "none"}}, "stages.aperture", {}));
   CHECK_NOTHROW(make_stage("aperture", nlohmann::json::object(), "stages.aperture", {}));
 
