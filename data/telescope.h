@@ -1,8 +1,33 @@
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace ifusim {
+
+// A spectral resolution (FWHM in Angstrom) as a function of observed wavelength: linear between
+// tabulated points, constant beyond the first and the last. A single point is a constant (and a
+// plain number converts to one).
+struct ResolutionCurve {
+  std::vector<double> wavelength_angstrom = {0.0};  // strictly increasing
+  std::vector<double> fwhm_angstrom = {0.0};
+  ResolutionCurve() = default;
+  ResolutionCurve(double constant_fwhm_angstrom) : fwhm_angstrom{constant_fwhm_angstrom} {}
+  ResolutionCurve(std::vector<double> wavelength, std::vector<double> fwhm)
+      : wavelength_angstrom(std::move(wavelength)), fwhm_angstrom(std::move(fwhm)) {}
+  bool constant() const { return fwhm_angstrom.size() == 1; }
+  double min() const { return *std::min_element(fwhm_angstrom.begin(), fwhm_angstrom.end()); }
+  double at(double lambda_angstrom) const {
+    const auto& w = wavelength_angstrom;
+    if (constant() || lambda_angstrom <= w.front()) return fwhm_angstrom.front();
+    if (lambda_angstrom >= w.back()) return fwhm_angstrom.back();
+    const std::size_t i =
+        static_cast<std::size_t>(std::upper_bound(w.begin(), w.end(), lambda_angstrom) - w.begin());
+    const double t = (lambda_angstrom - w[i - 1]) / (w[i] - w[i - 1]);
+    return fwhm_angstrom[i - 1] + t * (fwhm_angstrom[i] - fwhm_angstrom[i - 1]);
+  }
+};
 
 enum class ApertureShape { square, circular, hexagonal };
 
@@ -18,9 +43,9 @@ struct Telescope {
   double wave_end_angstrom = 0.0;    // the grid stops before this (exclusive, as numpy.arange)
   double wave_step_angstrom = 0.0;
   std::string wavelength_medium = "air";
-  double lsf_fwhm_angstrom = 0.0;  // line-spread function (observed frame)
-  double psf_fwhm_arcsec = 0.0;    // typical seeing or diffraction limit, used when a run's PSF
-                                   // stage gives none
+  ResolutionCurve lsf_fwhm_angstrom;  // line-spread function (observed frame)
+  double psf_fwhm_arcsec = 0.0;       // typical seeing or diffraction limit, used when a run's PSF
+                                      // stage gives none
 
   // Spaxels per side: fov / spaxel, rounded when it is within 1e-6 of an integer, else up.
   int n_spaxels_side() const {

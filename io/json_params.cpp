@@ -94,10 +94,14 @@ std::string JsonParams::choice(const std::string& key, const std::vector<std::st
   fail(key, expected, &got);
 }
 
-std::vector<double> JsonParams::numbers(const std::string& key, std::size_t count) {
+std::vector<double> JsonParams::numbers(const std::string& key, std::size_t count,
+                                        std::size_t min_count) {
   const auto& v = raw(key);
-  const std::string expected = "an array of " + std::to_string(count) + " numbers";
-  if (!v.is_array() || v.size() != count) fail(key, expected, &v);
+  const std::string expected =
+      count > 0 ? "an array of " + std::to_string(count) + " numbers"
+                : "an array of at least " + std::to_string(min_count) + " numbers";
+  if (!v.is_array() || (count > 0 ? v.size() != count : v.size() < min_count))
+    fail(key, expected, &v);
   std::vector<double> out;
   for (const auto& x : v) {
     if (!x.is_number() || !std::isfinite(x.get<double>())) fail(key, expected, &v);

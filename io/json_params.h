@@ -31,7 +31,8 @@ class JsonParams {
   // A string that must be one of `choices`.
   std::string choice(const std::string& key, const std::vector<std::string>& choices,
                      std::optional<std::string> fallback = std::nullopt);
-  std::vector<double> numbers(const std::string& key, std::size_t count);
+  // An array of finite numbers: exactly `count` of them, or at least `min_count` when count is 0.
+  std::vector<double> numbers(const std::string& key, std::size_t count, std::size_t min_count = 0);
   JsonParams object(const std::string& key);  // a nested object (must exist)
   // A nested object, or an empty one (every key then takes its fallback) where the key is absent.
   JsonParams object_or_empty(const std::string& key);

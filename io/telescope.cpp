@@ -24,6 +24,31 @@ std::vector<std::string> telescope_preset_names() {
   return names;
 }
 
+namespace {
+
+// A number >= 0, or {"wavelength_angstrom": [...], "fwhm_angstrom": [...]}: at least two
+// points, wavelengths strictly increasing, FWHM > 0.
+ResolutionCurve parse_resolution(JsonParams& p, const std::string& key) {
+  if (!p.has(key) || !p.raw(key).is_object()) {
+    const double fwhm = p.number(key);
+    p.require(fwhm >= 0, key,
+              "a number >= 0 or {\"wavelength_angstrom\": [...], \"fwhm_angstrom\": [...]}", fwhm);
+    return ResolutionCurve(fwhm);
+  }
+  JsonParams table = p.object(key);
+  std::vector<double> wavelength = table.numbers("wavelength_angstrom", 0, 2);
+  std::vector<double> fwhm = table.numbers("fwhm_angstrom", wavelength.size());
+  for (std::size_t i = 0; i < wavelength.size(); ++i) {
+    table.require(wavelength[i] > (i ? wavelength[i - 1] : 0.0), "wavelength_angstrom",
+                  "wavelengths > 0, strictly increasing", table.raw("wavelength_angstrom"));
+    table.require(fwhm[i] > 0, "fwhm_angstrom", "FWHM values > 0", table.raw("fwhm_angstrom"));
+  }
+  table.finish();
+  return ResolutionCurve(std::move(wavelength), std::move(fwhm));
+}
+
+}  // namespace
+
 Telescope parse_telescope(const nlohmann::json& object, const std::string& path) {
   JsonParams p(object, path);
   Telescope t;
@@ -50,8 +75,7 @@ Telescope parse_telescope(const nlohmann::json& object, const std::string& path)
             "step_angstrom", "a step > 0 and smaller than the range", t.wave_step_angstrom);
   t.wavelength_medium = w.choice("medium", {"air", "vacuum"}, "air");
   w.finish();
-  t.lsf_fwhm_angstrom = p.number("lsf_fwhm_angstrom");
-  p.require(t.lsf_fwhm_angstrom >= 0, "lsf_fwhm_angstrom", "a number >= 0", t.lsf_fwhm_angstrom);
+  t.lsf_fwhm_angstrom = parse_resolution(p, "lsf_fwhm_angstrom");
   t.psf_fwhm_arcsec = p.number("psf_fwhm_arcsec", 0.0);
   p.require(t.psf_fwhm_arcsec >= 0, "psf_fwhm_arcsec", "a number >= 0", t.psf_fwhm_arcsec);
   p.finish();

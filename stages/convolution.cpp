@@ -45,13 +45,25 @@ Kernel1D gaussian_pixel_kernel(double sigma_pixels, double peak_fraction, int ma
 
 void convolve_axis_conserving(const std::vector<double>& in, std::vector<double>& out,
                               std::size_t outer, int n, std::size_t inner, const Kernel1D& kernel) {
+  convolve_axis_conserving(in, out, outer, n, inner, std::vector<Kernel1D>{kernel});
+}
+
+void convolve_axis_conserving(const std::vector<double>& in, std::vector<double>& out,
+                              std::size_t outer, int n, std::size_t inner,
+                              const std::vector<Kernel1D>& kernels) {
   const std::size_t total = outer * static_cast<std::size_t>(n) * inner;
   if (in.size() != total) throw std::logic_error("convolve_axis_conserving: size mismatch");
+  if (kernels.size() != 1 && kernels.size() != static_cast<std::size_t>(std::max(n, 0)))
+    throw std::logic_error("convolve_axis_conserving: one kernel, or one per source pixel");
   out.assign(total, 0.0);
   if (n <= 0 || total == 0) return;
+  auto kernel_of = [&](int j) -> const Kernel1D& { return kernels[kernels.size() == 1 ? 0 : j]; };
+  int reach = 0;  // the widest kernel bounds the sources a target can receive from
+  for (const auto& k : kernels) reach = std::max(reach, k.radius);
   // 1 / N(j): the in-range part of the kernel around each source pixel.
   std::vector<double> inv_norm(n);
   for (int j = 0; j < n; ++j) {
+    const Kernel1D& kernel = kernel_of(j);
     double norm = 0.0;
     for (int k = std::max(0, j - kernel.radius); k <= std::min(n - 1, j + kernel.radius); ++k)
       norm += kernel.at(k - j);
@@ -63,8 +75,9 @@ void convolve_axis_conserving(const std::vector<double>& in, std::vector<double>
     const std::size_t o = static_cast<std::size_t>(t / n);
     const int k = static_cast<int>(t % n);
     double* dst = out.data() + (o * n + k) * inner;
-    for (int j = std::max(0, k - kernel.radius); j <= std::min(n - 1, k + kernel.radius); ++j) {
-      const double w = kernel.at(k - j) * inv_norm[j];
+    for (int j = std::max(0, k - reach); j <= std::min(n - 1, k + reach); ++j) {
+      const double w = kernel_of(j).at(k - j) * inv_norm[j];
+      if (w == 0.0) continue;
       const double* src = in.data() + (o * n + j) * inner;
 #pragma omp simd
       for (std::size_t i = 0; i < inner; ++i) dst[i] += w * src[i];

@@ -45,5 +45,11 @@ void refuse_masked_cube(const Cube& cube, const std::string& what);
 // N(j) = sum_{k in [0, n)} K(k - j) (see above). `in` and `out` must not alias.
 void convolve_axis_conserving(const std::vector<double>& in, std::vector<double>& out,
                               std::size_t outer, int n, std::size_t inner, const Kernel1D& kernel);
+// The same with a kernel per SOURCE pixel j (kernels[j], n of them): each pixel's light is spread
+// with the response at its own wavelength (an LSF that varies with wavelength), and each source's
+// kernel is renormalised over the array as above, so light is conserved.
+void convolve_axis_conserving(const std::vector<double>& in, std::vector<double>& out,
+                              std::size_t outer, int n, std::size_t inner,
+                              const std::vector<Kernel1D>& kernels);
 
 }  // namespace ifusim

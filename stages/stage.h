@@ -26,10 +26,10 @@ struct Observation {
   double luminosity_distance_mpc = 0.0;
   double kpc_per_arcsec = 0.0;  // proper kpc per arcsec at `redshift`
   Telescope telescope;
-  CubeAxes axes;                             // spaxel size, observed wavelength grid, sky position
-  double telescope_lsf_fwhm_angstrom = 0.0;  // the instrument's line-spread function (observed)
-  double template_fwhm_angstrom = 0.0;       // the SSP library's own resolution (rest frame)
-  std::uint64_t seed = 0;                    // for anything random (noise)
+  CubeAxes axes;  // spaxel size, observed wavelength grid, sky position
+  ResolutionCurve telescope_lsf_fwhm_angstrom;  // the instrument's line-spread function (observed)
+  double template_fwhm_angstrom = 0.0;          // the SSP library's own resolution (rest frame)
+  std::uint64_t seed = 0;                       // for anything random (noise)
 };
 
 struct RunState;

@@ -2,12 +2,14 @@
 #include <omp.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <numbers>
 
 #include "io/config_error.h"
 #include "io/json_params.h"
+#include "io/telescope.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
 #include "stages/aperture_mask/aperture_mask.h"
@@ -592,4 +594,88 @@ TEST_CASE("aperture_mask: NaN outside a circular aperture, kept by noise, refuse
     CHECK_THROWS_WITH(run_stage({{"stage", stage}, {"params", params}}, cube, observation(0.03)),
                       Catch::Contains("put aperture_mask after psf and lsf"));
   }
+}
+
+TEST_CASE("lsf: a wavelength-dependent LSF broadens each line by the FWHM at its wavelength",
+          "[post]") {
+  // MUSE's preset tabulates Bacon et al. (2017) eq. 8; delta lines at three wavelengths, far
+  // apart, must come out with that FWHM (templates of resolution 0: nothing to subtract), within
+  // 1%, and keep their light.
+  auto bacon2017 = [](double l) { return 5.835e-8 * l * l - 9.080e-4 * l + 5.983; };
+  const Telescope muse = load_telescope_preset("MUSE", "telescope");
+  REQUIRE_FALSE(muse.lsf_fwhm_angstrom.constant());
+  const int n_wave = muse.n_wave();
+  const std::vector<int> lines = {40, 1840, 3680};  // 4750, 7000 and 9300 A
+  const Cube in = make_cube(2, 1, n_wave, [&](int ix, int, int k) {
+    if (ix == 1) return 100.0 + 0.01 * k;  // a continuum
+    return std::find(lines.begin(), lines.end(), k) != lines.end() ? 1.0e6 : 0.0;
+  });
+  Observation obs = observation(0.0);
+  obs.axes.wave_start_angstrom = muse.wave_start_angstrom;
+  obs.axes.wave_step_angstrom = muse.wave_step_angstrom;
+  obs.telescope_lsf_fwhm_angstrom = muse.lsf_fwhm_angstrom;
+  // The second moment of a broadened delta within +-30 pixels of it: sigma^2 + 1/12 pixel^2.
+  auto fwhm_of_line = [&](const Cube& out, int line) {
+    double total = 0, mean = 0, m2 = 0;
+    for (int k = line - 30; k <= line + 30; ++k) {
+      total += out.at(0, 0, k);
+      mean += out.at(0, 0, k) * k;
+    }
+    mean /= total;
+    for (int k = line - 30; k <= line + 30; ++k) m2 += out.at(0, 0, k) * (k - mean) * (k - mean);
+    CHECK(total == Approx(1.0e6).epsilon(1e-9));
+    return std::sqrt(m2 / total - 1.0 / 12.0) * 1.25 * std::sqrt(8.0 * std::log(2.0));
+  };
+  const Cube out =
+      run_stage({{"stage", "lsf"}, {"params", {{"template_fwhm_angstrom", 0.0}}}}, in, obs);
+  require_finite(out);
+  for (int line : lines) {
+    const double lambda = obs.axes.wavelength_angstrom(line);
+    INFO("line at " << lambda << " A");
+    CHECK(fwhm_of_line(out, line) == Approx(bacon2017(lambda)).epsilon(0.01));
+  }
+  CHECK(bacon2017(4750.15) > bacon2017(7000.15) + 0.4);  // the FWHMs do differ
+  // A linear continuum stays as it was, up to the drift of a kernel whose width varies (4e-6
+  // seen, where the FWHM changes fastest).
+  for (int k = 100; k < n_wave - 100; k += 500)
+    CHECK(out.at(1, 0, k) == Approx(in.at(1, 0, k)).epsilon(1e-5));
+
+  // Templates of 2.6 A: coarser than MUSE from ~6180 to ~9380 A, where lines are left as they
+  // are; at 4750 A the kernel brings 2.6 A to the instrument's 2.99 A.
+  const Cube partial =
+      run_stage({{"stage", "lsf"}, {"params", {{"template_fwhm_angstrom", 2.6}}}}, in, obs);
+  CHECK(partial.at(0, 0, 1840) == in.at(0, 0, 1840));
+  CHECK(partial.at(0, 0, 3680) == in.at(0, 0, 3680));
+  // There the line takes exactly the kernel of the quadrature difference (half a pixel: too narrow
+  // for the second-moment estimate above, so compared weight by weight).
+  const Kernel1D kernel = gaussian_pixel_kernel(
+      lsf_kernel_sigma_angstrom(muse.lsf_fwhm_angstrom.at(4750.15), 2.6, 0.0) / 1.25, 1e-6,
+      n_wave - 1);
+  double kernel_sum = 0;
+  for (double w : kernel.weights) kernel_sum += w;
+  REQUIRE(kernel.radius >= 2);
+  for (int d = -kernel.radius; d <= kernel.radius; ++d)
+    CHECK(partial.at(0, 0, 40 + d) == Approx(1.0e6 * kernel.at(d) / kernel_sum).epsilon(1e-12));
+
+  // A table must be increasing in wavelength, with FWHM > 0.
+  auto telescope_with = [](const nlohmann::json& lsf) {
+    return parse_telescope(
+        {{"name", "t"},
+         {"fov_arcsec", 1.0},
+         {"spaxel_arcsec", 0.5},
+         {"wavelength", {{"start_angstrom", 5000}, {"end_angstrom", 6000}, {"step_angstrom", 1}}},
+         {"lsf_fwhm_angstrom", lsf}},
+        "telescope");
+  };
+  CHECK(telescope_with({{"wavelength_angstrom", {5000, 6000}}, {"fwhm_angstrom", {2.0, 3.0}}})
+            .lsf_fwhm_angstrom.at(5500) == Approx(2.5));
+  CHECK_THROWS_WITH(
+      telescope_with({{"wavelength_angstrom", {6000, 5000}}, {"fwhm_angstrom", {2.0, 3.0}}}),
+      Catch::Contains("telescope.lsf_fwhm_angstrom.wavelength_angstrom: expected wavelengths > 0, "
+                      "strictly increasing"));
+  CHECK_THROWS_WITH(
+      telescope_with({{"wavelength_angstrom", {5000, 6000}}, {"fwhm_angstrom", {2.0}}}),
+      Catch::Contains("telescope.lsf_fwhm_angstrom.fwhm_angstrom: expected an array of 2 numbers"));
+  CHECK_THROWS_WITH(telescope_with(-1.0), Catch::Contains("telescope.lsf_fwhm_angstrom: expected a "
+                                                          "number >= 0"));
 }

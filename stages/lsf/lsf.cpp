@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -54,11 +55,12 @@ class LsfStage final : public Stage {
     Cube& cube = *state.cube;
     refuse_masked_cube(cube, "lsf (" + path_ + ")");
     const Observation& obs = state.observation;
-    const double tel = params_.fwhm_angstrom.value_or(obs.telescope_lsf_fwhm_angstrom);
+    const ResolutionCurve tel = params_.fwhm_angstrom ? ResolutionCurve(*params_.fwhm_angstrom)
+                                                      : obs.telescope_lsf_fwhm_angstrom;
     const double lib = params_.template_fwhm_angstrom.value_or(obs.template_fwhm_angstrom);
-    if (!(tel > 0.0))
-      throw ConfigError("lsf (" + path_ + "): the telescope's LSF FWHM is " + std::to_string(tel) +
-                        " A; set the telescope's or give " + path_ +
+    if (!(tel.min() > 0.0))
+      throw ConfigError("lsf (" + path_ + "): the telescope's LSF FWHM is " +
+                        std::to_string(tel.min()) + " A; set the telescope's or give " + path_ +
                         ".fwhm_angstrom (a number > 0)");
     const double step = obs.axes.wave_step_angstrom;
     if (!(step > 0.0))
@@ -68,23 +70,44 @@ class LsfStage final : public Stage {
       throw ConfigError("lsf (" + path_ +
                         "): the cube already has noise; put the noise stage "
                         "after lsf (convolving noise would correlate it)");
-    const double sigma = lsf_kernel_sigma_angstrom(tel, lib, obs.redshift);
-    if (sigma < 0.0) {
+    // The kernel of each source pixel, from the instrument's FWHM at its wavelength less the
+    // templates' (observed) in quadrature; where the templates are already coarser, none.
+    const int n_wave = cube.shape.n_wave;
+    std::vector<double> sigma_pixels(n_wave, 0.0);
+    double coarse_lo = 0, coarse_hi = -1, coarse_tel = 0;
+    bool any = false;
+    for (int k = 0; k < n_wave; ++k) {
+      const double lambda = obs.axes.wavelength_angstrom(k);
+      const double sigma = lsf_kernel_sigma_angstrom(tel.at(lambda), lib, obs.redshift);
+      if (sigma < 0.0) {
+        if (coarse_hi < coarse_lo) coarse_lo = lambda;
+        coarse_hi = lambda;
+        coarse_tel = std::max(coarse_tel, tel.at(lambda));
+        continue;
+      }
+      sigma_pixels[k] = sigma / step;
+      any = any || sigma_pixels[k] >= 1e-6;  // a kernel far narrower than a pixel is the identity
+    }
+    if (coarse_hi >= coarse_lo)
       spdlog::warn(
-          "lsf: the templates' resolution, {} A FWHM at rest = {} A observed at z = {}, is already "
-          "coarser than the instrument's {} A: the cube is left as it is",
-          lib, lib * (1.0 + obs.redshift), obs.redshift, tel);
+          "lsf: from {} to {} A the templates' resolution, {} A FWHM at rest = {} A observed at "
+          "z = {}, is already coarser than the instrument's (at most {} A there): those "
+          "wavelengths are left as they are",
+          coarse_lo, coarse_hi, lib, lib * (1.0 + obs.redshift), obs.redshift, coarse_tel);
+    if (!any) {
+      if (coarse_hi < coarse_lo)
+        spdlog::info("lsf: the templates' resolution equals the instrument's; nothing to do");
       return;
     }
-    if (sigma / step < 1e-6) {  // a kernel far narrower than a pixel is the identity
-      spdlog::info("lsf: the templates' resolution equals the instrument's; nothing to do");
-      return;
-    }
-    spdlog::debug("lsf: Gaussian kernel sigma = {} A ({} pixels)", sigma, sigma / step);
-    const Kernel1D kernel =
-        gaussian_pixel_kernel(sigma / step, params_.truncate_peak_fraction, cube.shape.n_wave - 1);
+    std::vector<Kernel1D> kernels;
+    for (int k = 0; k < (tel.constant() ? 1 : n_wave); ++k)
+      kernels.push_back(gaussian_pixel_kernel(sigma_pixels[k] >= 1e-6 ? sigma_pixels[k] : 0.0,
+                                              params_.truncate_peak_fraction, n_wave - 1));
+    spdlog::debug("lsf: Gaussian kernels, sigma {} to {} pixels",
+                  *std::min_element(sigma_pixels.begin(), sigma_pixels.end()),
+                  *std::max_element(sigma_pixels.begin(), sigma_pixels.end()));
     std::vector<double> out;
-    convolve_axis_conserving(cube.data, out, cube.shape.n_spaxels(), cube.shape.n_wave, 1, kernel);
+    convolve_axis_conserving(cube.data, out, cube.shape.n_spaxels(), n_wave, 1, kernels);
     cube.data = std::move(out);
   }
 

@@ -10,6 +10,14 @@
 // If that is negative the templates are already coarser than the instrument: the stage warns
 // and leaves the cube as it is (it cannot sharpen); if it is zero there is nothing to do.
 //
+// FWHM_tel may vary with wavelength (Telescope::lsf_fwhm_angstrom, a ResolutionCurve; the MUSE
+// presets tabulate Bacon et al. 2017, A&A 608, A1, eq. 8: 2.99 A at 4750 A, 2.49 A at 7000 A,
+// 2.59 A at 9300 A). The kernel is then set per SOURCE pixel from FWHM_tel at its wavelength,
+// as the instrument responds to a line there; the subtraction above is made per wavelength, and
+// the wavelengths where the templates are coarser are left as they are, with one warning naming
+// their range. The templates' resolution is one number per library (FWHM_lib); a library whose
+// resolution varies with wavelength (MaStar) is still described by that one number.
+//
 // The kernel is integrated over each target pixel (erf differences, not samples), truncated
 // where it falls below `truncate_peak_fraction` (1e-6) of its peak (5.26 sigma), and is flux
 // conserving at the spectrum's ends: each source pixel's light is spread with the kernel
