@@ -82,6 +82,33 @@ std::size_t describe_fields(std::ostream& out, const std::string& set_name, std:
 
 }  // namespace
 
+Observation observation_of(const RunConfig& c, const SspGrid& ssp) {
+  Observation o;
+  o.redshift = c.redshift;
+  o.cosmology = c.cosmology;
+  o.telescope = c.telescope;
+  o.axes.spaxel_arcsec = c.telescope.spaxel_arcsec;
+  o.axes.wave_start_angstrom = c.telescope.wave_start_angstrom;
+  o.axes.wave_step_angstrom = c.telescope.wave_step_angstrom;
+  o.axes.wavelength_medium = c.telescope.wavelength_medium;
+  o.axes.ra_deg = c.ra_deg;
+  o.axes.dec_deg = c.dec_deg;
+  o.telescope_lsf_fwhm_angstrom = c.telescope.lsf_fwhm_angstrom;
+  o.template_fwhm_angstrom = ssp.resolution_fwhm_angstrom;
+  o.seed = c.seed;
+  return o;
+}
+
+CubeMargin run_margin(const std::vector<std::unique_ptr<Stage>>& stages, const Observation& obs) {
+  CubeMargin total;
+  for (const auto& stage : stages) {
+    const CubeMargin m = stage->margin(obs);
+    total.spaxels += m.spaxels;
+    total.wavelengths += m.wavelengths;
+  }
+  return total;
+}
+
 RunPlan plan_run(const RunConfig& c, const Mesh& mesh,
                  const std::vector<std::unique_ptr<Stage>>& stages, const SspGrid& ssp,
                  bool read_gas) {
@@ -96,16 +123,21 @@ RunPlan plan_run(const RunConfig& c, const Mesh& mesh,
   ctx.mesh = &mesh;
   ctx.n_stars = n.stars;
   ctx.n_gas = n.gas;
-  ctx.n_spaxels = static_cast<std::size_t>(c.telescope.n_spaxels_side()) *
-                  static_cast<std::size_t>(c.telescope.n_spaxels_side());
-  ctx.n_wave = c.telescope.n_wave();
+  const CubeMargin margin = run_margin(stages, observation_of(c, ssp));
+  const std::size_t side =
+      static_cast<std::size_t>(c.telescope.n_spaxels_side() + 2 * margin.spaxels);
+  ctx.n_spaxels = side * side;
+  ctx.n_wave = c.telescope.n_wave() + 2 * margin.wavelengths;
   ctx.n_ssp_nodes = static_cast<int>(ssp.n_age() * ssp.n_metallicity());
   ctx.dust = dust;
 
   out << mesh.describe();
   out << "stars " << n.stars << ", gas cells " << n.gas << " (" << n.note << ")\n";
   out << "telescope " << c.telescope.name << ": " << c.telescope.n_spaxels_side() << " x "
-      << c.telescope.n_spaxels_side() << " spaxels x " << ctx.n_wave << " wavelengths\n\n";
+      << c.telescope.n_spaxels_side() << " spaxels x " << c.telescope.n_wave()
+      << " wavelengths; simulated with a margin of " << margin.spaxels << " spaxels and "
+      << margin.wavelengths << " wavelengths for the PSF and LSF (" << side << " x " << side
+      << " x " << ctx.n_wave << ")\n\n";
 
   // 1. Sharding of every field, and the replicated tables.
   out << "particle fields (Sharded over \"" << mesh.axis_name() << "\"):\n";

@@ -20,6 +20,13 @@ struct RunPlan {
   bool fits() const { return problems.empty(); }
 };
 
+// The observation as the config and the templates give it, before the galaxy is read: all but
+// the cosmology's distances and scale (which may come from the snapshot) and the margin.
+Observation observation_of(const RunConfig& config, const SspGrid& ssp);
+
+// What the run simulates beyond the field and the band: the stages' margins summed per axis.
+CubeMargin run_margin(const std::vector<std::unique_ptr<Stage>>& stages, const Observation& obs);
+
 // `read_gas`: whether the run reads the gas (some stage uses it and the config allows it).
 RunPlan plan_run(const RunConfig& config, const Mesh& mesh,
                  const std::vector<std::unique_ptr<Stage>>& stages, const SspGrid& ssp,

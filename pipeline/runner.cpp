@@ -96,22 +96,13 @@ nlohmann::json stage_params(const StageConfig& s, const RunConfig& c) {
   return p;
 }
 
-Observation make_observation(const RunConfig& c, const GalaxyData& data, const SspGrid& ssp) {
-  Observation o;
-  o.redshift = c.redshift;
+Observation make_observation(const RunConfig& c, const GalaxyData& data, const SspGrid& ssp,
+                             const std::vector<std::unique_ptr<Stage>>& stages) {
+  Observation o = observation_of(c, ssp);
   o.cosmology = c.cosmology_source == "snapshot" ? data.galaxy.cosmology : c.cosmology;
   o.luminosity_distance_mpc = o.cosmology.luminosity_distance_mpc(c.redshift);
   o.kpc_per_arcsec = o.cosmology.kpc_per_arcsec(c.redshift);
-  o.telescope = c.telescope;
-  o.axes.spaxel_arcsec = c.telescope.spaxel_arcsec;
-  o.axes.wave_start_angstrom = c.telescope.wave_start_angstrom;
-  o.axes.wave_step_angstrom = c.telescope.wave_step_angstrom;
-  o.axes.wavelength_medium = c.telescope.wavelength_medium;
-  o.axes.ra_deg = c.ra_deg;
-  o.axes.dec_deg = c.dec_deg;
-  o.telescope_lsf_fwhm_angstrom = c.telescope.lsf_fwhm_angstrom;
-  o.template_fwhm_angstrom = ssp.resolution_fwhm_angstrom;
-  o.seed = c.seed;
+  o.margin = run_margin(stages, o);
   return o;
 }
 
@@ -159,6 +150,17 @@ RunSetup set_up(const RunConfig& c, const RunOptions& options) {
                     {"stars.position_kpc", "stars.velocity_kms", "stars.mass_msun",
                      "stars.initial_mass_msun", "stars.age_gyr", "stars.metallicity",
                      "gas.position_kpc", "gas.mass_msun", "gas.metallicity"});
+  // A margin around the field (the PSF's and LSF's reach) must be cropped again.
+  const CubeMargin margin = run_margin(s.stages, observation_of(c, *s.resources.ssp));
+  bool crops = false;
+  for (const auto& stage : s.stages)
+    for (const auto& p : stage->provides()) crops = crops || p == "cube_masked";
+  if ((margin.spaxels > 0 || margin.wavelengths > 0) && !crops)
+    throw ConfigError(
+        "pipeline: its stages simulate a margin of " + std::to_string(margin.spaxels) +
+        " spaxels and " + std::to_string(margin.wavelengths) +
+        " wavelengths around the field and the band (psf, lsf); add aperture_mask after them, "
+        "which crops it");
   // Only the particle types some stage uses are read (the gas only for the dust screen today).
   bool gas_used = false;
   for (const auto& stage : s.stages)
@@ -202,7 +204,7 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
   state.data = read_galaxy(*mesh, c, setup.read_gas);
   for (const auto& shard : state.data.stars.mass_msun.shards())
     report.stars_per_device.push_back(shard.range.size());
-  state.observation = make_observation(c, state.data, *resources.ssp);
+  state.observation = make_observation(c, state.data, *resources.ssp, stages);
   spdlog::info(
       "z = {}, D_L = {:.2f} Mpc, {:.4f} kpc/arcsec; telescope {} ({} x {} spaxels, {} wavelengths)",
       c.redshift, state.observation.luminosity_distance_mpc, state.observation.kpc_per_arcsec,

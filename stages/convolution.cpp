@@ -8,11 +8,14 @@
 
 namespace ifusim {
 
-void refuse_masked_cube(const Cube& cube, const std::string& what) {
-  if (std::any_of(cube.data.begin(), cube.data.end(), [](double v) { return std::isnan(v); }))
+void refuse_cropped_cube(const RunState& state, const std::string& what) {
+  const Cube& cube = *state.cube;
+  const bool cropped = state.spaxels.nx > 0 && cube.shape.nx != state.spaxels.nx;
+  if (cropped ||
+      std::any_of(cube.data.begin(), cube.data.end(), [](double v) { return std::isnan(v); }))
     throw ConfigError(what +
-                      ": the cube has NaN voxels (spaxels outside the aperture); put "
-                      "aperture_mask after psf and lsf");
+                      ": the cube was already cropped to the field or masked outside the "
+                      "aperture; put aperture_mask after psf and lsf");
 }
 
 double gaussian_truncation_sigmas(double peak_fraction) {
@@ -28,6 +31,8 @@ Kernel1D gaussian_pixel_kernel(double sigma_pixels, double peak_fraction, int ma
   const double reach = std::ceil(sigma_pixels * gaussian_truncation_sigmas(peak_fraction));
   k.radius = static_cast<int>(std::min<double>(reach, std::max(max_radius, 0)));
   const double scale = 1.0 / (sigma_pixels * std::sqrt(2.0));
+  // The uncapped kernel's weights telescope to the integral over [-reach - 1/2, reach + 1/2].
+  k.sum = std::erf((reach + 0.5) * scale);
   k.weights.resize(2 * static_cast<std::size_t>(k.radius) + 1);
   for (int d = -k.radius; d <= k.radius; ++d) {
     // erfc for the far tail on each side keeps the small weights accurate (no cancellation).
@@ -43,32 +48,24 @@ Kernel1D gaussian_pixel_kernel(double sigma_pixels, double peak_fraction, int ma
   return k;
 }
 
-void convolve_axis_conserving(const std::vector<double>& in, std::vector<double>& out,
-                              std::size_t outer, int n, std::size_t inner, const Kernel1D& kernel) {
-  convolve_axis_conserving(in, out, outer, n, inner, std::vector<Kernel1D>{kernel});
+void convolve_axis(const std::vector<double>& in, std::vector<double>& out, std::size_t outer,
+                   int n, std::size_t inner, const Kernel1D& kernel) {
+  convolve_axis(in, out, outer, n, inner, std::vector<Kernel1D>{kernel});
 }
 
-void convolve_axis_conserving(const std::vector<double>& in, std::vector<double>& out,
-                              std::size_t outer, int n, std::size_t inner,
-                              const std::vector<Kernel1D>& kernels) {
+void convolve_axis(const std::vector<double>& in, std::vector<double>& out, std::size_t outer,
+                   int n, std::size_t inner, const std::vector<Kernel1D>& kernels) {
   const std::size_t total = outer * static_cast<std::size_t>(n) * inner;
-  if (in.size() != total) throw std::logic_error("convolve_axis_conserving: size mismatch");
+  if (in.size() != total) throw std::logic_error("convolve_axis: size mismatch");
   if (kernels.size() != 1 && kernels.size() != static_cast<std::size_t>(std::max(n, 0)))
-    throw std::logic_error("convolve_axis_conserving: one kernel, or one per source pixel");
+    throw std::logic_error("convolve_axis: one kernel, or one per source pixel");
   out.assign(total, 0.0);
   if (n <= 0 || total == 0) return;
   auto kernel_of = [&](int j) -> const Kernel1D& { return kernels[kernels.size() == 1 ? 0 : j]; };
   int reach = 0;  // the widest kernel bounds the sources a target can receive from
   for (const auto& k : kernels) reach = std::max(reach, k.radius);
-  // 1 / N(j): the in-range part of the kernel around each source pixel.
   std::vector<double> inv_norm(n);
-  for (int j = 0; j < n; ++j) {
-    const Kernel1D& kernel = kernel_of(j);
-    double norm = 0.0;
-    for (int k = std::max(0, j - kernel.radius); k <= std::min(n - 1, j + kernel.radius); ++k)
-      norm += kernel.at(k - j);
-    inv_norm[j] = 1.0 / norm;
-  }
+  for (int j = 0; j < n; ++j) inv_norm[j] = 1.0 / kernel_of(j).sum;
   const long long targets = static_cast<long long>(outer) * n;
 #pragma omp parallel for schedule(static)
   for (long long t = 0; t < targets; ++t) {

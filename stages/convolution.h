@@ -1,18 +1,18 @@
 #pragma once
 // Host-side helpers shared by the stages that act on the whole reduced cube after psum (psf,
-// lsf): pixel-integrated Gaussian weights and a flux-conserving 1-D convolution along one axis
-// of a host array. These run once on the host with OpenMP, not through the per-device kernels.
+// lsf): pixel-integrated Gaussian weights and a 1-D convolution along one axis of a host array.
+// These run once on the host with OpenMP, not through the per-device kernels.
 //
-// Flux conservation at the edges: the light of each SOURCE pixel is spread with the kernel
-// truncated to the array and renormalised over what remains, so a source near an edge keeps
-// all of its light (none is lost off the edge, none is invented) and the total is conserved
-// to rounding. Equivalently out = K * (in / N), with N(j) = sum over in-range targets k of
-// K(k - j) and * a zero-padded convolution.
+// Edges, as on the sky: the convolution is zero-padded. Each kernel is normalised to a total of 1
+// over its whole (truncated) extent, so a source inside keeps all of its light and a source near
+// an edge loses the part of its kernel beyond it. The run simulates a margin around the field and
+// the band as wide as the kernels reach (Stage::margin) and aperture_mask crops it afterwards, so
+// the light the field receives from just outside it is there, and what leaves it is lost.
 #include <cstddef>
 #include <string>
 #include <vector>
 
-#include "data/datacube.h"
+#include "stages/stage.h"
 
 namespace ifusim {
 
@@ -20,6 +20,7 @@ namespace ifusim {
 struct Kernel1D {
   int radius = 0;
   std::vector<double> weights;
+  double sum = 1.0;  // of the weights before any cap on the radius: the kernel's total
   double at(int d) const { return (d < -radius || d > radius) ? 0.0 : weights[d + radius]; }
 };
 
@@ -35,21 +36,19 @@ double gaussian_truncation_sigmas(double peak_fraction);
 // identity.
 Kernel1D gaussian_pixel_kernel(double sigma_pixels, double peak_fraction, int max_radius);
 
-// A convolving stage's check that it runs before the aperture mask: NaN voxels (spaxels outside
-// the aperture, stages/aperture_mask) would spread over the cube. Throws ConfigError naming
-// `what`.
-void refuse_masked_cube(const Cube& cube, const std::string& what);
+// A convolving stage's check that it runs before aperture_mask: after it the margin is gone and
+// NaN voxels (spaxels outside the aperture) would spread over the cube. Throws ConfigError
+// naming `what`.
+void refuse_cropped_cube(const RunState& state, const std::string& what);
 
-// Flux-conserving convolution along the middle axis of a host array laid out as
-// (outer, n, inner), row-major: out[o, k, i] = sum_j in[o, j, i] K(k - j) / N(j), where
-// N(j) = sum_{k in [0, n)} K(k - j) (see above). `in` and `out` must not alias.
-void convolve_axis_conserving(const std::vector<double>& in, std::vector<double>& out,
-                              std::size_t outer, int n, std::size_t inner, const Kernel1D& kernel);
+// Zero-padded convolution along the middle axis of a host array laid out as (outer, n, inner),
+// row-major: out[o, k, i] = sum_j in[o, j, i] K(k - j) / K.sum (see above). `in` and `out` must
+// not alias.
+void convolve_axis(const std::vector<double>& in, std::vector<double>& out, std::size_t outer,
+                   int n, std::size_t inner, const Kernel1D& kernel);
 // The same with a kernel per SOURCE pixel j (kernels[j], n of them): each pixel's light is spread
-// with the response at its own wavelength (an LSF that varies with wavelength), and each source's
-// kernel is renormalised over the array as above, so light is conserved.
-void convolve_axis_conserving(const std::vector<double>& in, std::vector<double>& out,
-                              std::size_t outer, int n, std::size_t inner,
-                              const std::vector<Kernel1D>& kernels);
+// with the response at its own wavelength (an LSF that varies with wavelength).
+void convolve_axis(const std::vector<double>& in, std::vector<double>& out, std::size_t outer,
+                   int n, std::size_t inner, const std::vector<Kernel1D>& kernels);
 
 }  // namespace ifusim

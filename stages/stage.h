@@ -19,6 +19,14 @@
 
 namespace ifusim {
 
+// How far beyond the telescope's field (spaxels, on each side) and band (wavelength pixels, at
+// each end) the run simulates, so that the PSF and the LSF can bring in light from just outside;
+// aperture_mask crops it.
+struct CubeMargin {
+  int spaxels = 0;
+  int wavelengths = 0;
+};
+
 // How the galaxy is observed: set up by the pipeline from the run config before any stage runs.
 struct Observation {
   double redshift = 0.0;  // the galaxy's observed (cosmological) redshift
@@ -30,6 +38,13 @@ struct Observation {
   ResolutionCurve telescope_lsf_fwhm_angstrom;  // the instrument's line-spread function (observed)
   double template_fwhm_angstrom = 0.0;          // the SSP library's own resolution (rest frame)
   std::uint64_t seed = 0;                       // for anything random (noise)
+  // What the run simulates beyond the field and the band: the sum of the stages' margin(), set
+  // by the pipeline; aperture_mask crops it and sets it back to none.
+  CubeMargin margin;
+  // The wavelength grid's first pixel centre, margin included.
+  double simulated_wave_start_angstrom() const {
+    return axes.wavelength_angstrom(-margin.wavelengths);
+  }
 };
 
 struct RunState;
@@ -113,6 +128,9 @@ class Stage {
   virtual void run(RunState& state) const = 0;
   // What the stage holds at its peak, for the plan (nothing by default).
   virtual std::vector<MemoryItem> memory_estimate(const PlanContext&) const { return {}; }
+  // How far its kernel reaches beyond the field and the band (none by default): the run
+  // simulates the sum over its stages (Observation::margin).
+  virtual CubeMargin margin(const Observation&) const { return {}; }
 };
 
 }  // namespace ifusim

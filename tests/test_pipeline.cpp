@@ -177,6 +177,13 @@ TEST_CASE("bad configs fail before anything runs, naming the key, and leave no o
   CHECK_THROWS_WITH(run(bad_stage, 1, dir.path), Catch::Contains("stages.noise.snr"));
   CHECK_FALSE(fs::exists(dir.path / "cube.fits"));
 
+  // psf simulates a margin around the field that only aperture_mask crops.
+  RunConfig uncropped = load_run_config(
+      config,
+      {R"(pipeline=["orient", "aperture", "stellar_spectra", "psum", "flux", "psf", "noise"])"});
+  CHECK_THROWS_WITH(run(uncropped, 1, dir.path),
+                    Catch::Contains("add aperture_mask after them, which crops it"));
+
   RunConfig missing_input = load_run_config(config, {"input.file=/nonexistent/galaxy.hdf5"});
   CHECK_THROWS_WITH(run(missing_input, 1, dir.path), Catch::Contains("/nonexistent/galaxy.hdf5"));
   // No output folder was left behind: no cube, no staging folder.

@@ -62,8 +62,11 @@ TEST_CASE("plan: every star field's sharding, the stars per device and the memor
   // + 1 int32) = 96,000 bytes; no gas without dust.
   CHECK_THAT(p.report, Catch::Contains("0.096 MB  particle fields"));
   CHECK_THAT(p.report, !Catch::Contains("gas."));
-  // The reduced cube: 25 x 25 x 3721 doubles = 18.605 MB.
-  CHECK_THAT(p.report, Catch::Contains("18.605 MB  stellar_spectra: reduced cube (double, host)"));
+  // The reduced cube: the 25 x 25 field with the Moffat PSF's margin of 15 spaxels (4.53 alpha,
+  // alpha = 3.10 spaxels for 0.7 arcsec at beta = 2.5) on each side, and no LSF margin (the
+  // templates are coarser than MUSE at z = 0.3): 55 x 55 x 3721 doubles = 90.048 MB.
+  CHECK_THAT(p.report, Catch::Contains("simulated with a margin of 15 spaxels and 0 wavelengths"));
+  CHECK_THAT(p.report, Catch::Contains("90.048 MB  stellar_spectra: reduced cube (double, host)"));
   // The dusty run holds the gas and the stars' A_V.
   const RunPlan dusty = plan({}, 2, "muse_tng_mastar_dusty");
   CHECK_THAT(dusty.report, Catch::Contains("stars.dust_av: float32[2000]"));
@@ -74,8 +77,9 @@ TEST_CASE("plan: 1000 host devices count the partial arrays once", "[plan]") {
   const RunPlan one = plan({"stages.stellar_spectra.method=exact"}, 1);
   const RunPlan many =
       plan({"stages.stellar_spectra.method=exact", "devices.oversubscribe=true"}, 1000);
-  // The exact method's int64 partial cube, 25 x 25 x 3721 x 8 B, once for all host devices.
-  const std::string cube = "18.605 MB  stellar_spectra: partial cube (int64)";
+  // The exact method's int64 partial cube, 55 x 55 x 3721 x 8 B (the field and the PSF's
+  // margin), once for all host devices.
+  const std::string cube = "90.048 MB  stellar_spectra: partial cube (int64)";
   CHECK_THAT(one.report, Catch::Contains(cube));
   CHECK_THAT(many.report, Catch::Contains(cube));
   CHECK_THAT(many.report, Catch::Contains("stars per device: 2 each, the first 0 one more"));

@@ -149,25 +149,51 @@ TEST_CASE("flux: a galaxy at z = 0 needs an explicit distance", "[post]") {
 
 // ----------------------------------------------------------------------------------------- psf
 
-TEST_CASE("psf: total light of every plane is conserved, sources at corners and edges", "[post]") {
-  const Observation obs = observation(0.03);
-  const Cube in = make_cube(17, 13, 6, [](int ix, int iy, int k) {
-    double v = 0.0;
-    if (ix == 0 && iy == 0) v += 3.0e5 * (k + 1);                // a corner
-    if (ix == 16 && iy == 5) v += 1.0e5;                         // an edge
-    if (ix == 8 && iy == 6) v += 2.0e5 * (1 + (k == 3));         // the middle, with a line
-    return v + 10.0 * std::sin(ix + 0.3 * iy + 0.1 * k) + 20.0;  // a positive background
-  });
+TEST_CASE(
+    "psf: a source inside keeps its light; one at the field's edge loses the analytic "
+    "fraction beyond it",
+    "[post]") {
+  // A 15 x 15 field of 0.2 arcsec spaxels simulated with the PSF stage's margin around it, as a
+  // run does; aperture_mask crops the margin. The light of a point source in the middle stays
+  // whole; one in the field's last column keeps, of the Gaussian integrated over spaxels and
+  // truncated at R = ceil(5.26 sigma), the part up to the field's edge:
+  //   [erf(1/2 s) + erf((R + 1/2) s)] / (2 erf((R + 1/2) s)),  s = 1 / (sigma sqrt 2).
+  const int n = 15;
+  Observation obs = observation(0.03);
+  obs.axes.spaxel_arcsec = 0.2;
   for (const char* shape : {"gaussian", "moffat"}) {
-    for (double fwhm : {0.1, 0.6, 2.0}) {  // half a spaxel to ten spaxels
-      const Cube out = run_stage(
-          {{"stage", "psf"}, {"params", {{"shape", shape}, {"fwhm_arcsec", fwhm}}}}, in, obs);
-      require_finite(out);
-      CHECK(out.at(0, 0, 2) < in.at(0, 0, 2));  // the corner's light was spread
-      for (int k = 0; k < in.shape.n_wave; ++k) {
-        INFO(shape << " FWHM " << fwhm << " arcsec, plane " << k);
-        CHECK(std::abs(plane_total(out, k) - plane_total(in, k)) <= 1e-12 * plane_total(in, k));
-      }
+    const nlohmann::json params = {{"shape", shape}, {"fwhm_arcsec", 0.6}};
+    auto psf = make_stage("psf", params, "stages.psf", {});
+    obs.margin = psf->margin(obs);
+    const int m = obs.margin.spaxels;
+    INFO(shape << ": margin " << m << " spaxels");
+    CHECK(m == (std::string(shape) == "gaussian" ? 4 : 13));  // 3.03 sigma, 4.53 alpha
+    auto observe = [&](int ix, int iy) {
+      auto mesh = make_mesh(Backend::cpu, 1);
+      RunState state(*mesh);
+      state.observation = obs;
+      state.spaxel_grid.n_side = n + 2 * m;
+      state.spaxels = {n + 2 * m, n + 2 * m, 2};
+      state.cube = point_source(n + 2 * m, n + 2 * m, 2, ix + m, iy + m);
+      const double before = plane_total(*state.cube, 0);
+      psf->run(state);
+      make_stage("aperture_mask", nlohmann::json::object(), "stages.aperture_mask", {})->run(state);
+      REQUIRE(state.cube->shape == (CubeShape{n, n, 2}));
+      require_finite(*state.cube);
+      return plane_total(*state.cube, 0) / before;
+    };
+    CHECK(observe(7, 7) == Approx(1.0).epsilon(1e-12));
+    const double at_edge = observe(n - 1, 7);
+    if (std::string(shape) == "gaussian") {
+      const double sigma = 3.0 / std::sqrt(8.0 * std::log(2.0));  // 0.6 arcsec in spaxels
+      const double s = 1.0 / (sigma * std::sqrt(2.0));
+      const double reach = std::ceil(sigma * gaussian_truncation_sigmas(1e-6));
+      const double kept =
+          (std::erf(0.5 * s) + std::erf((reach + 0.5) * s)) / (2.0 * std::erf((reach + 0.5) * s));
+      CHECK(at_edge == Approx(kept).epsilon(1e-12));
+    } else {
+      CHECK(at_edge > 0.5);  // the half beyond the edge, less the central spaxel's share
+      CHECK(at_edge < 0.7);
     }
   }
 }
@@ -218,9 +244,9 @@ TEST_CASE("psf: a point source gets the requested FWHM; Moffat has wider wings",
   CHECK(gr[c + 13] > 0.0);
 }
 
-TEST_CASE("psf: the separable Gaussian equals the direct flux-conserving 2-D sum", "[post]") {
-  // out(t) = sum_s in(s) K(t - s) / N(s), with K the product of the 1-D pixel-integrated
-  // kernels and N(s) its in-cube sum, computed directly.
+TEST_CASE("psf: the separable Gaussian equals the direct zero-padded 2-D sum", "[post]") {
+  // out(t) = sum_s in(s) K(t - s) / N, with K the product of the 1-D pixel-integrated kernels and
+  // N its whole sum, computed directly.
   const Observation obs = observation(0.03);
   const int nx = 9, ny = 7;
   const Cube in = make_cube(nx, ny, 2, [](int ix, int iy, int k) {
@@ -235,17 +261,13 @@ TEST_CASE("psf: the separable Gaussian equals the direct flux-conserving 2-D sum
       for (int tx = 0; tx < nx; ++tx) {
         double expected = 0;
         for (int sy = 0; sy < ny; ++sy)
-          for (int sx = 0; sx < nx; ++sx) {
-            double norm = 0;
-            for (int y = 0; y < ny; ++y)
-              for (int x = 0; x < nx; ++x) norm += kx.at(x - sx) * ky.at(y - sy);
-            expected += in.at(sx, sy, k) * kx.at(tx - sx) * ky.at(ty - sy) / norm;
-          }
+          for (int sx = 0; sx < nx; ++sx)
+            expected += in.at(sx, sy, k) * kx.at(tx - sx) * ky.at(ty - sy) / (kx.sum * ky.sum);
         CHECK(out.at(tx, ty, k) == Approx(expected).epsilon(1e-13));
       }
 }
 
-TEST_CASE("psf: the Moffat by FFT equals the direct flux-conserving 2-D sum", "[post]") {
+TEST_CASE("psf: the Moffat by FFT equals the direct zero-padded 2-D sum", "[post]") {
   // 3 planes: one pair through one complex FFT, and one plane alone. Tolerance: FFT rounding,
   // 1e-12 of the plane's largest value.
   const Observation obs = observation(0.03);
@@ -266,12 +288,8 @@ TEST_CASE("psf: the Moffat by FFT equals the direct flux-conserving 2-D sum", "[
       for (int tx = 0; tx < nx; ++tx) {
         double expected = 0;
         for (int sy = 0; sy < ny; ++sy)
-          for (int sx = 0; sx < nx; ++sx) {
-            double norm = 0;
-            for (int y = 0; y < ny; ++y)
-              for (int x = 0; x < nx; ++x) norm += kernel.at(x - sx, y - sy);
-            expected += in.at(sx, sy, k) * kernel.at(tx - sx, ty - sy) / norm;
-          }
+          for (int sx = 0; sx < nx; ++sx)
+            expected += in.at(sx, sy, k) * kernel.at(tx - sx, ty - sy) / kernel.sum;
         CHECK(out.at(tx, ty, k) == Approx(expected).margin(1e-12 * peak));
       }
   }
@@ -308,7 +326,8 @@ TEST_CASE("lsf: quadrature subtraction of the templates' resolution", "[post]") 
   CHECK(lsf_kernel_sigma_angstrom(5.0, 3.0, 1.0) < 0.0);
 }
 
-TEST_CASE("lsf: conserves light and broadens a delta line to the expected sigma", "[post]") {
+TEST_CASE("lsf: conserves light inside the band, loses what leaves its ends, broadens a line",
+          "[post]") {
   const int n_wave = 401, line = 200;
   Cube in = make_cube(3, 2, n_wave, [&](int ix, int iy, int k) {
     if (ix == 1 && iy == 1) return k == line ? 1.0e6 : 0.0;                    // a delta line
@@ -325,13 +344,29 @@ TEST_CASE("lsf: conserves light and broadens a delta line to the expected sigma"
     const Cube out = run_stage({{"stage", "lsf"}}, in, obs);
     require_finite(out);
     INFO("z = " << z);
+    // Zero padding (convolution.h): each pixel keeps the part of its kernel inside the band. The
+    // delta in the middle (spaxel 4) keeps all of its light; a line in an end pixel (spaxel 0)
+    // keeps [erf(1/2 s) + erf((R + 1/2) s)] / (2 erf((R + 1/2) s)); every spaxel keeps
+    // sum_j in(j) sum_{k in band} K(k - j) / K.sum.
+    const double sigma = sigma_angstrom / 1.25, s_erf = 1.0 / (sigma * std::sqrt(2.0));
+    const Kernel1D kernel = gaussian_pixel_kernel(sigma, 1e-6, n_wave - 1);
+    const double reach = kernel.radius;
+    const double kept = (std::erf(0.5 * s_erf) + std::erf((reach + 0.5) * s_erf)) /
+                        (2.0 * std::erf((reach + 0.5) * s_erf));
     for (int s = 0; s < 6; ++s) {
-      double before = 0, after = 0;
-      for (int k = 0; k < n_wave; ++k) {
-        before += in.data[s * n_wave + k];
-        after += out.data[s * n_wave + k];
+      double before = 0, after = 0, expected = 0;
+      for (int j = 0; j < n_wave; ++j) {
+        before += in.data[s * n_wave + j];
+        after += out.data[s * n_wave + j];
+        double inside = 0;
+        for (int k = std::max(0, j - kernel.radius); k <= std::min(n_wave - 1, j + kernel.radius);
+             ++k)
+          inside += kernel.at(k - j);
+        expected += in.data[s * n_wave + j] * inside / kernel.sum;
       }
-      CHECK(std::abs(after - before) <= 1e-12 * before);
+      CHECK(after == Approx(expected).epsilon(1e-12));
+      if (s == 4) CHECK(after == Approx(before).epsilon(1e-12));
+      if (s == 0) CHECK(after == Approx(kept * before).epsilon(1e-12));
     }
     // Second moment of the broadened delta: sigma^2 + 1/12 pixel^2 (pixel integration).
     double total = 0, mean = 0, m2 = 0;
@@ -529,21 +564,22 @@ TEST_CASE("post stages: the whole chain flux, psf, lsf, noise", "[post]") {
   auto mesh = make_mesh(Backend::cpu, 1);
   RunState state(*mesh);
   state.observation = obs;
-  state.cube = point_source(21, 21, 300, 3, 17);
+  state.cube = point_source(21, 21, 300, 10, 10);
   const double before = plane_total(*state.cube, 150);
   const auto stages = make_stages(nlohmann::json::parse(R"([
       {"stage": "flux", "params": {"unit_scale": 1e-20}},
-      {"stage": "psf", "params": {"shape": "moffat", "fwhm_arcsec": 0.8}},
+      {"stage": "psf", "params": {"shape": "gaussian", "fwhm_arcsec": 0.8}},
       {"stage": "lsf", "params": {"fwhm_angstrom": 3.0}},
       {"stage": "noise", "params": {"snr": 30, "per": "angstrom"}}])"),
                                   "stages", {"cube"});
   for (std::size_t i = 0; i + 1 < stages.size(); ++i) stages[i]->run(state);
   const double factor = flux_per_solar_luminosity(obs.luminosity_distance_mpc) / 1e-20;
-  // The point source's continuum, far from the line and the ends, keeps its total (the LSF
-  // moves light only between neighbouring pixels of a smooth continuum: 1e-9 relative).
+  // The point source's continuum, far from the line and the ends, keeps its total: the PSF
+  // (2.23 FWHM = 9 spaxels) stays inside the field, and the LSF moves light only between
+  // neighbouring pixels of a smooth continuum (1e-9 relative).
   CHECK(plane_total(*state.cube, 100) == Approx(1.0e6 * (1.0 + 0.1) * factor).epsilon(1e-9));
   CHECK(before > 0.0);
-  CHECK(state.cube->at(3, 17, 100) < 0.5 * 1.0e6 * 1.1 * factor);  // spread by the PSF
+  CHECK(state.cube->at(10, 10, 100) < 0.5 * 1.0e6 * 1.1 * factor);  // spread by the PSF
   stages.back()->run(state);
   CHECK(state.cube->variance.size() == state.cube->data.size());
   CHECK(state.cube->unit == "10**(-20)*erg/(s*cm**2*Angstrom)");

@@ -1,5 +1,6 @@
 #include "stages/aperture_mask/aperture_mask.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -25,6 +26,34 @@ void apply_aperture_mask(const SpaxelGrid& grid, Cube& cube, std::map<std::strin
     }
 }
 
+void crop_margin(const CubeMargin& margin, Cube& cube, std::map<std::string, SkyMap>& maps) {
+  const CubeShape in = cube.shape;
+  const CubeShape out{in.nx - 2 * margin.spaxels, in.ny - 2 * margin.spaxels,
+                      in.n_wave - 2 * margin.wavelengths};
+  if (out.nx <= 0 || out.ny <= 0 || out.n_wave <= 0)
+    throw std::logic_error("aperture_mask: the cube is smaller than its margin");
+  auto crop = [&](std::vector<double>& values, int n_wave_in, int n_wave_out, int k0) {
+    if (values.empty()) return;
+    std::vector<double> kept(out.n_spaxels() * static_cast<std::size_t>(n_wave_out));
+    for (int iy = 0; iy < out.ny; ++iy)
+      for (int ix = 0; ix < out.nx; ++ix) {
+        const std::size_t from =
+            (static_cast<std::size_t>(iy + margin.spaxels) * in.nx + ix + margin.spaxels) *
+                n_wave_in +
+            k0;
+        const std::size_t to = (static_cast<std::size_t>(iy) * out.nx + ix) * n_wave_out;
+        std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(from), n_wave_out,
+                    kept.begin() + static_cast<std::ptrdiff_t>(to));
+      }
+    values = std::move(kept);
+  };
+  crop(cube.data, in.n_wave, out.n_wave, margin.wavelengths);
+  crop(cube.variance, in.n_wave, out.n_wave, margin.wavelengths);
+  for (auto& [name, map] : maps)
+    if (map.values.size() == in.n_spaxels()) crop(map.values, 1, 1, 0);
+  cube.shape = out;
+}
+
 namespace {
 
 class ApertureMaskStage final : public Stage {
@@ -36,6 +65,8 @@ class ApertureMaskStage final : public Stage {
   void run(RunState& state) const override {
     if (!state.cube) throw std::logic_error("aperture_mask: no cube (psum must run first)");
     apply_aperture_mask(state.spaxel_grid, *state.cube, state.maps);
+    crop_margin(state.observation.margin, *state.cube, state.maps);
+    state.observation.margin = {};
   }
 };
 

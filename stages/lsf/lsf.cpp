@@ -50,14 +50,26 @@ class LsfStage final : public Stage {
         {"convolved cube (double, host; with the cube)", c.n_voxels() * sizeof(double), false, ""}};
   }
 
+  // The widest kernel's reach over the band, in wavelength pixels.
+  CubeMargin margin(const Observation& obs) const override {
+    const double step = obs.axes.wave_step_angstrom;
+    if (!(step > 0.0)) return {};  // run() says why
+    const ResolutionCurve tel = instrument_fwhm(obs);
+    double widest = 0.0;
+    for (int k = 0; k < obs.telescope.n_wave(); ++k)
+      widest = std::max(widest, lsf_kernel_sigma_angstrom(tel.at(obs.axes.wavelength_angstrom(k)),
+                                                          template_fwhm(obs), obs.redshift));
+    return {0, static_cast<int>(std::ceil(
+                   widest / step * gaussian_truncation_sigmas(params_.truncate_peak_fraction)))};
+  }
+
   void run(RunState& state) const override {
     if (!state.cube) throw std::logic_error("lsf: no cube (psum must run first)");
     Cube& cube = *state.cube;
-    refuse_masked_cube(cube, "lsf (" + path_ + ")");
+    refuse_cropped_cube(state, "lsf (" + path_ + ")");
     const Observation& obs = state.observation;
-    const ResolutionCurve tel = params_.fwhm_angstrom ? ResolutionCurve(*params_.fwhm_angstrom)
-                                                      : obs.telescope_lsf_fwhm_angstrom;
-    const double lib = params_.template_fwhm_angstrom.value_or(obs.template_fwhm_angstrom);
+    const ResolutionCurve tel = instrument_fwhm(obs);
+    const double lib = template_fwhm(obs);
     if (!(tel.min() > 0.0))
       throw ConfigError("lsf (" + path_ + "): the telescope's LSF FWHM is " +
                         std::to_string(tel.min()) + " A; set the telescope's or give " + path_ +
@@ -77,7 +89,7 @@ class LsfStage final : public Stage {
     double coarse_lo = 0, coarse_hi = -1, coarse_tel = 0;
     bool any = false;
     for (int k = 0; k < n_wave; ++k) {
-      const double lambda = obs.axes.wavelength_angstrom(k);
+      const double lambda = obs.axes.wavelength_angstrom(k - obs.margin.wavelengths);
       const double sigma = lsf_kernel_sigma_angstrom(tel.at(lambda), lib, obs.redshift);
       if (sigma < 0.0) {
         if (coarse_hi < coarse_lo) coarse_lo = lambda;
@@ -107,11 +119,19 @@ class LsfStage final : public Stage {
                   *std::min_element(sigma_pixels.begin(), sigma_pixels.end()),
                   *std::max_element(sigma_pixels.begin(), sigma_pixels.end()));
     std::vector<double> out;
-    convolve_axis_conserving(cube.data, out, cube.shape.n_spaxels(), n_wave, 1, kernels);
+    convolve_axis(cube.data, out, cube.shape.n_spaxels(), n_wave, 1, kernels);
     cube.data = std::move(out);
   }
 
  private:
+  ResolutionCurve instrument_fwhm(const Observation& obs) const {
+    return params_.fwhm_angstrom ? ResolutionCurve(*params_.fwhm_angstrom)
+                                 : obs.telescope_lsf_fwhm_angstrom;
+  }
+  double template_fwhm(const Observation& obs) const {
+    return params_.template_fwhm_angstrom.value_or(obs.template_fwhm_angstrom);
+  }
+
   LsfParams params_;
   std::string path_;
 };

@@ -33,6 +33,9 @@ PsfParams PsfParams::from_json(JsonParams p) {
   out.truncate_peak_fraction = p.number("truncate_peak_fraction", 1e-6);
   p.require(out.truncate_peak_fraction > 0.0 && out.truncate_peak_fraction < 0.5,
             "truncate_peak_fraction", "a number in (0, 0.5)", out.truncate_peak_fraction);
+  out.margin_light_fraction = p.number("margin_light_fraction", out.margin_light_fraction);
+  p.require(out.margin_light_fraction > 0.0 && out.margin_light_fraction < 0.5,
+            "margin_light_fraction", "a number in (0, 0.5)", out.margin_light_fraction);
   p.finish();
   return out;
 }
@@ -44,15 +47,19 @@ Kernel2D moffat_pixel_kernel(const PsfParams& params, double spaxel_arcsec, int 
   const double reach_spaxels =
       alpha * std::sqrt(std::pow(params.truncate_peak_fraction, -1.0 / beta) - 1.0);
   Kernel2D k;
-  k.radius = static_cast<int>(std::min<double>(std::ceil(reach_spaxels), std::max(max_radius, 0)));
+  const int full_radius = static_cast<int>(std::ceil(reach_spaxels));
+  k.radius = std::min(full_radius, std::max(max_radius, 0));
   const int side = 2 * k.radius + 1;
   k.weights.assign(static_cast<std::size_t>(side) * side, 0.0);
   const int n = params.supersample;
   const double inv_alpha2 = 1.0 / (alpha * alpha);
   const double reach2 = reach_spaxels * reach_spaxels;
+  // Every weight of the whole kernel is computed for its total (summed by row, then in row
+  // order: the same for any thread count); those within the cap are kept.
+  std::vector<double> row_total(2 * static_cast<std::size_t>(full_radius) + 1, 0.0);
 #pragma omp parallel for schedule(static)
-  for (int dy = -k.radius; dy <= k.radius; ++dy)
-    for (int dx = -k.radius; dx <= k.radius; ++dx) {
+  for (int dy = -full_radius; dy <= full_radius; ++dy)
+    for (int dx = -full_radius; dx <= full_radius; ++dx) {
       // Circular truncation on the spaxel centre's distance.
       if (static_cast<double>(dx) * dx + static_cast<double>(dy) * dy > reach2) continue;
       double sum = 0.0;
@@ -63,9 +70,33 @@ Kernel2D moffat_pixel_kernel(const PsfParams& params, double spaxel_arcsec, int 
           sum += std::pow(1.0 + (x * x + y * y) * inv_alpha2, -beta);
         }
       }
-      k.weights[static_cast<std::size_t>(dy + k.radius) * side + dx + k.radius] = sum / (n * n);
+      row_total[dy + full_radius] += sum / (n * n);
+      if (std::abs(dx) <= k.radius && std::abs(dy) <= k.radius)
+        k.weights[static_cast<std::size_t>(dy + k.radius) * side + dx + k.radius] = sum / (n * n);
     }
+  k.sum = 0.0;
+  for (double t : row_total) k.sum += t;
   return k;
+}
+
+int psf_margin_spaxels(const PsfParams& params, double spaxel_arcsec) {
+  const double f = params.margin_light_fraction;
+  double light_radius, kernel_radius;  // in spaxels
+  if (params.shape == PsfParams::Shape::gaussian) {
+    // Light outside radius r of a 2-D Gaussian: exp(-r^2 / 2 sigma^2).
+    const double sigma = params.fwhm_arcsec / std::sqrt(8.0 * std::log(2.0)) / spaxel_arcsec;
+    light_radius = sigma * std::sqrt(-2.0 * std::log(f));
+    kernel_radius = std::ceil(sigma * gaussian_truncation_sigmas(params.truncate_peak_fraction));
+  } else {
+    // Outside r of a Moffat: (1 + (r / alpha)^2)^(1 - beta).
+    const double beta = params.beta;
+    const double alpha =
+        params.fwhm_arcsec / (2.0 * std::sqrt(std::pow(2.0, 1.0 / beta) - 1.0)) / spaxel_arcsec;
+    light_radius = alpha * std::sqrt(std::pow(f, 1.0 / (1.0 - beta)) - 1.0);
+    kernel_radius =
+        std::ceil(alpha * std::sqrt(std::pow(params.truncate_peak_fraction, -1.0 / beta) - 1.0));
+  }
+  return static_cast<int>(std::min(std::ceil(light_radius), kernel_radius));
 }
 
 namespace {
@@ -118,30 +149,17 @@ void fft2(Eigen::FFT<double>& fft, std::vector<Complex>& a, int px, int py, bool
 }
 
 // The Moffat is not separable and its kernel is wide (14 FWHM at beta = 2.5), so a direct sum
-// costs n_spaxels x n_taps per plane: it is done as out = K * (in / N) (the flux-conserving
-// form, see the header) with FFTs, zero-padded to at least n + radius along each axis so that
-// the circular convolution has no wrap-around inside the cube. Two real planes go through one
-// complex transform (the kernel is real: the real part is one plane's result, the imaginary
-// part the other's). Each pair of planes is independent, so the result does not depend on the
-// thread count. Rounding: ~1e-16 of a plane's largest value (so far from all sources a voxel
-// may come out as, e.g., -1e-17 of the peak rather than 0).
+// costs n_spaxels x n_taps per plane: it is done as out = K * in / K.sum with FFTs, zero-padded to
+// at least n + radius along each axis so that the circular convolution has no wrap-around inside
+// the cube. Two real planes go through one complex transform (the kernel is real: the real part is
+// one plane's result, the imaginary part the other's). Each pair of planes is independent, so the
+// result does not depend on the thread count. Rounding: ~1e-16 of a plane's largest value (so far
+// from all sources a voxel may come out as, e.g., -1e-17 of the peak rather than 0).
 void apply_moffat(const PsfParams& params, double spaxel_arcsec, Cube& cube) {
   const int nx = cube.shape.nx, ny = cube.shape.ny, n_wave = cube.shape.n_wave;
-  const std::size_t n_spaxels = cube.shape.n_spaxels();
   const Kernel2D kernel = moffat_pixel_kernel(params, spaxel_arcsec, std::max(nx, ny) - 1);
   const int rx = std::min(kernel.radius, nx - 1), ry = std::min(kernel.radius, ny - 1);
-  // 1 / N(source): the part of the kernel that lands inside the cube.
-  std::vector<double> inv_norm(n_spaxels);
-#pragma omp parallel for schedule(static)
-  for (int sy = 0; sy < ny; ++sy)
-    for (int sx = 0; sx < nx; ++sx) {
-      double norm = 0.0;
-      for (int ty = std::max(0, sy - ry); ty <= std::min(ny - 1, sy + ry); ++ty)
-        for (int tx = std::max(0, sx - rx); tx <= std::min(nx - 1, sx + rx); ++tx)
-          norm += kernel.at(tx - sx, ty - sy);
-      inv_norm[static_cast<std::size_t>(sy) * nx + sx] = 1.0 / norm;
-    }
-
+  const double inv_norm = 1.0 / kernel.sum;  // the whole kernel's total is 1
   const int px = fft_size(nx + rx), py = fft_size(ny + ry);
   const std::size_t area = static_cast<std::size_t>(px) * py;
   std::vector<Complex> kernel_ft(area, 0.0);
@@ -170,7 +188,7 @@ void apply_moffat(const PsfParams& params, double spaxel_arcsec, Cube& cube) {
           const std::size_t s = static_cast<std::size_t>(y) * nx + x;
           const double* src = cube.data.data() + s * n_wave + k0;
           plane[static_cast<std::size_t>(y) * px + x] =
-              Complex(src[0] * inv_norm[s], two ? src[1] * inv_norm[s] : 0.0);
+              Complex(src[0] * inv_norm, two ? src[1] * inv_norm : 0.0);
         }
       fft2(fft, plane, px, py, false, ny, in, out);
       for (std::size_t i = 0; i < area; ++i) plane[i] *= kernel_ft[i];
@@ -191,18 +209,15 @@ void apply_gaussian(const PsfParams& params, double spaxel_arcsec, Cube& cube) {
   const double sigma_spaxels = params.fwhm_arcsec / std::sqrt(8.0 * std::log(2.0)) / spaxel_arcsec;
   const int nx = cube.shape.nx, ny = cube.shape.ny;
   const std::size_t n_wave = static_cast<std::size_t>(cube.shape.n_wave);
-  // Separable: the pixel-integrated 2-D Gaussian is the product of two 1-D kernels, and the
-  // in-cube normalisation of a source is the product of its two 1-D normalisations, so the two
-  // flux-conserving 1-D passes give exactly the flux-conserving 2-D convolution.
+  // Separable: the pixel-integrated 2-D Gaussian is the product of two 1-D kernels, each
+  // normalised to 1, so two zero-padded 1-D passes give the zero-padded 2-D convolution.
   std::vector<double> tmp;
   // Along x: layout (iy, ix, k).
-  convolve_axis_conserving(
-      cube.data, tmp, ny, nx, n_wave,
-      gaussian_pixel_kernel(sigma_spaxels, params.truncate_peak_fraction, nx - 1));
+  convolve_axis(cube.data, tmp, ny, nx, n_wave,
+                gaussian_pixel_kernel(sigma_spaxels, params.truncate_peak_fraction, nx - 1));
   // Along y: layout (1, iy, ix * k).
-  convolve_axis_conserving(
-      tmp, cube.data, 1, ny, static_cast<std::size_t>(nx) * n_wave,
-      gaussian_pixel_kernel(sigma_spaxels, params.truncate_peak_fraction, ny - 1));
+  convolve_axis(tmp, cube.data, 1, ny, static_cast<std::size_t>(nx) * n_wave,
+                gaussian_pixel_kernel(sigma_spaxels, params.truncate_peak_fraction, ny - 1));
 }
 
 }  // namespace
@@ -230,6 +245,11 @@ class PsfStage final : public Stage {
         {"convolved cube (double, host; with the cube)", c.n_voxels() * sizeof(double), false, ""}};
   }
 
+  CubeMargin margin(const Observation& obs) const override {
+    if (!(obs.axes.spaxel_arcsec > 0.0)) return {};  // run() says why
+    return {psf_margin_spaxels(params_, obs.axes.spaxel_arcsec), 0};
+  }
+
   void run(RunState& state) const override {
     if (!state.cube) throw std::logic_error("psf: no cube (psum must run first)");
     const double spaxel_arcsec = state.observation.axes.spaxel_arcsec;
@@ -240,7 +260,7 @@ class PsfStage final : public Stage {
       throw ConfigError("psf (" + path_ +
                         "): the cube already has noise; put the noise stage "
                         "after psf (convolving noise would correlate it)");
-    refuse_masked_cube(*state.cube, "psf (" + path_ + ")");
+    refuse_cropped_cube(state, "psf (" + path_ + ")");
     apply_psf(params_, spaxel_arcsec, *state.cube);
   }
 

@@ -22,16 +22,17 @@
 // half-width, as the two 1-D passes give), the Moffat on a circle of radius
 // alpha sqrt(f^(-1/beta) - 1), i.e. 14 FWHM for beta = 2.5. The Moffat's wings hold much light:
 // the fraction beyond radius R is (1 + (R / alpha)^2)^(1 - beta) = f^((beta - 1) / beta), 2.5e-4
-// for beta = 2.5 and f = 1e-6; that light is not lost but, through the renormalisation below,
-// given to the kernel inside R. A kernel never extends beyond the cube's size (nothing more
-// could be reached).
+// for beta = 2.5 and f = 1e-6; the kernel is normalised to a total of 1 inside R, so that light
+// stays in the core. A kernel never extends beyond the cube's size (nothing more could be
+// reached); its normalisation is that of the whole kernel.
 //
-// Edges, flux conservation: the light of each source spaxel is spread with the kernel truncated
-// to the cube and renormalised over the part that remains, so no light leaves the field and the
-// cube's total at every wavelength is conserved to rounding. (The alternative, losing the light
-// that falls outside, would model a real instrument's field edge, but then the result would
-// depend on light that was never simulated from outside the field; conserving is the choice
-// that keeps the cube's total equal to the galaxy's, which the flux tests rely on.)
+// Edges, as on the sky (stages/convolution.h): the convolution is zero-padded, so a source near
+// the edge loses the part of its PSF beyond it, and the run simulates a margin around the field
+// (Stage::margin) from which light scatters in; aperture_mask crops it. The margin is the radius
+// outside which the PSF holds less than `margin_light_fraction` (1e-2) of its light, or the
+// kernel's radius if smaller: a Gaussian's 3.03 sigma, a beta = 2.5 Moffat's 4.5 alpha (for
+// MUSE's 0.7 arcsec, 15 spaxels of 0.2 arcsec). Light that sources farther out would scatter into
+// the field, at most that fraction of theirs, is not simulated.
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,7 @@ struct PsfParams {
   double beta = 2.5;                     // Moffat only
   int supersample = 5;                   // Moffat only: sub-spaxels per side
   double truncate_peak_fraction = 1e-6;  // kernel cut where profile < this x peak
+  double margin_light_fraction = 1e-2;   // the margin simulated around the field: see above
   static PsfParams from_json(JsonParams params);
 };
 
@@ -60,11 +62,15 @@ struct PsfParams {
 struct Kernel2D {
   int radius = 0;
   std::vector<double> weights;
+  double sum = 1.0;  // of the weights of the whole kernel, before any cap on its radius
   double at(int dx, int dy) const {
     return weights[static_cast<std::size_t>(dy + radius) * (2 * radius + 1) + dx + radius];
   }
 };
 Kernel2D moffat_pixel_kernel(const PsfParams& params, double spaxel_arcsec, int max_radius);
+
+// The margin (spaxels) the PSF needs around the field: see above.
+int psf_margin_spaxels(const PsfParams& params, double spaxel_arcsec);
 
 // Applies the PSF to a host cube (spaxel-major), in place.
 void apply_psf(const PsfParams& params, double spaxel_arcsec, Cube& cube);

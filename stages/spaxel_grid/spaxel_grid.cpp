@@ -67,7 +67,11 @@ class ApertureStage final : public Stage {
 
 }  // namespace
 
-void assign_stars_to_grid(RunState& state, const SpaxelGrid& grid, int n_wave) {
+void assign_stars_to_grid(RunState& state, SpaxelGrid grid, int n_wave) {
+  // The margin the PSF and the LSF need around the field and the band (aperture_mask crops it).
+  const CubeMargin margin = state.observation.margin;
+  grid.n_side += 2 * margin.spaxels;
+  if (n_wave > 0) n_wave += 2 * margin.wavelengths;
   Stars& stars = state.data.stars;
   stars.spaxel_index =
       ShardedArray<std::int32_t>(state.mesh, stars.count(), 1, Sharding::sharded());

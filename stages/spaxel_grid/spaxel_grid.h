@@ -30,8 +30,10 @@ std::unique_ptr<Stage> make_spaxel_grid_stage(const nlohmann::json& params,
 // Parameters: "smoothing" and "knn_neighbours" (SmoothingParams).
 std::unique_ptr<Stage> make_aperture_stage(const nlohmann::json& params, const std::string& path);
 
-// Assigns state.data.stars.spaxel_index for `grid` and sets state.spaxels and state.spaxel_grid.
-void assign_stars_to_grid(RunState& state, const SpaxelGrid& grid, int n_wave);
+// Assigns state.data.stars.spaxel_index for `grid` widened by the run's margin
+// (Observation::margin, also added to `n_wave` when that is > 0) and sets state.spaxels and
+// state.spaxel_grid.
+void assign_stars_to_grid(RunState& state, SpaxelGrid grid, int n_wave);
 
 }  // namespace ifusim
 

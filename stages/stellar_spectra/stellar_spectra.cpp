@@ -510,8 +510,8 @@ class StellarSpectraStage final : public Stage {
         std::make_shared<const SspTables>(make_ssp_tables(*grid_, obs.telescope.wavelength_medium));
     s.device_tables = std::make_shared<const DeviceTables>(mesh, *s.tables);
     s.outside = params_.outside;
-    s.bins =
-        WaveBins{obs.axes.wave_start_angstrom, obs.axes.wave_step_angstrom, state.spaxels.n_wave};
+    s.bins = WaveBins{obs.simulated_wave_start_angstrom(), obs.axes.wave_step_angstrom,
+                      state.spaxels.n_wave};
     s.redshift = obs.redshift;
     s.shape = {state.spaxels.nx, state.spaxels.ny, s.bins.n};
     s.grid = state.spaxel_grid;
@@ -528,9 +528,9 @@ class StellarSpectraStage final : public Stage {
           "z = {}, not all of the telescope's {:.1f}-{:.1f} A: the rest of the cube stays dark",
           t.edges.front(), t.edges.back(), reach_lo, reach_hi, obs.redshift, s.bins.first_edge(),
           band_hi);
-    // The light weights' band, as whole bins.
-    s.band_first_bin = 0;
-    s.band_end_bin = s.bins.n;
+    // The light weights' band, as whole bins: by default the telescope's, without the margin.
+    s.band_first_bin = obs.margin.wavelengths;
+    s.band_end_bin = s.bins.n - obs.margin.wavelengths;
     if (params_.band_hi_angstrom > 0) {
       auto bin = [&](double lambda) {
         return static_cast<int>(
