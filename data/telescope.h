@@ -6,26 +6,28 @@
 
 namespace ifusim {
 
-// A spectral resolution (FWHM in Angstrom) as a function of observed wavelength: linear between
-// tabulated points, constant beyond the first and the last. A single point is a constant (and a
-// plain number converts to one).
+// A resolution (a FWHM: in Angstrom for a line-spread function, in arcsec for a point-spread
+// function) as a function of observed wavelength: linear between tabulated points, constant
+// beyond the first and the last. A single point is a constant (and a plain number converts to
+// one).
 struct ResolutionCurve {
   std::vector<double> wavelength_angstrom = {0.0};  // strictly increasing
-  std::vector<double> fwhm_angstrom = {0.0};
+  std::vector<double> fwhm = {0.0};
   ResolutionCurve() = default;
-  ResolutionCurve(double constant_fwhm_angstrom) : fwhm_angstrom{constant_fwhm_angstrom} {}
-  ResolutionCurve(std::vector<double> wavelength, std::vector<double> fwhm)
-      : wavelength_angstrom(std::move(wavelength)), fwhm_angstrom(std::move(fwhm)) {}
-  bool constant() const { return fwhm_angstrom.size() == 1; }
-  double min() const { return *std::min_element(fwhm_angstrom.begin(), fwhm_angstrom.end()); }
+  ResolutionCurve(double constant_fwhm) : fwhm{constant_fwhm} {}
+  ResolutionCurve(std::vector<double> wavelength, std::vector<double> values)
+      : wavelength_angstrom(std::move(wavelength)), fwhm(std::move(values)) {}
+  bool constant() const { return fwhm.size() == 1; }
+  double min() const { return *std::min_element(fwhm.begin(), fwhm.end()); }
+  double max() const { return *std::max_element(fwhm.begin(), fwhm.end()); }
   double at(double lambda_angstrom) const {
     const auto& w = wavelength_angstrom;
-    if (constant() || lambda_angstrom <= w.front()) return fwhm_angstrom.front();
-    if (lambda_angstrom >= w.back()) return fwhm_angstrom.back();
+    if (constant() || lambda_angstrom <= w.front()) return fwhm.front();
+    if (lambda_angstrom >= w.back()) return fwhm.back();
     const std::size_t i =
         static_cast<std::size_t>(std::upper_bound(w.begin(), w.end(), lambda_angstrom) - w.begin());
     const double t = (lambda_angstrom - w[i - 1]) / (w[i] - w[i - 1]);
-    return fwhm_angstrom[i - 1] + t * (fwhm_angstrom[i] - fwhm_angstrom[i - 1]);
+    return fwhm[i - 1] + t * (fwhm[i] - fwhm[i - 1]);
   }
 };
 
@@ -44,7 +46,7 @@ struct Telescope {
   double wave_step_angstrom = 0.0;
   std::string wavelength_medium = "air";
   ResolutionCurve lsf_fwhm_angstrom;  // line-spread function (observed frame)
-  double psf_fwhm_arcsec = 0.0;       // typical seeing or diffraction limit, used when a run's PSF
+  ResolutionCurve psf_fwhm_arcsec;    // typical seeing or diffraction limit, used when a run's PSF
                                       // stage gives none
 
   // Spaxels per side: fov / spaxel, rounded when it is within 1e-6 of an integer, else up.

@@ -24,30 +24,32 @@ std::vector<std::string> telescope_preset_names() {
   return names;
 }
 
-namespace {
-
-// A number >= 0, or {"wavelength_angstrom": [...], "fwhm_angstrom": [...]}: at least two
-// points, wavelengths strictly increasing, FWHM > 0.
-ResolutionCurve parse_resolution(JsonParams& p, const std::string& key) {
+ResolutionCurve parse_resolution_curve(JsonParams& p, const std::string& key,
+                                       const std::string& value_key, bool allow_zero) {
   if (!p.has(key) || !p.raw(key).is_object()) {
     const double fwhm = p.number(key);
-    p.require(fwhm >= 0, key,
-              "a number >= 0 or {\"wavelength_angstrom\": [...], \"fwhm_angstrom\": [...]}", fwhm);
+    p.require(allow_zero ? fwhm >= 0 : fwhm > 0, key,
+              std::string(allow_zero ? "a number >= 0" : "a number > 0") +
+                  " or {\"wavelength_angstrom\": [...], \"" + value_key + "\": [...]}",
+              fwhm);
     return ResolutionCurve(fwhm);
   }
   JsonParams table = p.object(key);
   std::vector<double> wavelength = table.numbers("wavelength_angstrom", 0, 2);
-  std::vector<double> fwhm = table.numbers("fwhm_angstrom", wavelength.size());
+  std::vector<double> fwhm = table.numbers(value_key, wavelength.size());
   for (std::size_t i = 0; i < wavelength.size(); ++i) {
     table.require(wavelength[i] > (i ? wavelength[i - 1] : 0.0), "wavelength_angstrom",
                   "wavelengths > 0, strictly increasing", table.raw("wavelength_angstrom"));
-    table.require(fwhm[i] > 0, "fwhm_angstrom", "FWHM values > 0", table.raw("fwhm_angstrom"));
+    table.require(fwhm[i] > 0, value_key, "FWHM values > 0", table.raw(value_key));
   }
   table.finish();
   return ResolutionCurve(std::move(wavelength), std::move(fwhm));
 }
 
-}  // namespace
+nlohmann::json to_json(const ResolutionCurve& curve, const std::string& value_key) {
+  if (curve.constant()) return curve.fwhm.front();
+  return {{"wavelength_angstrom", curve.wavelength_angstrom}, {value_key, curve.fwhm}};
+}
 
 Telescope parse_telescope(const nlohmann::json& object, const std::string& path) {
   JsonParams p(object, path);
@@ -75,9 +77,9 @@ Telescope parse_telescope(const nlohmann::json& object, const std::string& path)
             "step_angstrom", "a step > 0 and smaller than the range", t.wave_step_angstrom);
   t.wavelength_medium = w.choice("medium", {"air", "vacuum"}, "air");
   w.finish();
-  t.lsf_fwhm_angstrom = parse_resolution(p, "lsf_fwhm_angstrom");
-  t.psf_fwhm_arcsec = p.number("psf_fwhm_arcsec", 0.0);
-  p.require(t.psf_fwhm_arcsec >= 0, "psf_fwhm_arcsec", "a number >= 0", t.psf_fwhm_arcsec);
+  t.lsf_fwhm_angstrom = parse_resolution_curve(p, "lsf_fwhm_angstrom", "fwhm_angstrom", true);
+  if (p.has("psf_fwhm_arcsec"))
+    t.psf_fwhm_arcsec = parse_resolution_curve(p, "psf_fwhm_arcsec", "fwhm_arcsec", true);
   p.finish();
   // Spaxel indices are int32: floor(sqrt(2^31 - 1)) = 46340 spaxels a side at most.
   if (t.fov_arcsec / t.spaxel_arcsec > 46340.0)

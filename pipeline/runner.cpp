@@ -16,6 +16,7 @@
 #include "io/output_folder.h"
 #include "io/rubix/rubix_galaxy.h"
 #include "io/ssp/ssp_library.h"
+#include "io/telescope.h"
 #include "io/tng/synthetic_source.h"
 #include "io/tng/tng_reader.h"
 #include "pipeline/devices.h"
@@ -88,10 +89,10 @@ nlohmann::json stage_params(const StageConfig& s, const RunConfig& c) {
     for (auto it = c.ssp_params.begin(); it != c.ssp_params.end(); ++it)
       if (!p.contains(it.key())) p[it.key()] = it.value();
   if (s.name == "psf" && !p.contains("fwhm_arcsec")) {
-    if (!(c.telescope.psf_fwhm_arcsec > 0))
+    if (!(c.telescope.psf_fwhm_arcsec.max() > 0))
       throw ConfigError(
           "stages.psf.fwhm_arcsec: expected a number > 0 (the telescope gives no PSF)");
-    p["fwhm_arcsec"] = c.telescope.psf_fwhm_arcsec;
+    p["fwhm_arcsec"] = to_json(c.telescope.psf_fwhm_arcsec, "fwhm_arcsec");
   }
   return p;
 }

@@ -244,6 +244,50 @@ TEST_CASE("psf: a point source gets the requested FWHM; Moffat has wider wings",
   CHECK(gr[c + 13] > 0.0);
 }
 
+TEST_CASE("psf: a FWHM that varies with wavelength gives each plane its own", "[post]") {
+  // Planes at 4750, 7025 and 9300 A; the FWHM falls linearly from 1.4 arcsec at 4000 A to 0.8 at
+  // 10000 A (7 to 4 spaxels of 0.2 arcsec).
+  Observation obs = observation(0.03);
+  obs.axes.wave_start_angstrom = 4750.0;
+  obs.axes.wave_step_angstrom = 2275.0;
+  const int n = 61, c = 30;
+  const Cube in = point_source(n, n, 3, c, c);
+  const nlohmann::json curve = {{"wavelength_angstrom", {4000.0, 10000.0}},
+                                {"fwhm_arcsec", {1.4, 0.8}}};
+  auto fwhm_at = [](double lambda) { return 1.4 - 0.6 * (lambda - 4000.0) / 6000.0; };
+  for (const char* shape : {"gaussian", "moffat"}) {
+    INFO(shape);
+    const Cube out = run_stage(
+        {{"stage", "psf"}, {"params", {{"shape", shape}, {"fwhm_arcsec", curve}}}}, in, obs);
+    require_finite(out);
+    for (int k = 0; k < 3; ++k) {
+      const double fwhm = fwhm_at(obs.axes.wavelength_angstrom(k));
+      INFO("plane " << k << ", FWHM " << fwhm << " arcsec");
+      // The same plane as a constant PSF of that FWHM gives (the FWHM rounded to 0.1%).
+      const Cube constant = run_stage(
+          {{"stage", "psf"}, {"params", {{"shape", shape}, {"fwhm_arcsec", fwhm}}}}, in, obs);
+      double peak = 0, worst = 0;
+      for (int iy = 0; iy < n; ++iy)
+        for (int ix = 0; ix < n; ++ix) {
+          peak = std::max(peak, constant.at(ix, iy, k));
+          worst = std::max(worst, std::abs(out.at(ix, iy, k) - constant.at(ix, iy, k)));
+        }
+      CHECK(worst <= 2e-3 * peak);
+      if (std::string(shape) == "gaussian") {
+        // Second moment: sigma^2 + 1/12 spaxel^2, within 0.5%.
+        const double sigma = fwhm / 0.2 / std::sqrt(8.0 * std::log(2.0));
+        double total = 0, m2 = 0;
+        for (int iy = 0; iy < n; ++iy)
+          for (int ix = 0; ix < n; ++ix) {
+            total += out.at(ix, iy, k);
+            m2 += out.at(ix, iy, k) * (ix - c) * (ix - c);
+          }
+        CHECK(m2 / total == Approx(sigma * sigma + 1.0 / 12.0).epsilon(0.005));
+      }
+    }
+  }
+}
+
 TEST_CASE("psf: the separable Gaussian equals the direct zero-padded 2-D sum", "[post]") {
   // out(t) = sum_s in(s) K(t - s) / N, with K the product of the 1-D pixel-integrated kernels and
   // N its whole sum, computed directly.
@@ -278,8 +322,8 @@ TEST_CASE("psf: the Moffat by FFT equals the direct zero-padded 2-D sum", "[post
   const nlohmann::json params = {{"shape", "moffat"}, {"fwhm_arcsec", 0.5}, {"beta", 3.0}};
   const Cube out = run_stage({{"stage", "psf"}, {"params", params}}, in, obs);
   require_finite(out);
-  const Kernel2D kernel =
-      moffat_pixel_kernel(PsfParams::from_json(JsonParams(params, "p")), 0.2, std::max(nx, ny) - 1);
+  const Kernel2D kernel = moffat_pixel_kernel(PsfParams::from_json(JsonParams(params, "p")), 0.5,
+                                              0.2, std::max(nx, ny) - 1);
   REQUIRE(kernel.radius == 10);  // 24.4 spaxels at 1e-6 of the peak, capped by the cube
   for (int k = 0; k < n_wave; ++k) {
     double peak = 0;

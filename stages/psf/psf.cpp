@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <map>
 #include <stdexcept>
 
+#include "io/telescope.h"
 #include "stages/convolution.h"
 
 namespace ifusim {
@@ -15,8 +17,7 @@ PsfParams PsfParams::from_json(JsonParams p) {
   PsfParams out;
   out.shape = p.choice("shape", {"gaussian", "moffat"}, "gaussian") == "moffat" ? Shape::moffat
                                                                                 : Shape::gaussian;
-  out.fwhm_arcsec = p.number("fwhm_arcsec");
-  p.require(out.fwhm_arcsec > 0.0, "fwhm_arcsec", "a number > 0", out.fwhm_arcsec);
+  out.fwhm_arcsec = parse_resolution_curve(p, "fwhm_arcsec", "fwhm_arcsec", false);
   if (out.shape == Shape::moffat) {
     out.beta = p.number("beta", 2.5);
     // beta <= 1: the profile's integral diverges.
@@ -40,10 +41,11 @@ PsfParams PsfParams::from_json(JsonParams p) {
   return out;
 }
 
-Kernel2D moffat_pixel_kernel(const PsfParams& params, double spaxel_arcsec, int max_radius) {
+Kernel2D moffat_pixel_kernel(const PsfParams& params, double fwhm_arcsec, double spaxel_arcsec,
+                             int max_radius) {
   const double beta = params.beta;
   const double alpha =
-      params.fwhm_arcsec / (2.0 * std::sqrt(std::pow(2.0, 1.0 / beta) - 1.0)) / spaxel_arcsec;
+      fwhm_arcsec / (2.0 * std::sqrt(std::pow(2.0, 1.0 / beta) - 1.0)) / spaxel_arcsec;
   const double reach_spaxels =
       alpha * std::sqrt(std::pow(params.truncate_peak_fraction, -1.0 / beta) - 1.0);
   Kernel2D k;
@@ -81,17 +83,18 @@ Kernel2D moffat_pixel_kernel(const PsfParams& params, double spaxel_arcsec, int 
 
 int psf_margin_spaxels(const PsfParams& params, double spaxel_arcsec) {
   const double f = params.margin_light_fraction;
-  double light_radius, kernel_radius;  // in spaxels
+  const double fwhm_arcsec = params.fwhm_arcsec.max();  // the widest PSF over the band
+  double light_radius, kernel_radius;                   // in spaxels
   if (params.shape == PsfParams::Shape::gaussian) {
     // Light outside radius r of a 2-D Gaussian: exp(-r^2 / 2 sigma^2).
-    const double sigma = params.fwhm_arcsec / std::sqrt(8.0 * std::log(2.0)) / spaxel_arcsec;
+    const double sigma = fwhm_arcsec / std::sqrt(8.0 * std::log(2.0)) / spaxel_arcsec;
     light_radius = sigma * std::sqrt(-2.0 * std::log(f));
     kernel_radius = std::ceil(sigma * gaussian_truncation_sigmas(params.truncate_peak_fraction));
   } else {
     // Outside r of a Moffat: (1 + (r / alpha)^2)^(1 - beta).
     const double beta = params.beta;
     const double alpha =
-        params.fwhm_arcsec / (2.0 * std::sqrt(std::pow(2.0, 1.0 / beta) - 1.0)) / spaxel_arcsec;
+        fwhm_arcsec / (2.0 * std::sqrt(std::pow(2.0, 1.0 / beta) - 1.0)) / spaxel_arcsec;
     light_radius = alpha * std::sqrt(std::pow(f, 1.0 / (1.0 - beta)) - 1.0);
     kernel_radius =
         std::ceil(alpha * std::sqrt(std::pow(params.truncate_peak_fraction, -1.0 / beta) - 1.0));
@@ -155,9 +158,10 @@ void fft2(Eigen::FFT<double>& fft, std::vector<Complex>& a, int px, int py, bool
 // one plane's result, the imaginary part the other's). Each pair of planes is independent, so the
 // result does not depend on the thread count. Rounding: ~1e-16 of a plane's largest value (so far
 // from all sources a voxel may come out as, e.g., -1e-17 of the peak rather than 0).
-void apply_moffat(const PsfParams& params, double spaxel_arcsec, Cube& cube) {
+void apply_moffat(const PsfParams& params, double fwhm_arcsec, double spaxel_arcsec, Cube& cube) {
   const int nx = cube.shape.nx, ny = cube.shape.ny, n_wave = cube.shape.n_wave;
-  const Kernel2D kernel = moffat_pixel_kernel(params, spaxel_arcsec, std::max(nx, ny) - 1);
+  const Kernel2D kernel =
+      moffat_pixel_kernel(params, fwhm_arcsec, spaxel_arcsec, std::max(nx, ny) - 1);
   const int rx = std::min(kernel.radius, nx - 1), ry = std::min(kernel.radius, ny - 1);
   const double inv_norm = 1.0 / kernel.sum;  // the whole kernel's total is 1
   const int px = fft_size(nx + rx), py = fft_size(ny + ry);
@@ -205,8 +209,8 @@ void apply_moffat(const PsfParams& params, double spaxel_arcsec, Cube& cube) {
   cube.data = std::move(result);
 }
 
-void apply_gaussian(const PsfParams& params, double spaxel_arcsec, Cube& cube) {
-  const double sigma_spaxels = params.fwhm_arcsec / std::sqrt(8.0 * std::log(2.0)) / spaxel_arcsec;
+void apply_gaussian(const PsfParams& params, double fwhm_arcsec, double spaxel_arcsec, Cube& cube) {
+  const double sigma_spaxels = fwhm_arcsec / std::sqrt(8.0 * std::log(2.0)) / spaxel_arcsec;
   const int nx = cube.shape.nx, ny = cube.shape.ny;
   const std::size_t n_wave = static_cast<std::size_t>(cube.shape.n_wave);
   // Separable: the pixel-integrated 2-D Gaussian is the product of two 1-D kernels, each
@@ -222,14 +226,43 @@ void apply_gaussian(const PsfParams& params, double spaxel_arcsec, Cube& cube) {
 
 }  // namespace
 
-void apply_psf(const PsfParams& params, double spaxel_arcsec, Cube& cube) {
-  if (cube.data.size() != cube.shape.n_voxels())
-    throw std::logic_error("psf: the cube's data does not match its shape");
+void apply_psf(const PsfParams& params, double spaxel_arcsec,
+               const std::vector<double>& plane_wavelength_angstrom, Cube& cube) {
+  if (cube.data.size() != cube.shape.n_voxels() ||
+      plane_wavelength_angstrom.size() != static_cast<std::size_t>(cube.shape.n_wave))
+    throw std::logic_error("psf: the cube's data or wavelengths do not match its shape");
   if (cube.data.empty()) return;
-  if (params.shape == PsfParams::Shape::gaussian)
-    apply_gaussian(params, spaxel_arcsec, cube);
-  else
-    apply_moffat(params, spaxel_arcsec, cube);
+  auto apply = [&](double fwhm_arcsec, Cube& planes) {
+    if (params.shape == PsfParams::Shape::gaussian)
+      apply_gaussian(params, fwhm_arcsec, spaxel_arcsec, planes);
+    else
+      apply_moffat(params, fwhm_arcsec, spaxel_arcsec, planes);
+  };
+  if (params.fwhm_arcsec.constant()) {
+    apply(params.fwhm_arcsec.fwhm.front(), cube);
+    return;
+  }
+  // A FWHM that varies with wavelength: the planes are grouped by their FWHM rounded to steps
+  // of 1e-3 (relative; 0.05% at most from the curve), and each group is convolved with its own
+  // kernel, gathered into a cube of its planes and scattered back.
+  const double step = std::log1p(1e-3);
+  std::map<long long, std::vector<int>> groups;
+  for (int k = 0; k < cube.shape.n_wave; ++k)
+    groups[std::llround(std::log(params.fwhm_arcsec.at(plane_wavelength_angstrom[k])) / step)]
+        .push_back(k);
+  const std::size_t n_spaxels = cube.shape.n_spaxels(), n_wave = cube.shape.n_wave;
+  for (const auto& [key, planes] : groups) {
+    Cube group;
+    group.shape = {cube.shape.nx, cube.shape.ny, static_cast<int>(planes.size())};
+    group.data.resize(n_spaxels * planes.size());
+    for (std::size_t s = 0; s < n_spaxels; ++s)
+      for (std::size_t i = 0; i < planes.size(); ++i)
+        group.data[s * planes.size() + i] = cube.data[s * n_wave + planes[i]];
+    apply(std::exp(static_cast<double>(key) * step), group);
+    for (std::size_t s = 0; s < n_spaxels; ++s)
+      for (std::size_t i = 0; i < planes.size(); ++i)
+        cube.data[s * n_wave + planes[i]] = group.data[s * planes.size() + i];
+  }
 }
 
 namespace {
@@ -261,7 +294,11 @@ class PsfStage final : public Stage {
                         "): the cube already has noise; put the noise stage "
                         "after psf (convolving noise would correlate it)");
     refuse_cropped_cube(state, "psf (" + path_ + ")");
-    apply_psf(params_, spaxel_arcsec, *state.cube);
+    std::vector<double> wavelength(static_cast<std::size_t>(state.cube->shape.n_wave));
+    for (int k = 0; k < state.cube->shape.n_wave; ++k)
+      wavelength[k] =
+          state.observation.axes.wavelength_angstrom(k - state.observation.margin.wavelengths);
+    apply_psf(params_, spaxel_arcsec, wavelength, *state.cube);
   }
 
  private:

@@ -1,7 +1,9 @@
 #pragma once
 // psf: the atmosphere's and telescope's point-spread function, applied to every wavelength
-// plane of the reduced cube on the spaxel grid (observation.axes.spaxel_arcsec). The PSF is the
-// same at all wavelengths.
+// plane of the reduced cube on the spaxel grid (observation.axes.spaxel_arcsec). Its FWHM may vary
+// with wavelength (a table; the MUSE presets' seeing follows Kolmogorov turbulence, FWHM
+// proportional to lambda^(-1/5), Roddier 1981, Prog. Opt. 19, 281): planes are then grouped by
+// their FWHM to 0.1% and each group gets its own kernel.
 //
 // Profiles, with FWHM in arcsec:
 //  - gaussian: I(r) = exp(-r^2 / 2 sigma^2), sigma = FWHM / sqrt(8 ln 2);
@@ -47,9 +49,9 @@ namespace ifusim {
 struct PsfParams {
   enum class Shape { gaussian, moffat };
   Shape shape = Shape::gaussian;
-  double fwhm_arcsec = 0.0;
-  double beta = 2.5;                     // Moffat only
-  int supersample = 5;                   // Moffat only: sub-spaxels per side
+  ResolutionCurve fwhm_arcsec;  // a number or {"wavelength_angstrom": [...], "fwhm_arcsec": [...]}
+  double beta = 2.5;            // Moffat only
+  int supersample = 5;          // Moffat only: sub-spaxels per side
   double truncate_peak_fraction = 1e-6;  // kernel cut where profile < this x peak
   double margin_light_fraction = 1e-2;   // the margin simulated around the field: see above
   static PsfParams from_json(JsonParams params);
@@ -67,13 +69,16 @@ struct Kernel2D {
     return weights[static_cast<std::size_t>(dy + radius) * (2 * radius + 1) + dx + radius];
   }
 };
-Kernel2D moffat_pixel_kernel(const PsfParams& params, double spaxel_arcsec, int max_radius);
+Kernel2D moffat_pixel_kernel(const PsfParams& params, double fwhm_arcsec, double spaxel_arcsec,
+                             int max_radius);
 
 // The margin (spaxels) the PSF needs around the field: see above.
 int psf_margin_spaxels(const PsfParams& params, double spaxel_arcsec);
 
-// Applies the PSF to a host cube (spaxel-major), in place.
-void apply_psf(const PsfParams& params, double spaxel_arcsec, Cube& cube);
+// Applies the PSF to a host cube (spaxel-major), in place; plane k is at
+// plane_wavelength_angstrom[k] (for a FWHM that varies with wavelength).
+void apply_psf(const PsfParams& params, double spaxel_arcsec,
+               const std::vector<double>& plane_wavelength_angstrom, Cube& cube);
 
 std::unique_ptr<Stage> make_psf_stage(const nlohmann::json& params, const std::string& path);
 
