@@ -19,10 +19,10 @@
 // resolution varies with wavelength (MaStar) is still described by that one number.
 //
 // The kernel is integrated over each target pixel (erf differences, not samples), truncated
-// where it falls below `truncate_peak_fraction` (1e-6) of its peak (5.26 sigma), and is flux
-// conserving at the spectrum's ends: each source pixel's light is spread with the kernel
-// truncated to the wavelength range and renormalised over it, so every spaxel's total is
-// conserved to rounding (stages/convolution.h).
+// where it falls below `truncate_peak_fraction` (1e-6) of its peak (5.26 sigma), normalised to 1,
+// and zero-padded at the band's ends (stages/convolution.h): the run simulates a margin of
+// wavelengths at each end as wide as the widest kernel (Stage::margin), from which light comes
+// into the band, and aperture_mask crops it.
 #include <memory>
 #include <optional>
 #include <string>

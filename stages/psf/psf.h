@@ -59,8 +59,8 @@ struct PsfParams {
 
 // The 2-D kernel on integer spaxel offsets (dx, dy), |dx|, |dy| <= radius, row-major
 // weights[(dy + radius) * (2 radius + 1) + dx + radius], each the profile integrated over the
-// target spaxel, unnormalised (the stage renormalises per source). `max_radius` caps the
-// radius (the cube's size).
+// target spaxel, unnormalised (the convolution divides by `sum`). `max_radius` caps the radius
+// (the cube's size); `sum` is that of the whole kernel.
 struct Kernel2D {
   int radius = 0;
   std::vector<double> weights;
