@@ -33,6 +33,10 @@ struct ResolutionCurve {
 
 enum class ApertureShape { square, circular, hexagonal };
 
+// The most spaxels a grid may have on a side: spaxel indices iy * n + ix are int32
+// (stars.spaxel_index), and floor(sqrt(2^31 - 1)) = 46340.
+inline constexpr int kMaxSpaxelsSide = 46340;
+
 // An IFU: its field, spaxels, wavelength coverage and resolution. Presets are JSON files in
 // configs/telescopes/; a run config may also describe its own.
 struct Telescope {

@@ -81,11 +81,10 @@ Telescope parse_telescope(const nlohmann::json& object, const std::string& path)
   if (p.has("psf_fwhm_arcsec"))
     t.psf_fwhm_arcsec = parse_resolution_curve(p, "psf_fwhm_arcsec", "fwhm_arcsec", true);
   p.finish();
-  // Spaxel indices are int32: floor(sqrt(2^31 - 1)) = 46340 spaxels a side at most.
-  if (t.fov_arcsec / t.spaxel_arcsec > 46340.0)
-    throw ConfigError(
-        path + ": fov_arcsec / spaxel_arcsec = " + std::to_string(t.fov_arcsec / t.spaxel_arcsec) +
-        " spaxels a side; at most 46340 (spaxel indices must fit in int32)");
+  if (t.fov_arcsec / t.spaxel_arcsec > kMaxSpaxelsSide)
+    throw ConfigError(path + ": fov_arcsec / spaxel_arcsec = " +
+                      std::to_string(t.fov_arcsec / t.spaxel_arcsec) + " spaxels a side; at most " +
+                      std::to_string(kMaxSpaxelsSide) + " (spaxel indices must fit in int32)");
   if (static_cast<double>(t.n_spaxels_side()) * t.n_spaxels_side() * t.n_wave() > 4e9)
     throw ConfigError(path + ": the cube would have more than 4e9 voxels");
   return t;

@@ -111,7 +111,7 @@ CubeMargin run_margin(const std::vector<std::unique_ptr<Stage>>& stages, const O
 
 RunPlan plan_run(const RunConfig& c, const Mesh& mesh,
                  const std::vector<std::unique_ptr<Stage>>& stages, const SspGrid& ssp,
-                 bool read_gas) {
+                 bool read_gas, const CubeMargin& margin) {
   RunPlan plan;
   std::ostringstream out;
   const Counts n = count_particles(c, read_gas);
@@ -123,7 +123,6 @@ RunPlan plan_run(const RunConfig& c, const Mesh& mesh,
   ctx.mesh = &mesh;
   ctx.n_stars = n.stars;
   ctx.n_gas = n.gas;
-  const CubeMargin margin = run_margin(stages, observation_of(c, ssp));
   const std::size_t side =
       static_cast<std::size_t>(c.telescope.n_spaxels_side() + 2 * margin.spaxels);
   ctx.n_spaxels = side * side;

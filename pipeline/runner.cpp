@@ -98,12 +98,12 @@ nlohmann::json stage_params(const StageConfig& s, const RunConfig& c) {
 }
 
 Observation make_observation(const RunConfig& c, const GalaxyData& data, const SspGrid& ssp,
-                             const std::vector<std::unique_ptr<Stage>>& stages) {
+                             const CubeMargin& margin) {
   Observation o = observation_of(c, ssp);
   o.cosmology = c.cosmology_source == "snapshot" ? data.galaxy.cosmology : c.cosmology;
   o.luminosity_distance_mpc = o.cosmology.luminosity_distance_mpc(c.redshift);
   o.kpc_per_arcsec = o.cosmology.kpc_per_arcsec(c.redshift);
-  o.margin = run_margin(stages, o);
+  o.margin = margin;
   return o;
 }
 
@@ -127,6 +127,7 @@ struct RunSetup {
   StageResources resources;
   std::vector<std::unique_ptr<Stage>> stages;
   bool read_gas = false;  // some stage uses the gas and the config allows it
+  CubeMargin margin;      // what the stages simulate beyond the field and the band
 };
 
 RunSetup set_up(const RunConfig& c, const RunOptions& options) {
@@ -152,7 +153,9 @@ RunSetup set_up(const RunConfig& c, const RunOptions& options) {
                      "stars.initial_mass_msun", "stars.age_gyr", "stars.metallicity",
                      "gas.position_kpc", "gas.mass_msun", "gas.metallicity"});
   // A margin around the field (the PSF's and LSF's reach) must be cropped again.
-  const CubeMargin margin = run_margin(s.stages, observation_of(c, *s.resources.ssp));
+  // (The margin needs no cosmology: observation_of is enough.)
+  s.margin = run_margin(s.stages, observation_of(c, *s.resources.ssp));
+  const CubeMargin& margin = s.margin;
   bool crops = false;
   for (const auto& stage : s.stages)
     for (const auto& p : stage->provides()) crops = crops || p == "cube_masked";
@@ -174,7 +177,7 @@ RunSetup set_up(const RunConfig& c, const RunOptions& options) {
 
 RunPlan plan_pipeline(const RunConfig& c, const RunOptions& options) {
   RunSetup setup = set_up(c, options);
-  return plan_run(c, *setup.mesh, setup.stages, *setup.resources.ssp, setup.read_gas);
+  return plan_run(c, *setup.mesh, setup.stages, *setup.resources.ssp, setup.read_gas, setup.margin);
 }
 
 RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
@@ -191,7 +194,7 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
   auto& stages = setup.stages;
   for (std::size_t d = 0; d < mesh->size(); ++d)
     report.devices.push_back(mesh->device(d).description);
-  const RunPlan plan = plan_run(c, *mesh, stages, *resources.ssp, setup.read_gas);
+  const RunPlan plan = plan_run(c, *mesh, stages, *resources.ssp, setup.read_gas, setup.margin);
   spdlog::debug("plan:\n{}", plan.report);
   if (!plan.fits()) {
     std::string message = "the run does not fit in memory (ifusim plan shows why):";
@@ -205,7 +208,7 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
   state.data = read_galaxy(*mesh, c, setup.read_gas);
   for (const auto& shard : state.data.stars.mass_msun.shards())
     report.stars_per_device.push_back(shard.range.size());
-  state.observation = make_observation(c, state.data, *resources.ssp, stages);
+  state.observation = make_observation(c, state.data, *resources.ssp, setup.margin);
   spdlog::info(
       "z = {}, D_L = {:.2f} Mpc, {:.4f} kpc/arcsec; telescope {} ({} x {} spaxels, {} wavelengths)",
       c.redshift, state.observation.luminosity_distance_mpc, state.observation.kpc_per_arcsec,

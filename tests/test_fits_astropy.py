@@ -17,13 +17,7 @@ except ImportError as e:  # not a skip: the test needs astropy to mean anything
     print(f"FAIL: astropy/numpy not importable ({e}); install python3-astropy (scripts/setup.sh)")
     sys.exit(1)
 
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
+from checks import check, finish  # tests/checks.py, beside this script
 
 
 def close(a, b, rel=1e-12, abs_=0.0):
@@ -104,7 +98,4 @@ with fits.open(f"{directory}/cube.fits") as hdul:
     fits.HDUList([fits.PrimaryHDU(), fits.ImageHDU(data.data, hdr, name="DATA")]).writeto(
         f"{directory}/astropy_cube.fits", overwrite=True)
 
-if failures:
-    print(f"{len(failures)} check(s) failed")
-    sys.exit(1)
-print("all checks passed")
+finish()

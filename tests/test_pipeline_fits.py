@@ -22,13 +22,7 @@ except ImportError as e:
     print(f"FAIL: astropy/numpy/h5py not importable ({e}); run scripts/setup.sh")
     sys.exit(1)
 
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
+from checks import check, finish  # tests/checks.py, beside this script
 
 
 def fits_unit(text):
@@ -132,7 +126,4 @@ with fits.open(cube_fits) as hdul, h5py.File(f"{directory}/cube.h5", "r") as h5:
           "CONFIG provenance parses and names the telescope")
     check("(${IFUSIM_DATA_DIR}/ssp/" in prov["SSP"], f"SSP provenance {prov['SSP']}")
 
-if failures:
-    print(f"{len(failures)} check(s) failed")
-    sys.exit(1)
-print("all checks passed")
+finish()

@@ -1,17 +1,14 @@
 #include "stages/spaxel_grid/spaxel_grid.h"
 
 namespace ifusim {
-namespace {
-// The largest n with n x n spaxel indices in int32: floor(sqrt(2^31 - 1)).
-constexpr int kMaxSpaxelsSide = 46340;
-}  // namespace
 
 SpaxelGridParams SpaxelGridParams::from_json(JsonParams p) {
   SpaxelGridParams out;
   const long long n = p.integer("n_spaxels");
-  // Spaxel indices iy * n + ix are int32 (stars.spaxel_index): n^2 must fit.
   p.require(n >= 1 && n <= kMaxSpaxelsSide, "n_spaxels",
-            "an integer from 1 to 46340 (n x n spaxel indices must fit in int32)", n);
+            "an integer from 1 to " + std::to_string(kMaxSpaxelsSide) +
+                " (n x n spaxel indices must fit in int32)",
+            n);
   const double size = p.number("spaxel_size_kpc");
   p.require(size > 0, "spaxel_size_kpc", "a number > 0", size);
   out.smoothing = SmoothingParams::from_json(p);
