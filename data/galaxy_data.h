@@ -73,7 +73,11 @@ struct Gas {
   ShardedArray<float> metals;                  // (N, 10) GFM_Metals mass fractions
   ShardedArray<float> sfr_msun_per_yr;
   ShardedArray<float> temperature_k;        // derived
-  ShardedArray<std::int32_t> spaxel_index;  // derived
+  ShardedArray<std::int32_t> spaxel_index;  // derived: on the stars' grid, -1 outside
+  // Derived with smoothing "kernel": the radius of the sphere of the cell's volume,
+  // (3 m / (4 pi rho))^(1/3) (stages/spaxel_grid/smoothing.h).
+  ShardedArray<float> smoothing_length_kpc;
+  ShardedArray<float> dust_av;  // derived: A_V (mag) of the gas in front of the cell
 
   std::size_t count() const { return mass_msun.rows(); }
 
@@ -93,6 +97,8 @@ struct Gas {
     f(FieldSpec{"sfr_msun_per_yr", "Msun/yr", 1, K::sharded, false}, s.sfr_msun_per_yr);
     f(FieldSpec{"temperature_k", "K", 1, K::sharded, true}, s.temperature_k);
     f(FieldSpec{"spaxel_index", "", 1, K::sharded, true}, s.spaxel_index);
+    f(FieldSpec{"smoothing_length_kpc", "kpc", 1, K::sharded, true}, s.smoothing_length_kpc);
+    f(FieldSpec{"dust_av", "mag", 1, K::sharded, true}, s.dust_av);
   }
 };
 

@@ -6,14 +6,16 @@
 // Below 2000 A (the UV, where "air" wavelengths are not used) wavelengths are left unchanged.
 #include <string>
 
+#include "data/hd.h"
+
 namespace ifusim {
 
-inline double refractive_index_of_air(double vacuum_angstrom) {
+IFUSIM_HD inline double refractive_index_of_air(double vacuum_angstrom) {
   const double s2 = (1e4 / vacuum_angstrom) * (1e4 / vacuum_angstrom);
   return 1.0 + 8.34254e-5 + 2.406147e-2 / (130.0 - s2) + 1.5998e-4 / (38.9 - s2);
 }
 
-inline double air_from_vacuum(double vacuum_angstrom) {
+IFUSIM_HD inline double air_from_vacuum(double vacuum_angstrom) {
   return vacuum_angstrom < 2000.0 ? vacuum_angstrom
                                   : vacuum_angstrom / refractive_index_of_air(vacuum_angstrom);
 }

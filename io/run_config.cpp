@@ -239,9 +239,17 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
   for (auto it = stage_params.begin(); it != stage_params.end(); ++it)
     if (std::find(names.begin(), names.end(), it.key()) == names.end())
       throw ConfigError("stages." + it.key() + ": the pipeline has no such stage");
-  for (const auto& n : names)
-    c.stages.push_back(
-        {n, stage_params.contains(n) ? stage_params.at(n) : nlohmann::json::object()});
+  for (const auto& n : names) {
+    nlohmann::json params =
+        stage_params.contains(n) ? stage_params.at(n) : nlohmann::json::object();
+    // A stage parameter named *_file is a path, resolved like the config's other paths.
+    if (params.is_object())
+      for (auto it = params.begin(); it != params.end(); ++it)
+        if (it.value().is_string() && it.key().size() > 5 &&
+            it.key().compare(it.key().size() - 5, 5, "_file") == 0)
+          it.value() = resolve_path(it.value().get<std::string>(), c.config_path);
+    c.stages.push_back({n, std::move(params)});
+  }
 
   if (root.has("devices")) {
     JsonParams dev = root.object("devices");

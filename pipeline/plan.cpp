@@ -129,6 +129,8 @@ RunPlan plan_run(const RunConfig& c, const Mesh& mesh,
   ctx.n_wave = c.telescope.n_wave() + 2 * margin.wavelengths;
   ctx.n_ssp_nodes = static_cast<int>(ssp.n_age() * ssp.n_metallicity());
   ctx.dust = dust;
+  ctx.observation = observation_of(c, ssp);
+  ctx.observation.margin = margin;
 
   out << mesh.describe();
   out << "stars " << n.stars << ", gas cells " << n.gas << " (" << n.note << ")\n";

@@ -5,6 +5,7 @@
 #include "io/json_params.h"
 #include "stages/aperture_mask/aperture_mask.h"
 #include "stages/dust/dust.h"
+#include "stages/emission_lines/emission_lines.h"
 #include "stages/flux/flux.h"
 #include "stages/lsf/lsf.h"
 #include "stages/mass_image/mass_image.h"
@@ -37,6 +38,9 @@ constexpr StageEntry kStages[] = {
     {"mass_image", "accumulate a mass-weighted image per device", &make_mass_image_stage, nullptr},
     {"stellar_spectra", "fused SSP interpolation, Doppler shift and resampling into the cube",
      nullptr, &make_stellar_spectra},
+    {"emission_lines",
+     "nebular lines of the star-forming gas (Kennicutt H-alpha, Case B, Curti 2020 metal lines)",
+     &make_emission_lines_stage, nullptr},
     {"psum", "sum the per-device partial cubes (exact, reproducible)", &make_psum_stage, nullptr},
     {"flux", "luminosity density to observed flux density, L / (4 pi D_L^2)", &make_flux_stage,
      nullptr},

@@ -117,9 +117,9 @@ void draw_progress(std::size_t done, std::size_t total, const std::string& label
 }
 
 // Every file a run may write into its output folder.
-const std::vector<std::string> kRunOutputs = {"cube.fits",    "cube.h5",      "white_light.png",
-                                              "spectrum.png", "velocity.png", "dispersion.png",
-                                              "summary.json"};
+const std::vector<std::string> kRunOutputs = {
+    "cube.fits",      "cube.h5",         "white_light.png",  "spectrum.png", "velocity.png",
+    "dispersion.png", "halpha_flux.png", "gas_velocity.png", "summary.json"};
 
 // The mesh, the templates and the stages of a run, validated; nothing read yet.
 struct RunSetup {
@@ -148,10 +148,11 @@ RunSetup set_up(const RunConfig& c, const RunOptions& options) {
     paths.push_back("stages." + st.name);
     s.stages.push_back(make_stage(st.name, stage_params(st, c), paths.back(), s.resources));
   }
-  check_stage_order(s.stages, paths,
-                    {"stars.position_kpc", "stars.velocity_kms", "stars.mass_msun",
-                     "stars.initial_mass_msun", "stars.age_gyr", "stars.metallicity",
-                     "gas.position_kpc", "gas.mass_msun", "gas.metallicity"});
+  check_stage_order(
+      s.stages, paths,
+      {"stars.position_kpc", "stars.velocity_kms", "stars.mass_msun", "stars.initial_mass_msun",
+       "stars.age_gyr", "stars.metallicity", "gas.position_kpc", "gas.velocity_kms",
+       "gas.mass_msun", "gas.metallicity", "gas.sfr_msun_per_yr"});
   // A margin around the field (the PSF's and LSF's reach) must be cropped again.
   // (The margin needs no cosmology: observation_of is enough.)
   s.margin = run_margin(s.stages, observation_of(c, *s.resources.ssp));
@@ -165,7 +166,7 @@ RunSetup set_up(const RunConfig& c, const RunOptions& options) {
         " spaxels and " + std::to_string(margin.wavelengths) +
         " wavelengths around the field and the band (psf, lsf); add aperture_mask after them, "
         "which crops it");
-  // Only the particle types some stage uses are read (the gas only for the dust screen today).
+  // Only the particle types some stage uses are read (the gas for dust and emission lines).
   bool gas_used = false;
   for (const auto& stage : s.stages)
     for (const auto& need : stage->needs()) gas_used = gas_used || need.rfind("gas.", 0) == 0;
@@ -277,6 +278,14 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
     };
     draw_kinematics("velocity", "Line-of-sight velocity", Colormap::diverging, true);
     draw_kinematics("dispersion", "Velocity dispersion", Colormap::viridis, false);
+    // With emission lines: the H-alpha flux and the ionised gas's velocity.
+    if (const auto it = cube.maps.find("flux_halpha"); it != cube.maps.end())
+      write_map_png(out.path("halpha_flux.png"), it->second.values, nx, ny,
+                    {"H-alpha flux", Colormap::viridis, false, true, it->second.unit});
+    if (const auto it = cube.maps.find("velocity_gas_kms"); it != cube.maps.end())
+      write_map_png(out.path("gas_velocity.png"), it->second.values, nx, ny,
+                    {"Gas line-of-sight velocity (H-alpha-weighted)", Colormap::diverging, true,
+                     false, it->second.unit});
   }
   report.total_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

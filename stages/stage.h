@@ -103,7 +103,8 @@ struct PlanContext {
   std::size_t n_spaxels = 0;
   int n_wave = 0;
   int n_ssp_nodes = 0;
-  bool dust = false;  // a dust stage gives the stars an A_V
+  bool dust = false;        // a dust stage gives the stars an A_V
+  Observation observation;  // without the galaxy's cosmology (distances and scales are 0)
   std::size_t n_voxels() const { return n_spaxels * static_cast<std::size_t>(n_wave); }
 };
 

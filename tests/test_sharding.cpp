@@ -195,7 +195,7 @@ TEST_CASE("the data model declares every field's sharding once", "[sharding]") {
     ++gas_fields;
     CHECK(spec.components >= 1);
   });
-  CHECK(gas_fields == 11);
+  CHECK(gas_fields == 13);
 }
 
 TEST_CASE("cpu meshes deal the threads out among host devices", "[devices]") {

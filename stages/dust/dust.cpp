@@ -100,24 +100,6 @@ DustScreens make_dust_screens(std::size_t n_spaxels, double spaxel_size_kpc,
 
 namespace {
 
-// The gas cells' radii (3 m / (4 pi rho))^(1/3) for the smoothed screen; every cell needs a
-// finite density > 0.
-std::vector<float> gas_cell_radii_kpc(const Gas& gas, const std::vector<float>& mass_msun) {
-  if (gas.density_msun_per_kpc3.rows() != gas.count())
-    throw std::runtime_error(
-        "dust: smoothing \"kernel\" needs gas.density_msun_per_kpc3 (the input's Density) for "
-        "the gas cells' sizes");
-  const std::vector<float> density = gas.density_msun_per_kpc3.to_host();
-  std::vector<float> radius(density.size());
-  for (std::size_t i = 0; i < density.size(); ++i) {
-    if (!(density[i] > 0.0f) || !std::isfinite(density[i]))
-      throw std::runtime_error("dust: gas.density_msun_per_kpc3[" + std::to_string(i) + "] = " +
-                               std::to_string(density[i]) + ", expected a finite density > 0");
-    radius[i] = static_cast<float>(gas_cell_radius_kpc(mass_msun[i], density[i]));
-  }
-  return radius;
-}
-
 class DustStage final : public Stage {
  public:
   explicit DustStage(DustParams params) : params_(params) {}
@@ -127,7 +109,7 @@ class DustStage final : public Stage {
     return {"stars.spaxel_index", "stars.position_kpc", "spaxels",
             "gas.position_kpc",   "gas.mass_msun",      "gas.metallicity"};
   }
-  std::vector<std::string> provides() const override { return {"stars.dust_av"}; }
+  std::vector<std::string> provides() const override { return {"stars.dust_av", "gas.dust_av"}; }
 
   void run(RunState& state) const override {
     const Mesh& mesh = state.mesh;
@@ -141,20 +123,16 @@ class DustStage final : public Stage {
 
     std::vector<std::int32_t> gas_spaxel;
     std::vector<float> gas_x, gas_y, gas_z, gas_mass, gas_z_metals, gas_length;
-    FootprintView gas_footprint;
-    gas_footprint.grid = grid;
+    FootprintView host_gas_footprint;
+    host_gas_footprint.grid = grid;
     if (gas.count() == 0) {
       spdlog::warn("dust: the galaxy has no gas; every star gets A_V = 0");
     } else {
       if (gas.position_kpc.rows() != gas.count() || gas.metallicity.rows() != gas.count())
         throw std::runtime_error(
             "dust: the gas needs position_kpc, mass_msun and metallicity for every particle");
-      // The gas on the stars' own grid (gas.spaxel_index), with the same kernel.
-      gas.spaxel_index = ShardedArray<std::int32_t>(mesh, gas.count(), 1, Sharding::sharded());
-      shard_map(mesh, [&](const Device& d) {
-        IFUSIM_DISPATCH(d, assign_spaxels, d, grid, gas.position_kpc.local(d, 0),
-                        gas.position_kpc.local(d, 1), gas.spaxel_index.local(d));
-      });
+      // The gas on the stars' own grid, with the same kernel.
+      prepare_gas_footprint(state, "dust");
       gas_spaxel = gas.spaxel_index.to_host();
       const std::vector<float> position = gas.position_kpc.to_host();
       gas_x.resize(gas.count());
@@ -168,17 +146,18 @@ class DustStage final : public Stage {
       gas_mass = gas.mass_msun.to_host();
       gas_z_metals = gas.metallicity.to_host();
       if (static_cast<Smoothing>(grid.smoothing) == Smoothing::kernel) {
-        gas_length = gas_cell_radii_kpc(gas, gas_mass);
-        gas_footprint.x_kpc = gas_x.data();
-        gas_footprint.y_kpc = gas_y.data();
-        gas_footprint.smoothing_length_kpc = gas_length.data();
-        gas_footprint.sigma_per_length = kGasSigmaPerCellRadius;
+        gas_length = gas.smoothing_length_kpc.to_host();
+        host_gas_footprint.x_kpc = gas_x.data();
+        host_gas_footprint.y_kpc = gas_y.data();
+        host_gas_footprint.smoothing_length_kpc = gas_length.data();
+        host_gas_footprint.sigma_per_length = kGasSigmaPerCellRadius;
       } else {
-        gas_footprint.spaxel_index = gas_spaxel.data();
+        host_gas_footprint.spaxel_index = gas_spaxel.data();
       }
     }
-    const DustScreens screens = make_dust_screens(n_spaxels, grid.spaxel_size_kpc, params_,
-                                                  gas_footprint, gas_z, gas_mass, gas_z_metals);
+    const DustScreens screens =
+        make_dust_screens(n_spaxels, grid.spaxel_size_kpc, params_, host_gas_footprint, gas_z,
+                          gas_mass, gas_z_metals);
     double deepest = 0.0;
     for (std::size_t s = 0; s < n_spaxels; ++s)
       if (screens.offsets[s + 1] > screens.offsets[s])
@@ -202,6 +181,16 @@ class DustStage final : public Stage {
       IFUSIM_DISPATCH(d, compute_dust_av, d, view, star_footprint(stars, grid, d),
                       stars.position_kpc.local(d, 2), stars.dust_av.local(d));
     });
+    // The gas cells' own A_V (their emission lines, stages/emission_lines): the same screen in
+    // front of each cell, itself excluded (only gas with z_gas < z counts).
+    gas.dust_av = ShardedArray<float>(mesh, gas.count(), 1, Sharding::sharded());
+    if (gas.count() > 0)
+      shard_map(mesh, [&](const Device& d) {
+        const DustScreenView view{offsets.local(d).data, depths.local(d).data,
+                                  av_through.local(d).data};
+        IFUSIM_DISPATCH(d, compute_dust_av, d, view, gas_footprint(gas, grid, d),
+                        gas.position_kpc.local(d, 2), gas.dust_av.local(d));
+      });
     state.dust_curve = params_.curve;
   }
 

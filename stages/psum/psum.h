@@ -16,14 +16,22 @@ std::unique_ptr<Stage> make_psum_stage(const nlohmann::json& params, const std::
 // What the stage does, for tests and benchmarks that run stages by hand.
 void reduce_partials(RunState& state);
 
-// The partial result of a stage whose total is the run's cube, of `shape` in `unit`.
+// Adds `data` (of `shape`, in `unit`) into the run's cube: the cube itself where none is there
+// yet. Several stages' totals (stars, emission lines) make one cube; a shape or unit that differs
+// from the cube's is a logic error.
+void add_to_cube(RunState& state, const CubeShape& shape, const std::string& unit,
+                 std::vector<double> data);
+
+// The partial result of a stage whose total is the run's cube (or its share), of `shape` in
+// `unit`.
 std::unique_ptr<PartialArray> cube_partial(ShardedArray<std::int64_t> sums, FixedPointScale scale,
                                            CubeShape shape, std::string unit);
 
-// The `weighting`-weighted ("mass" or "light") mean and dispersion of v per spaxel, from the
-// sums (w, w v, w v^2) laid out as 3 values per spaxel, as maps "velocity_<weighting>_kms" and
-// "dispersion_<weighting>_kms"; NaN where w <= 0.
-void velocity_moment_maps(const std::vector<double>& moments, const std::string& weighting,
+// The weighted mean and dispersion of v per spaxel, from the sums (w, w v, w v^2) laid out as 3
+// values per spaxel, as maps "velocity_<key>_kms" and "dispersion_<key>_kms" described as
+// `weighted` ("light-weighted") values of `tracer` ("the stars"); NaN where w <= 0.
+void velocity_moment_maps(const std::vector<double>& moments, const std::string& key,
+                          const std::string& weighted, const std::string& tracer,
                           std::map<std::string, SkyMap>& maps);
 
 }  // namespace ifusim

@@ -141,4 +141,25 @@ inline FootprintView star_footprint(const Stars& stars, const SpaxelGrid& grid,
   return view;
 }
 
+// The same for the gas cells, once prepare_gas_footprint (smoothing.h) has placed them on the
+// grid: their spaxel_index, or with smoothing their cell radii.
+inline FootprintView gas_footprint(const Gas& gas, const SpaxelGrid& grid, const Device& device) {
+  FootprintView view;
+  view.grid = grid;
+  if (gas.count() == 0) return view;
+  if (static_cast<Smoothing>(grid.smoothing) == Smoothing::none) {
+    if (gas.spaxel_index.rows() != gas.count())
+      throw std::logic_error("gas_footprint: the gas was not placed on the grid");
+    view.spaxel_index = gas.spaxel_index.local(device).data;
+    return view;
+  }
+  if (gas.smoothing_length_kpc.rows() != gas.count())
+    throw std::logic_error("gas_footprint: smoothing \"kernel\" needs the gas cells' radii");
+  view.x_kpc = gas.position_kpc.local(device, 0).data;
+  view.y_kpc = gas.position_kpc.local(device, 1).data;
+  view.smoothing_length_kpc = gas.smoothing_length_kpc.local(device).data;
+  view.sigma_per_length = kGasSigmaPerCellRadius;
+  return view;
+}
+
 }  // namespace ifusim

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "data/sharded_array.h"
+#include "stages/spaxel_grid/spaxel_grid.h"
 
 namespace ifusim {
 
@@ -81,6 +82,34 @@ std::vector<float> knn_smoothing_length_kpc(const std::vector<float>& positions_
 
 double gas_cell_radius_kpc(double mass_msun, double density_msun_per_kpc3) {
   return std::cbrt(3.0 * mass_msun / (4.0 * std::numbers::pi * density_msun_per_kpc3));
+}
+
+void prepare_gas_footprint(RunState& state, const std::string& stage) {
+  Gas& gas = state.data.gas;
+  const SpaxelGrid& grid = state.spaxel_grid;
+  const std::size_t n = gas.count();
+  if (gas.position_kpc.rows() != n)
+    throw std::runtime_error(stage + ": the gas has no position_kpc (the input's Coordinates)");
+  gas.spaxel_index = ShardedArray<std::int32_t>(state.mesh, n, 1, Sharding::sharded());
+  shard_map(state.mesh, [&](const Device& d) {
+    IFUSIM_DISPATCH(d, assign_spaxels, d, grid, gas.position_kpc.local(d, 0),
+                    gas.position_kpc.local(d, 1), gas.spaxel_index.local(d));
+  });
+  if (static_cast<Smoothing>(grid.smoothing) == Smoothing::none || n == 0) return;
+  if (gas.density_msun_per_kpc3.rows() != n)
+    throw std::runtime_error(stage +
+                             ": smoothing \"kernel\" needs gas.density_msun_per_kpc3 (the "
+                             "input's Density) for the gas cells' sizes");
+  const std::vector<float> mass = gas.mass_msun.to_host();
+  const std::vector<float> density = gas.density_msun_per_kpc3.to_host();
+  std::vector<float> radius(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!(density[i] > 0.0f) || !std::isfinite(density[i]))
+      throw std::runtime_error(stage + ": gas.density_msun_per_kpc3[" + std::to_string(i) + "] = " +
+                               std::to_string(density[i]) + ", expected a finite density > 0");
+    radius[i] = static_cast<float>(gas_cell_radius_kpc(mass[i], density[i]));
+  }
+  gas.smoothing_length_kpc = device_put(state.mesh, radius, 1, Sharding::sharded());
 }
 
 void prepare_star_smoothing(RunState& state, const SmoothingParams& params) {

@@ -7,6 +7,7 @@
 //   https://github.com/jlblancoc/nanoflann; Debian's libnanoflann-dev).
 // - Gas: the radius of the sphere of the cell's volume, (3 m / (4 pi rho))^(1/3).
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "io/json_params.h"
@@ -41,5 +42,10 @@ double gas_cell_radius_kpc(double mass_msun, double density_msun_per_kpc3);
 // positions (gathered on the host: 12 bytes a star, plus the tree) and shards it like the other
 // star fields. Nothing with smoothing "none".
 void prepare_star_smoothing(RunState& state, const SmoothingParams& params);
+
+// Places the gas on the stars' grid (state.spaxel_grid): gas.spaxel_index, and with smoothing
+// "kernel" gas.smoothing_length_kpc, the cells' radii (every cell then needs a finite density
+// > 0: an error naming `stage` and the cell otherwise). For gas_footprint (footprint.h).
+void prepare_gas_footprint(RunState& state, const std::string& stage);
 
 }  // namespace ifusim

@@ -204,10 +204,10 @@ StarViews star_views(const Stars& stars, const SpaxelGrid& grid, const Device& d
 // Moments (w, w v, w v^2) per spaxel, reduced into two maps.
 std::unique_ptr<PartialArray> moment_maps(ShardedArray<std::int64_t> sums, FixedPointScale scale,
                                           std::string weighting) {
-  return std::make_unique<PartialArray>(std::move(sums), scale,
-                                        [weighting](RunState& s, std::vector<double> total) {
-                                          velocity_moment_maps(total, weighting, s.maps);
-                                        });
+  return std::make_unique<PartialArray>(
+      std::move(sums), scale, [weighting](RunState& s, std::vector<double> total) {
+        velocity_moment_maps(total, weighting, weighting + "-weighted", "the stars", s.maps);
+      });
 }
 
 // Everything a spectral run shares between its deposit and its reduction.
@@ -295,8 +295,8 @@ class BinnedSpectra final : public PartialResult {
         "{} non-zeros, {} dense and {} sparse blocks",
         storage_ == HistogramStorage::sparse ? "sparse" : "dense", tile_.velocity.n, tile_.dust.n,
         totals.populated_columns, totals.nonzeros, totals.dense_blocks, totals.sparse_blocks);
-    velocity_moment_maps(light_moments, "light", state.maps);
-    state.cube = std::move(cube);
+    velocity_moment_maps(light_moments, "light", "light-weighted", "the stars", state.maps);
+    add_to_cube(state, cube.shape, cube.unit, std::move(cube.data));
   }
 
   // Every element of H sums weights <= 1 times initial masses: N * max m bounds it whatever the

@@ -1,0 +1,466 @@
+#include "stages/emission_lines/emission_lines.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "data/collectives/reductions.h"
+#include "data/wavelength.h"
+#include "io/config_error.h"
+#include "io/hdf5.h"
+#include "stages/flux/flux.h"  // kSolarLuminosityErgPerS
+#include "stages/psum/psum.h"
+#include "stages/spaxel_grid/smoothing.h"
+
+namespace ifusim {
+
+namespace {
+
+double polynomial(std::initializer_list<double> coefficients, double x) {
+  double sum = 0.0, power = 1.0;
+  for (const double c : coefficients) {
+    sum += c * power;
+    power *= x;
+  }
+  return sum;
+}
+
+int line_index(const std::string& name) {
+  for (int i = 0; i < kNumEmissionLines; ++i)
+    if (name == kEmissionLines[i].name) return i;
+  return -1;
+}
+
+std::string line_names() {
+  std::string out;
+  for (const auto& l : kEmissionLines) out += (out.empty() ? "" : ", ") + std::string(l.name);
+  return out;
+}
+
+bool is_balmer(int index) {
+  const std::string name = kEmissionLines[index].name;
+  return name.rfind("h", 0) == 0;
+}
+
+// Sanders et al. 2016, eq. 7: R(n_e) = a (b + n_e) / (c + n_e) at 10^4 K.
+double sanders_ratio(double a, double b, double c, double n_e) {
+  return a * (b + n_e) / (c + n_e);
+}
+
+// Bracket of x in an increasing table, clamped: lower index and upper weight.
+void bracket_clamped(const std::vector<double>& table, double x, std::size_t& lower, double& t) {
+  if (table.size() == 1 || !(x > table.front())) {
+    lower = 0;
+    t = 0.0;
+    return;
+  }
+  if (x >= table.back()) {
+    lower = table.size() - 2;
+    t = 1.0;
+    return;
+  }
+  lower =
+      static_cast<std::size_t>(std::upper_bound(table.begin(), table.end(), x) - table.begin()) - 1;
+  t = (x - table[lower]) / (table[lower + 1] - table[lower]);
+}
+
+}  // namespace
+
+double oii_doublet_ratio(double electron_density_cm3) {
+  return sanders_ratio(0.3771, 2468.0, 638.4, electron_density_cm3);
+}
+
+double sii_doublet_ratio(double electron_density_cm3) {
+  return sanders_ratio(0.4315, 2107.0, 627.1, electron_density_cm3);
+}
+
+double calibrated_ratio_to_halpha(const EmissionLineParams& params, int index, double oxygen) {
+  const double x = std::clamp(oxygen, kCurtiOxygenMin, kCurtiOxygenMax) - kSolarOxygenAbundance;
+  const double hbeta = 1.0 / kHalphaPerHbeta;
+  const std::string name = kEmissionLines[index].name;
+  // Curti et al. 2020, Table 2.
+  const double r2 = std::pow(10.0, polynomial({0.435, -1.362, -5.655, -4.851, -0.478, 0.736}, x));
+  const double r3 = std::pow(10.0, polynomial({-0.277, -3.549, -3.593, -0.981}, x));
+  const double n2 = std::pow(10.0, polynomial({-0.489, 1.513, -2.554, -5.293, -2.867}, x));
+  const double s2 = std::pow(10.0, polynomial({-0.442, -0.360, -6.271, -8.339, -3.559}, x));
+  const double oii = oii_doublet_ratio(params.electron_density_cm3);  // 3729 / 3726
+  const double sii = sii_doublet_ratio(params.electron_density_cm3);  // 6716 / 6731
+  if (name == "halpha") return 1.0;
+  if (name == "hbeta") return hbeta;
+  if (name == "hgamma") return 0.468 * hbeta;
+  if (name == "hdelta") return 0.259 * hbeta;
+  if (name == "oii_3726") return hbeta * r2 / (1.0 + oii);
+  if (name == "oii_3729") return hbeta * r2 * oii / (1.0 + oii);
+  if (name == "oiii_5007") return hbeta * r3;
+  if (name == "oiii_4959") return hbeta * r3 / 2.98;
+  if (name == "nii_6584") return n2;
+  if (name == "nii_6548") return n2 / 3.05;
+  if (name == "sii_6716") return s2 * sii / (1.0 + sii);
+  if (name == "sii_6731") return s2 / (1.0 + sii);
+  if (name == "oi_6300") return std::pow(10.0, params.log_oi_6300_to_halpha);
+  throw std::logic_error("emission_lines: no relation for line " + name);
+}
+
+LineRatioTable LineRatioTable::read(const std::string& file) {
+  LineRatioTable t;
+  t.file = file;
+  const h5::File f(file);
+  auto fail = [&](const std::string& what, const std::string& expected) {
+    throw InputError(f.describe(what) + ": expected " + expected);
+  };
+  auto axis = [&](const std::string& name) {
+    if (f.shape(name).size() != 1) fail(name, "a 1-D dataset");
+    std::vector<double> values = f.read<double>(name);
+    if (values.empty()) fail(name, "at least one value");
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (!std::isfinite(values[i]) || (i > 0 && !(values[i] > values[i - 1])))
+        fail(name, "finite values in increasing order");
+    return values;
+  };
+  if (!f.exists("oxygen_abundance"))
+    fail("oxygen_abundance", "a 1-D dataset of 12 + log(O/H), increasing");
+  t.oxygen_abundance = axis("oxygen_abundance");
+  if (f.exists("log_ionisation_parameter"))
+    t.log_ionisation_parameter = axis("log_ionisation_parameter");
+  if (!f.exists("ratio_to_hbeta"))
+    fail("ratio_to_hbeta", "a group of datasets named after lines (" + line_names() + ")");
+  const h5::Location group = f.group("ratio_to_hbeta");
+  const std::size_t n_oh = t.oxygen_abundance.size();
+  const std::size_t n_u = std::max<std::size_t>(1, t.log_ionisation_parameter.size());
+  for (const std::string& name : group.member_names()) {
+    const int index = line_index(name);
+    const std::string where = "ratio_to_hbeta/" + name;
+    if (index < 0) fail(where, "a line name (" + line_names() + ")");
+    if (is_balmer(index))
+      fail(where, "a metal line: the Balmer lines follow Case B (H-alpha / H-beta = 2.86)");
+    const auto shape = group.shape(name);
+    const bool matches = t.log_ionisation_parameter.empty()
+                             ? shape == std::vector<hsize_t>{n_oh}
+                             : shape == std::vector<hsize_t>{n_oh, n_u};
+    if (!matches)
+      fail(where, t.log_ionisation_parameter.empty()
+                      ? "shape (" + std::to_string(n_oh) + ") like oxygen_abundance"
+                      : "shape (" + std::to_string(n_oh) + ", " + std::to_string(n_u) +
+                            ") of (oxygen_abundance, log_ionisation_parameter)");
+    std::vector<double> values = group.read<double>(name);
+    for (const double v : values)
+      if (!(v >= 0.0) || !std::isfinite(v)) fail(where, "finite ratios >= 0");
+    t.ratios.emplace_back(index, std::move(values));
+  }
+  if (t.ratios.empty()) fail("ratio_to_hbeta", "at least one line");
+  return t;
+}
+
+double LineRatioTable::ratio_to_hbeta(std::size_t entry, double oxygen, double log_u) const {
+  const std::vector<double>& values = ratios.at(entry).second;
+  std::size_t i = 0, j = 0;
+  double ti = 0.0, tj = 0.0;
+  bracket_clamped(oxygen_abundance, oxygen, i, ti);
+  const std::size_t n_u = std::max<std::size_t>(1, log_ionisation_parameter.size());
+  if (!log_ionisation_parameter.empty()) bracket_clamped(log_ionisation_parameter, log_u, j, tj);
+  auto at = [&](std::size_t a, std::size_t b) {
+    return values[std::min(a, oxygen_abundance.size() - 1) * n_u + std::min(b, n_u - 1)];
+  };
+  return (1.0 - ti) * ((1.0 - tj) * at(i, j) + tj * at(i, j + 1)) +
+         ti * ((1.0 - tj) * at(i + 1, j) + tj * at(i + 1, j + 1));
+}
+
+LineRatioGrid make_line_ratio_grid(const EmissionLineParams& params, const LineRatioTable* table) {
+  LineRatioGrid grid;
+  double lo = kCurtiOxygenMin, hi = kCurtiOxygenMax;
+  if (table) {
+    lo = std::min(lo, table->oxygen_abundance.front());
+    hi = std::max(hi, table->oxygen_abundance.back());
+  }
+  // 0.005 dex or finer: the calibrations' curvature keeps linear interpolation within 1e-6 dex.
+  grid.n_oxygen = std::max(2, static_cast<int>(std::ceil((hi - lo) / 0.005)) + 1);
+  grid.oxygen_min = lo;
+  grid.oxygen_step = (hi - lo) / (grid.n_oxygen - 1);
+  grid.ratio_to_halpha.assign(static_cast<std::size_t>(kNumEmissionLines) * grid.n_oxygen, 0.0);
+  for (int l = 0; l < kNumEmissionLines; ++l)
+    for (int k = 0; k < grid.n_oxygen; ++k) {
+      const double oxygen = lo + k * grid.oxygen_step;
+      double ratio = calibrated_ratio_to_halpha(params, l, oxygen);
+      if (table)
+        for (std::size_t e = 0; e < table->ratios.size(); ++e)
+          if (table->ratios[e].first == l)
+            ratio =
+                table->ratio_to_hbeta(e, oxygen, params.log_ionisation_parameter) / kHalphaPerHbeta;
+      grid.ratio_to_halpha[static_cast<std::size_t>(l) * grid.n_oxygen + k] = ratio;
+    }
+  return grid;
+}
+
+EmissionLineParams EmissionLineParams::from_json(JsonParams p) {
+  EmissionLineParams out;
+  if (p.has("lines")) {
+    const nlohmann::json& lines = p.raw("lines");
+    if (!lines.is_array() || lines.empty())
+      p.require(false, "lines", "a non-empty array of line names (" + line_names() + ")", lines);
+    for (const auto& name : lines) {
+      const int index = name.is_string() ? line_index(name.get<std::string>()) : -1;
+      p.require(index >= 0, "lines", "line names from " + line_names(), name);
+      if (std::find(out.lines.begin(), out.lines.end(), index) == out.lines.end())
+        out.lines.push_back(index);
+    }
+    std::sort(out.lines.begin(), out.lines.end());
+  } else {
+    for (int i = 0; i < kNumEmissionLines; ++i) out.lines.push_back(i);
+  }
+  out.turbulent_sigma_kms = p.number("turbulent_sigma_kms", out.turbulent_sigma_kms);
+  p.require(out.turbulent_sigma_kms >= 0.0 && out.turbulent_sigma_kms <= 1000.0,
+            "turbulent_sigma_kms", "a number from 0 to 1000 (km/s)", out.turbulent_sigma_kms);
+  out.electron_temperature_k = p.number("electron_temperature_k", out.electron_temperature_k);
+  p.require(out.electron_temperature_k >= 100.0 && out.electron_temperature_k <= 1e6,
+            "electron_temperature_k", "a number from 100 to 1e6 (K)", out.electron_temperature_k);
+  out.electron_density_cm3 = p.number("electron_density_cm3", out.electron_density_cm3);
+  p.require(out.electron_density_cm3 > 0.0 && out.electron_density_cm3 <= 1e6,
+            "electron_density_cm3", "a number > 0 and <= 1e6 (cm^-3)", out.electron_density_cm3);
+  out.log_oi_6300_to_halpha = p.number("log_oi_6300_to_halpha", out.log_oi_6300_to_halpha);
+  p.require(out.log_oi_6300_to_halpha >= -5.0 && out.log_oi_6300_to_halpha <= 1.0,
+            "log_oi_6300_to_halpha", "a number from -5 to 1", out.log_oi_6300_to_halpha);
+  out.line_ratio_file = p.string("line_ratio_file", "");
+  out.log_ionisation_parameter = p.number("log_ionisation_parameter", out.log_ionisation_parameter);
+  p.require(std::isfinite(out.log_ionisation_parameter), "log_ionisation_parameter",
+            "a finite number", out.log_ionisation_parameter);
+  p.finish();
+  return out;
+}
+
+namespace {
+
+// Boltzmann constant over the atomic mass unit, (km/s)^2 per K per amu (CODATA 2018).
+constexpr double kBoltzmannOverAmuKm2S2PerK = 1.380649e-23 / 1.66053906660e-27 * 1e-6;
+// A plan's assumption where the data is not read yet.
+constexpr double kPlanGasVelocityKms = 1000.0;
+
+// A line's window for velocities |v_los| <= v_max: the observed bins its +-8 sigma can reach,
+// widened by one bin on each side and cut to the simulated band; none where it misses the band.
+LineWindow line_window(int index, const EmissionLineParams& params, const Observation& obs,
+                       int n_bins, double v_max_kms) {
+  const EmissionLine& line = kEmissionLines[index];
+  LineWindow w;
+  w.vacuum_angstrom = line.vacuum_angstrom;
+  w.sigma_kms =
+      std::sqrt(kBoltzmannOverAmuKm2S2PerK * params.electron_temperature_k / line.atomic_mass_amu +
+                params.turbulent_sigma_kms * params.turbulent_sigma_kms);
+  w.ratio_row = index;
+  const bool to_air = obs.telescope.wavelength_medium == "air";
+  auto observed = [&](double v) {
+    const double vacuum =
+        line.vacuum_angstrom * (1.0 + obs.redshift) * (1.0 + v / kSpeedOfLightKms);
+    return to_air ? air_from_vacuum(vacuum) : vacuum;
+  };
+  const double lo = observed(-v_max_kms), hi = observed(v_max_kms);
+  const double reach = kLineTruncationSigmas * hi * w.sigma_kms / kSpeedOfLightKms;
+  const double step = obs.axes.wave_step_angstrom;
+  const double first_edge = obs.simulated_wave_start_angstrom() - 0.5 * step;
+  const double k0 = std::floor((lo - reach - first_edge) / step) - 1.0;
+  const double k1 = std::floor((hi + reach - first_edge) / step) + 1.0;
+  const double first = std::max(0.0, k0), last = std::min(n_bins - 1.0, k1);
+  if (last >= first) {
+    w.first_bin = static_cast<int>(first);
+    w.n_bins = static_cast<int>(last - first) + 1;
+  }
+  return w;
+}
+
+// The line sums' total: each line's window added into the cube at its bins, and its luminosity
+// per spaxel as a map.
+struct LineTotal {
+  std::vector<LineWindow> windows;
+  std::vector<int> indices;
+  int row_columns = 0;
+  CubeShape shape;
+  double step_angstrom = 0.0;
+
+  void operator()(RunState& state, std::vector<double> total) const {
+    const std::size_t n_spaxels = shape.n_spaxels();
+    std::vector<double> cube(shape.n_voxels(), 0.0);
+    for (std::size_t l = 0; l < windows.size(); ++l) {
+      const LineWindow& w = windows[l];
+      const EmissionLine& line = kEmissionLines[indices[l]];
+      if (w.n_bins == 0) continue;  // outside the band: no light, no map
+      SkyMap map{"Lsun",
+                 std::string(line.label) +
+                     " light per spaxel, luminosity or (after the flux stage) flux (intrinsic: "
+                     "before the PSF; dimmed by dust where a dust stage ran)",
+                 std::vector<double>(n_spaxels, 0.0)};
+      for (std::size_t s = 0; s < n_spaxels; ++s) {
+        const double* row = total.data() + s * row_columns + w.offset;
+        double* spectrum = cube.data() + s * shape.n_wave + w.first_bin;
+        double sum = 0.0;
+        for (int k = 0; k < w.n_bins; ++k) {
+          spectrum[k] += row[k];
+          sum += row[k];
+        }
+        map.values[s] = sum * step_angstrom;
+      }
+      state.maps["flux_" + std::string(line.name)] = std::move(map);
+    }
+    add_to_cube(state, shape, "Lsun/Angstrom", std::move(cube));
+  }
+};
+
+class EmissionLinesStage final : public Stage {
+ public:
+  EmissionLinesStage(EmissionLineParams params, std::shared_ptr<const LineRatioTable> table)
+      : params_(std::move(params)), table_(std::move(table)) {
+    // H-alpha weighs the gas kinematics, so it is always deposited (its map and light too).
+    const int halpha = line_index("halpha");
+    if (std::find(params_.lines.begin(), params_.lines.end(), halpha) == params_.lines.end()) {
+      params_.lines.push_back(halpha);
+      std::sort(params_.lines.begin(), params_.lines.end());
+    }
+  }
+  std::string name() const override { return "emission_lines"; }
+  std::vector<std::string> needs() const override {
+    return {"spaxels", "gas.position_kpc", "gas.velocity_kms", "gas.metallicity",
+            "gas.sfr_msun_per_yr"};
+  }
+  std::vector<std::string> provides() const override {
+    return {"partial_cube", "gas_kinematics", "line_maps"};
+  }
+
+  std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
+    int columns = 0;
+    for (const int l : params_.lines)
+      columns += line_window(l, params_, c.observation, c.n_wave, kPlanGasVelocityKms).n_bins;
+    const std::size_t bytes = c.n_spaxels * static_cast<std::size_t>(columns) * 8;
+    return {{"emission-line windows, " + std::to_string(columns) +
+                 " bins a spaxel (int64, assuming |v_los| <= 1000 km/s)",
+             bytes + 3 * c.n_spaxels * 8, true, "stages.emission_lines.lines"},
+            {"emission-line windows, reduced (host)", bytes, false, ""}};
+  }
+
+  void run(RunState& state) const override {
+    const Mesh& mesh = state.mesh;
+    Gas& gas = state.data.gas;
+    const Observation& obs = state.observation;
+    const std::size_t n = gas.count();
+    auto require_field = [&](std::size_t rows, const std::string& field, const std::string& tng) {
+      if (rows != n)
+        throw std::runtime_error("emission_lines: the gas has no " + field + " (the input's " +
+                                 tng + "), which the lines need");
+    };
+    require_field(gas.sfr_msun_per_yr.rows(), "sfr_msun_per_yr", "PartType0/StarFormationRate");
+    require_field(gas.velocity_kms.rows(), "velocity_kms", "PartType0/Velocities");
+    require_field(gas.metallicity.rows(), "metallicity", "PartType0/GFM_Metallicity");
+    const bool metals = gas.metals.rows() == n && n > 0;
+    const int n_wave = state.spaxels.n_wave;
+    if (n_wave <= 0 || !(obs.axes.wave_step_angstrom > 0))
+      throw std::logic_error("emission_lines: the observation has no wavelength grid");
+    prepare_gas_footprint(state, "emission_lines");
+
+    const double v_max = global_max_abs(mesh, gas.velocity_kms, 2);
+    if (!(v_max < 0.5 * kSpeedOfLightKms))
+      throw std::runtime_error("emission_lines: the gas's largest |v_los| is " +
+                               std::to_string(v_max) +
+                               " km/s; expected finite velocities below c / 2");
+    LineDeposit deposit;
+    LineTotal total;
+    std::string outside_band;
+    for (const int l : params_.lines) {
+      LineWindow w = line_window(l, params_, obs, n_wave, v_max);
+      w.offset = total.row_columns;
+      w.attenuation_ratio = attenuation_ratio(state.dust_curve, w.vacuum_angstrom);
+      total.row_columns += w.n_bins;
+      if (kEmissionLines[l].name == std::string("halpha")) deposit.halpha_line = deposit.n_lines;
+      deposit.lines[deposit.n_lines++] = w;
+      total.windows.push_back(w);
+      total.indices.push_back(l);
+      if (w.n_bins == 0)
+        outside_band += (outside_band.empty() ? "" : ", ") + std::string(kEmissionLines[l].label);
+    }
+    if (!outside_band.empty())
+      spdlog::warn(
+          "emission_lines: {} fall outside the simulated band ({:.1f}-{:.1f} A) at z = {}: no "
+          "light and no map for them",
+          outside_band, obs.simulated_wave_start_angstrom(),
+          obs.simulated_wave_start_angstrom() + (n_wave - 1) * obs.axes.wave_step_angstrom,
+          obs.redshift);
+    total.shape = {state.spaxels.nx, state.spaxels.ny, n_wave};
+    total.step_angstrom = obs.axes.wave_step_angstrom;
+
+    const LineRatioGrid grid = make_line_ratio_grid(params_, table_.get());
+    const auto ratios = device_put(mesh, grid.ratio_to_halpha, 1, Sharding::replicated());
+    double max_ratio = 0.0;
+    for (const double r : grid.ratio_to_halpha) max_ratio = std::max(max_ratio, r);
+    deposit.oxygen_min = grid.oxygen_min;
+    deposit.oxygen_step = grid.oxygen_step;
+    deposit.n_oxygen = grid.n_oxygen;
+    deposit.one_plus_z = 1.0 + obs.redshift;
+    deposit.to_air = obs.telescope.wavelength_medium == "air";
+    deposit.step_angstrom = obs.axes.wave_step_angstrom;
+    deposit.first_edge_angstrom = obs.simulated_wave_start_angstrom() - 0.5 * deposit.step_angstrom;
+    deposit.halpha_lsun_per_sfr = kHalphaErgPerSPerMsunPerYr / kSolarLuminosityErgPerS;
+    deposit.row_columns = total.row_columns;
+
+    // Split-independent bounds: a voxel sums at most every cell's whole line over one bin, a
+    // moment every cell's H-alpha times (v_max^2 + sigma^2).
+    const double max_sfr = global_max_abs(mesh, gas.sfr_msun_per_yr);
+    const double max_halpha = static_cast<double>(n) * max_sfr * deposit.halpha_lsun_per_sfr;
+    const FixedPointScale line_scale =
+        FixedPointScale::for_bound(max_halpha * max_ratio / deposit.step_angstrom,
+                                   "emission_lines: the line sums (gas.sfr_msun_per_yr)");
+    double sigma_max = 0.0;
+    for (const auto& w : total.windows) sigma_max = std::max(sigma_max, w.sigma_kms);
+    const FixedPointScale moment_scale = FixedPointScale::for_bound(
+        max_halpha * std::max(1.0, v_max * v_max + sigma_max * sigma_max),
+        "emission_lines: the gas kinematic moments (gas.sfr_msun_per_yr, gas.velocity_kms)");
+    deposit.counts_per_unit = line_scale.counts_per_unit;
+    deposit.moment_counts_per_unit = moment_scale.counts_per_unit;
+
+    const std::size_t n_spaxels = total.shape.n_spaxels();
+    ShardedArray<std::int64_t> sums(mesh, n_spaxels * static_cast<std::size_t>(total.row_columns),
+                                    1, Sharding::partial());
+    ShardedArray<std::int64_t> moments(mesh, 3 * n_spaxels, 1, Sharding::partial());
+    const SpaxelGrid& spaxel_grid = state.spaxel_grid;
+    shard_map(mesh, [&](const Device& d) {
+      LineDeposit on_device = deposit;
+      on_device.ratio_to_halpha = ratios.local(d).data;
+      const GasLineViews views{
+          gas.velocity_kms.local(d, 2).data,
+          gas.sfr_msun_per_yr.local(d).data,
+          gas.metallicity.local(d).data,
+          metals ? gas.metals.local(d, 0).data : nullptr,
+          metals ? gas.metals.local(d, 4).data : nullptr,
+          gas.dust_av.rows() == n && n > 0 ? gas.dust_av.local(d).data : nullptr,
+          gas_footprint(gas, spaxel_grid, d),
+          gas.sfr_msun_per_yr.local(d).size};
+      IFUSIM_DISPATCH(d, accumulate_emission_lines, d, on_device, views, sums.local(d),
+                      moments.local(d));
+    });
+    spdlog::info(
+        "emission_lines: {} lines from {} gas cells (O/H from {}), {} bins a spaxel, largest "
+        "|v_los| {:.1f} km/s{}",
+        total.windows.size(), n, metals ? "GFM_Metals" : "the metallicity", total.row_columns,
+        v_max, gas.dust_av.rows() == n && n > 0 ? ", dust screen applied" : "");
+    state.partials.push_back(
+        std::make_unique<PartialArray>(std::move(sums), line_scale, std::move(total)));
+    state.partials.push_back(std::make_unique<PartialArray>(
+        std::move(moments), moment_scale, [](RunState& s, std::vector<double> sums_total) {
+          velocity_moment_maps(sums_total, "gas", "H-alpha-weighted",
+                               "the star-forming gas (each cell's line width included)", s.maps);
+        }));
+  }
+
+ private:
+  EmissionLineParams params_;
+  std::shared_ptr<const LineRatioTable> table_;
+};
+
+}  // namespace
+
+std::unique_ptr<Stage> make_emission_lines_stage(const nlohmann::json& params,
+                                                 const std::string& path) {
+  EmissionLineParams p = EmissionLineParams::from_json(JsonParams(params, path));
+  std::shared_ptr<const LineRatioTable> table;
+  if (!p.line_ratio_file.empty())
+    table = std::make_shared<const LineRatioTable>(LineRatioTable::read(p.line_ratio_file));
+  return std::make_unique<EmissionLinesStage>(std::move(p), std::move(table));
+}
+
+}  // namespace ifusim

@@ -1,0 +1,194 @@
+#pragma once
+// Nebular emission lines of the star-forming gas (docs/emission_lines.md): every gas cell with
+// StarFormationRate > 0 adds its lines to the cube, Doppler-shifted by its line-of-sight
+// velocity and spread over the spaxels like the stars (footprint.h). Hot gas that forms no stars
+// emits nothing in this model: TNG's star-forming cells are the ones on the effective equation of
+// state of the dense, cold ISM (Springel & Hernquist 2003), where H II regions form.
+//
+// Luminosities:
+// - L(H-alpha) = SFR x 10^41.27 erg/s (SFR in Msun/yr; Kennicutt & Evans 2012, ARA&A 50, 531,
+//   Table 1, Kroupa IMF).
+// - Other Balmer lines, Case B at T = 10^4 K and n_e = 100 cm^-3 (Osterbrock & Ferland 2006,
+//   Table 4.2): H-alpha / H-beta = 2.86, H-gamma / H-beta = 0.468, H-delta / H-beta = 0.259.
+// - Forbidden lines from the cell's oxygen abundance 12 + log(O/H): from GFM_Metals where the
+//   input has them (O/H by number = (X_O / 15.999) / (X_H / 1.008)), else 8.69 + log10(Z / 0.0134)
+//   (the solar values of Asplund et al. 2009, ARA&A 47, 481). With x = 12 + log(O/H) - 8.69,
+//   the strong-line calibrations of Curti et al. 2020 (MNRAS 491, 944, Table 2) give
+//     log([O II] 3726+3729 / H-beta) = 0.435 - 1.362 x - 5.655 x^2 - 4.851 x^3 - 0.478 x^4
+//                                      + 0.736 x^5                                        (R2)
+//     log([O III] 5007 / H-beta)     = -0.277 - 3.549 x - 3.593 x^2 - 0.981 x^3            (R3)
+//     log([N II] 6584 / H-alpha)     = -0.489 + 1.513 x - 2.554 x^2 - 5.293 x^3 - 2.867 x^4 (N2)
+//     log([S II] 6716+6731 / H-alpha) = -0.442 - 0.360 x - 6.271 x^2 - 8.339 x^3 - 3.559 x^4 (S2)
+//   with x clamped to the calibration sample's 7.6 <= 12 + log(O/H) <= 8.85. Fixed doublet
+//   ratios: [O III] 5007 / 4959 = 2.98 and [N II] 6584 / 6548 = 3.05 (Storey & Zeippen 2000,
+//   MNRAS 312, 813). The density-sensitive doublets [O II] 3729 / 3726 and [S II] 6716 / 6731
+//   are split at the electron density n_e (default 100 cm^-3) by R(n_e) = a (b + n_e) / (c + n_e)
+//   at 10^4 K (Sanders et al. 2016, ApJ 816, 23, eq. 7: [O II] a = 0.3771, b = 2468, c = 638.4;
+//   [S II] a = 0.4315, b = 2107, c = 627.1). [O I] 6300 has no strong-line calibration against
+//   O/H: it is a fixed log([O I] 6300 / H-alpha), -1.5 by default, typical of star-forming
+//   galaxies in the [O I] diagnostic diagram (Kewley et al. 2006, MNRAS 372, 961).
+// - A user's HDF5 table of line ratios can replace the forbidden lines' relations
+//   (LineRatioTable, docs/emission_lines.md).
+//
+// Wavelengths: rest wavelengths in vacuum; each line lands at lambda_vac (1 + z)(1 + v_los / c),
+// converted to the telescope's medium at that observed wavelength (data/wavelength.h).
+//
+// Profile: a Gaussian of sigma^2 = k T / m_atom + sigma_turbulent^2 in velocity (T = 10^4 K, the
+// temperature of photoionised gas: the star-forming cells' TNG temperature is that of the
+// effective equation of state, not a physical one; m_atom the emitting atom's mass), integrated
+// exactly over every observed bin as differences of erf. The bins within +-8 sigma of the centre
+// are touched, the first and last taking the tails beyond, so each line's light is conserved to
+// rounding at any resolution. The LSF stage later broadens lines and continuum alike.
+//
+// Dust: with a dust stage, a cell's lines are dimmed by the gas in front of it (gas.dust_av, the
+// stars' screen) with the curve at the line's rest wavelength.
+//
+// Partial result (one per memory space, integer fixed point like the stars' cube, so the cube is
+// bitwise identical for any device count): per spaxel, each line's own window of observed bins
+// (the bins its centre can reach for the data's exact max |v_los|, +-8 sigma): O(N_gas x lines x
+// bins touched) work, spaxels x (sum of windows) memory, never N_gas x n_lambda. Its total adds
+// into the cube, and gives each line's luminosity map (the flux stage makes it erg/s/cm^2), and the
+// H-alpha-weighted mean velocity and dispersion of the gas (the cells' line widths included).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/buffer.h"
+#include "data/dispatch.h"
+#include "data/hd.h"
+#include "io/json_params.h"
+#include "stages/dust/dust_curves.h"
+#include "stages/spaxel_grid/footprint.h"
+#include "stages/stage.h"
+#include "stages/stellar_spectra/ssp_lookup.h"  // kSpeedOfLightKms
+
+namespace ifusim {
+
+// L(H-alpha) per unit SFR: 10^41.27 erg/s per Msun/yr (Kennicutt & Evans 2012).
+inline constexpr double kHalphaErgPerSPerMsunPerYr = 1.8620871366628676e41;
+// Case B Balmer decrement and the calibrations' solar reference (see above).
+inline constexpr double kHalphaPerHbeta = 2.86;
+inline constexpr double kSolarOxygenAbundance = 8.69;  // 12 + log(O/H), Asplund et al. 2009
+inline constexpr double kSolarMetallicity = 0.0134;    // Z, Asplund et al. 2009
+inline constexpr double kCurtiOxygenMin = 7.6, kCurtiOxygenMax = 8.85;
+// Lines are integrated over +-(this) sigma; the end bins take the Gaussian's tails.
+inline constexpr double kLineTruncationSigmas = 8.0;
+
+struct EmissionLine {
+  const char* name;  // also the maps' names: "flux_<name>"
+  const char* label;
+  double vacuum_angstrom;  // rest wavelength in vacuum
+  double atomic_mass_amu;  // of the emitting atom (thermal width)
+};
+
+// Every line the stage can make, in wavelength order. Vacuum wavelengths of the SDSS line list
+// (NIST atomic data).
+inline constexpr EmissionLine kEmissionLines[] = {
+    {"oii_3726", "[O II] 3726", 3727.092, 15.999},
+    {"oii_3729", "[O II] 3729", 3729.875, 15.999},
+    {"hdelta", "H-delta", 4102.892, 1.008},
+    {"hgamma", "H-gamma", 4341.684, 1.008},
+    {"hbeta", "H-beta", 4862.683, 1.008},
+    {"oiii_4959", "[O III] 4959", 4960.295, 15.999},
+    {"oiii_5007", "[O III] 5007", 5008.240, 15.999},
+    {"oi_6300", "[O I] 6300", 6302.046, 15.999},
+    {"nii_6548", "[N II] 6548", 6549.86, 14.007},
+    {"halpha", "H-alpha", 6564.61, 1.008},
+    {"nii_6584", "[N II] 6584", 6585.27, 14.007},
+    {"sii_6716", "[S II] 6716", 6718.29, 32.06},
+    {"sii_6731", "[S II] 6731", 6732.67, 32.06},
+};
+inline constexpr int kNumEmissionLines = sizeof(kEmissionLines) / sizeof(kEmissionLines[0]);
+
+// A user's table of line ratios (HDF5): /oxygen_abundance (12 + log O/H, increasing), optionally
+// /log_ionisation_parameter (increasing), and /ratio_to_hbeta/<line name> of shape (n_oh) or
+// (n_oh, n_u): the line's luminosity over H-beta's. Lines it names replace their relation above;
+// Balmer lines stay Case B. Read with every check naming the file and dataset.
+struct LineRatioTable {
+  std::string file;
+  std::vector<double> oxygen_abundance;
+  std::vector<double> log_ionisation_parameter;             // empty: ratios depend on O/H only
+  std::vector<std::pair<int, std::vector<double>>> ratios;  // line index, values (n_oh x n_u)
+  static LineRatioTable read(const std::string& file);
+  // The table's ratio for line `index` at (oxygen, log U), bilinear and clamped at the edges.
+  double ratio_to_hbeta(std::size_t entry, double oxygen, double log_u) const;
+};
+
+struct EmissionLineParams {
+  std::vector<int> lines;               // indices into kEmissionLines (default: all)
+  double turbulent_sigma_kms = 10.0;    // added in quadrature to the thermal width
+  double electron_temperature_k = 1e4;  // of the thermal width
+  double electron_density_cm3 = 100.0;  // of the [O II] and [S II] doublet ratios
+  double log_oi_6300_to_halpha = -1.5;
+  std::string line_ratio_file;             // "" for the calibrations
+  double log_ionisation_parameter = -3.0;  // where the table has a U axis
+  static EmissionLineParams from_json(JsonParams params);
+};
+
+// Luminosity over H-alpha's of every line, tabulated on a fine uniform grid of 12 + log(O/H);
+// kernels interpolate it linearly (the calibrations are smooth polynomials: at this spacing the
+// interpolation is within 1e-6 dex of them).
+struct LineRatioGrid {
+  double oxygen_min = kCurtiOxygenMin, oxygen_step = 0.0;
+  int n_oxygen = 0;
+  std::vector<double> ratio_to_halpha;  // [line][oxygen], kNumEmissionLines rows
+};
+// Ratios from the relations above (and `table` where given), for every line.
+LineRatioGrid make_line_ratio_grid(const EmissionLineParams& params, const LineRatioTable* table);
+// The relations themselves at one abundance (clamped to the calibrations' range): luminosity
+// over H-alpha's for line `index`, for tests and the grid.
+double calibrated_ratio_to_halpha(const EmissionLineParams& params, int index, double oxygen);
+// [O II] 3729 / 3726 and [S II] 6716 / 6731 at n_e (Sanders et al. 2016, eq. 7).
+double oii_doublet_ratio(double electron_density_cm3);
+double sii_doublet_ratio(double electron_density_cm3);
+
+std::unique_ptr<Stage> make_emission_lines_stage(const nlohmann::json& params,
+                                                 const std::string& path);
+
+// What the kernel reads: the gas on one device.
+struct GasLineViews {
+  const float* velocity_los_kms;
+  const float* sfr_msun_per_yr;
+  const float* metallicity;
+  const float* hydrogen_fraction;  // GFM_Metals H, or nullptr: O/H from the metallicity
+  const float* oxygen_fraction;    // GFM_Metals O
+  const float* dust_av;            // nullptr without dust
+  FootprintView footprint;
+  std::size_t n;
+};
+
+// One line as the kernel sees it: where its window of observed bins sits in the partial array.
+struct LineWindow {
+  double vacuum_angstrom = 0.0;
+  double sigma_kms = 0.0;
+  double attenuation_ratio = 0.0;  // A_lambda / A_V at the rest wavelength
+  int ratio_row = 0;               // row of LineRatioGrid
+  int first_bin = 0, n_bins = 0;   // observed bins [first_bin, first_bin + n_bins)
+  int offset = 0;                  // its first column in a spaxel's row of the partial array
+};
+
+// Everything the kernel needs besides the gas (trivially copyable: passed by value).
+struct LineDeposit {
+  LineWindow lines[kNumEmissionLines];
+  int n_lines = 0;
+  int row_columns;                          // sum of the windows: columns per spaxel
+  const double* ratio_to_halpha = nullptr;  // LineRatioGrid::ratio_to_halpha on the device
+  double oxygen_min = 0.0, oxygen_step = 0.0;
+  int n_oxygen = 0;
+  double one_plus_z = 1.0;
+  bool to_air = false;  // the telescope measures air wavelengths
+  double first_edge_angstrom = 0.0, step_angstrom = 0.0;
+  double halpha_lsun_per_sfr = 0.0;  // L_sun per Msun/yr
+  double counts_per_unit = 1.0;      // fixed point of the line sums (L_sun / A)
+  double moment_counts_per_unit = 1.0;
+  int halpha_line = -1;  // the entry of `lines` that weighs the kinematic moments
+};
+
+}  // namespace ifusim
+
+IFUSIM_DECLARE_BACKENDS(void accumulate_emission_lines(const Device& device,
+                                                       const ifusim::LineDeposit& deposit,
+                                                       const ifusim::GasLineViews& gas,
+                                                       Span<std::int64_t> line_sums,
+                                                       Span<std::int64_t> moment_sums);)
