@@ -1,11 +1,14 @@
 // The stages that act once on the reduced host cube after psum: flux, psf, lsf, noise.
 #include <omp.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <numbers>
+#include <sstream>
 
 #include "io/config_error.h"
 #include "io/json_params.h"
@@ -441,6 +444,80 @@ TEST_CASE("lsf: no broadening when resolutions match, a warning when the cube is
   obs.telescope_lsf_fwhm_angstrom = 0.0;
   CHECK_THROWS_WITH(run_stage({{"stage", "lsf"}}, in, obs),
                     Catch::Contains("stages[0].params.fwhm_angstrom"));
+}
+
+TEST_CASE("lsf: a template resolution that varies with wavelength is removed per wavelength",
+          "[post]") {
+  // Templates of 2 A FWHM at rest 3000 A rising linearly to 4 A at 6000 A, seen at z = 0.5 by an
+  // instrument of 5 A: at observed lambda the templates have FWHM_lib(lambda / 1.5) x 1.5, and a
+  // delta line there must come out with sqrt(5^2 - that^2) (within 1%). From 7500 A (rest
+  // 5000 A, 3.33 A x 1.5 = 5 A) on they are coarser: left as they are, one warning with that
+  // range.
+  constexpr double z = 0.5;
+  const ResolutionCurve lib({3000.0, 6000.0}, {2.0, 4.0});
+  const int n_wave = 3601;                           // 4500 .. 9000 A
+  const std::vector<int> lines = {240, 1680, 3200};  // 4800, 6600 and 8500 A
+  const Cube in = make_cube(1, 1, n_wave, [&](int, int, int k) {
+    return std::find(lines.begin(), lines.end(), k) != lines.end() ? 1.0e6 : 0.0;
+  });
+  Observation obs = observation(z);
+  obs.axes.wave_start_angstrom = 4500.0;
+  obs.telescope_lsf_fwhm_angstrom = 5.0;
+  obs.template_fwhm_angstrom = lib;
+
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  const Cube out = run_stage({{"stage", "lsf"}}, in, obs);
+  spdlog::set_default_logger(previous);
+  require_finite(out);
+
+  for (int line : {240, 1680}) {
+    const double lambda = obs.axes.wavelength_angstrom(line);
+    const double lib_observed = lib.at(lambda / (1 + z)) * (1 + z);
+    const double expected = std::sqrt(25.0 - lib_observed * lib_observed);
+    double total = 0, mean = 0, m2 = 0;
+    for (int k = line - 30; k <= line + 30; ++k) {
+      total += out.at(0, 0, k);
+      mean += out.at(0, 0, k) * k;
+    }
+    mean /= total;
+    for (int k = line - 30; k <= line + 30; ++k) m2 += out.at(0, 0, k) * (k - mean) * (k - mean);
+    const double fwhm = std::sqrt(m2 / total - 1.0 / 12.0) * 1.25 * std::sqrt(8.0 * std::log(2.0));
+    INFO("line at " << lambda << " A: templates " << lib_observed << " A observed");
+    CHECK(total == Approx(1.0e6).epsilon(1e-9));
+    CHECK(fwhm == Approx(expected).epsilon(0.01));
+  }
+  // 4800 A: 3.84 A; 6600 A: 2.37 A (a constant 2 A library would give 4 A at both).
+  CHECK(std::sqrt(25.0 - std::pow(lib.at(4400.0) * 1.5, 2)) < 2.4);
+  CHECK(out.at(0, 0, 3200) == in.at(0, 0, 3200));  // coarser templates: untouched
+  const std::string text = log.str();
+  INFO(text);
+  std::size_t warnings = 0;
+  for (std::size_t at = text.find("lsf: from"); at != std::string::npos;
+       at = text.find("lsf: from", at + 1))
+    ++warnings;
+  CHECK(warnings == 1);
+  CHECK_THAT(text, Catch::Contains("from 7501.25 to 9000 A"));
+
+  // The stage's override, as a table, does the same.
+  Observation constant = obs;
+  constant.template_fwhm_angstrom = 0.0;
+  const Cube overridden =
+      run_stage({{"stage", "lsf"},
+                 {"params",
+                  {{"template_fwhm_angstrom",
+                    {{"wavelength_angstrom", {3000.0, 6000.0}}, {"fwhm_angstrom", {2.0, 4.0}}}}}}},
+                in, constant);
+  CHECK(overridden.data == out.data);
+  CHECK_THROWS_WITH(
+      run_stage({{"stage", "lsf"},
+                 {"params",
+                  {{"template_fwhm_angstrom",
+                    {{"wavelength_angstrom", {6000.0, 3000.0}}, {"fwhm_angstrom", {2.0, 4.0}}}}}}},
+                in, constant),
+      Catch::Contains("stages[0].params.template_fwhm_angstrom.wavelength_angstrom"));
 }
 
 // --------------------------------------------------------------------------------------- noise
