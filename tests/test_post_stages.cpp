@@ -291,6 +291,68 @@ TEST_CASE("psf: a FWHM that varies with wavelength gives each plane its own", "[
   }
 }
 
+TEST_CASE("psf: a Moffat beta that varies with wavelength gives each plane its own", "[post]") {
+  // Planes at 4750, 7025 and 9300 A; beta rises linearly from 2.0 at 4000 A to 4.0 at 10000 A,
+  // alone and together with a FWHM that falls from 1.4 to 0.8 arcsec: each plane must be what a
+  // constant PSF of its (FWHM, beta) gives (each rounded to 0.1%: within 2e-3 of the peak), and
+  // differ from the plane a constant beta of 2.5 gives (by more than 10 times that).
+  Observation obs = observation(0.03);
+  obs.axes.wave_start_angstrom = 4750.0;
+  obs.axes.wave_step_angstrom = 2275.0;
+  const int n = 61, c = 30;
+  const Cube in = point_source(n, n, 3, c, c);
+  const nlohmann::json beta_curve = {{"wavelength_angstrom", {4000.0, 10000.0}},
+                                     {"beta", {2.0, 4.0}}};
+  const nlohmann::json fwhm_curve = {{"wavelength_angstrom", {4000.0, 10000.0}},
+                                     {"fwhm_arcsec", {1.4, 0.8}}};
+  auto beta_at = [](double lambda) { return 2.0 + 2.0 * (lambda - 4000.0) / 6000.0; };
+  auto fwhm_at = [](double lambda) { return 1.4 - 0.6 * (lambda - 4000.0) / 6000.0; };
+  for (bool fwhm_varies : {false, true}) {
+    INFO("FWHM " << (fwhm_varies ? "varies" : "1.0 arcsec"));
+    const nlohmann::json fwhm = fwhm_varies ? fwhm_curve : nlohmann::json(1.0);
+    const Cube out =
+        run_stage({{"stage", "psf"},
+                   {"params", {{"shape", "moffat"}, {"fwhm_arcsec", fwhm}, {"beta", beta_curve}}}},
+                  in, obs);
+    require_finite(out);
+    for (int k = 0; k < 3; ++k) {
+      const double lambda = obs.axes.wavelength_angstrom(k);
+      const double plane_fwhm = fwhm_varies ? fwhm_at(lambda) : 1.0;
+      INFO("plane " << k << ", beta " << beta_at(lambda) << ", FWHM " << plane_fwhm);
+      auto constant = [&](double beta) {
+        return run_stage(
+            {{"stage", "psf"},
+             {"params", {{"shape", "moffat"}, {"fwhm_arcsec", plane_fwhm}, {"beta", beta}}}},
+            in, obs);
+      };
+      const Cube same = constant(beta_at(lambda)), fixed = constant(2.5);
+      double peak = 0, worst = 0, to_fixed = 0;
+      for (int iy = 0; iy < n; ++iy)
+        for (int ix = 0; ix < n; ++ix) {
+          peak = std::max(peak, same.at(ix, iy, k));
+          worst = std::max(worst, std::abs(out.at(ix, iy, k) - same.at(ix, iy, k)));
+          to_fixed = std::max(to_fixed, std::abs(out.at(ix, iy, k) - fixed.at(ix, iy, k)));
+        }
+      CHECK(worst <= 2e-3 * peak);
+      CHECK(to_fixed > 2e-2 * peak);
+    }
+  }
+  // The margin is that of the smallest beta (the widest wings) with the largest FWHM.
+  PsfParams p = PsfParams::from_json(
+      JsonParams({{"shape", "moffat"}, {"fwhm_arcsec", fwhm_curve}, {"beta", beta_curve}}, "psf"));
+  PsfParams widest = PsfParams::from_json(
+      JsonParams({{"shape", "moffat"}, {"fwhm_arcsec", 1.4}, {"beta", 2.0}}, "psf"));
+  CHECK(psf_margin_spaxels(p, 0.2) == psf_margin_spaxels(widest, 0.2));
+  // Every tabulated beta must be > 1.
+  CHECK_THROWS_WITH(
+      PsfParams::from_json(
+          JsonParams({{"shape", "moffat"},
+                      {"fwhm_arcsec", 1.0},
+                      {"beta", {{"wavelength_angstrom", {4000.0, 10000.0}}, {"beta", {0.9, 3.0}}}}},
+                     "psf")),
+      Catch::Contains("psf.beta: expected a number > 1"));
+}
+
 TEST_CASE("psf: the separable Gaussian equals the direct zero-padded 2-D sum", "[post]") {
   // out(t) = sum_s in(s) K(t - s) / N, with K the product of the 1-D pixel-integrated kernels and
   // N its whole sum, computed directly.
@@ -326,7 +388,7 @@ TEST_CASE("psf: the Moffat by FFT equals the direct zero-padded 2-D sum", "[post
   const Cube out = run_stage({{"stage", "psf"}, {"params", params}}, in, obs);
   require_finite(out);
   const Kernel2D kernel = moffat_pixel_kernel(PsfParams::from_json(JsonParams(params, "p")), 0.5,
-                                              0.2, std::max(nx, ny) - 1);
+                                              3.0, 0.2, std::max(nx, ny) - 1);
   REQUIRE(kernel.radius == 10);  // 24.4 spaxels at 1e-6 of the peak, capped by the cube
   for (int k = 0; k < n_wave; ++k) {
     double peak = 0;
