@@ -8,10 +8,25 @@
 #include "cli/commands.h"
 #include "io/ssp/ssp_hdf5.h"
 #include "io/ssp/ssp_library.h"
+#include "io/telescope.h"
 
 namespace ifusim::cli {
 
 namespace {
+
+// "2.51 Angstrom FWHM", or the range and the table of a curve.
+std::string describe_resolution(const ifusim::ResolutionCurve& r) {
+  std::ostringstream os;
+  if (r.constant()) {
+    os << r.fwhm.front() << " Angstrom FWHM";
+    return os.str();
+  }
+  os << r.min() << " to " << r.max() << " Angstrom FWHM over rest wavelength:";
+  for (std::size_t i = 0; i < r.fwhm.size(); ++i)
+    os << " " << r.wavelength_angstrom[i] << ": " << r.fwhm[i]
+       << (i + 1 < r.fwhm.size() ? "," : "");
+  return os.str();
+}
 
 std::string join(const std::vector<double>& v) {
   std::ostringstream os;
@@ -35,7 +50,7 @@ void print_info(const SspGrid& g, bool json) {
     j["wavelength_min_angstrom"] = w.front();
     j["wavelength_max_angstrom"] = w.back();
     j["wavelength_step_angstrom"] = step;
-    j["resolution_fwhm_angstrom"] = g.resolution_fwhm_angstrom;
+    j["resolution_fwhm_angstrom"] = to_json(g.resolution_fwhm_angstrom, "fwhm_angstrom");
     j["z_solar"] = g.z_solar;
     j["wavelength_medium"] = g.wavelength_medium;
     j["flux_unit"] = kSspFluxUnit;
@@ -50,7 +65,7 @@ void print_info(const SspGrid& g, bool json) {
             << "metallicity Z: " << join(g.metallicity) << "\n"
             << std::setprecision(10) << "wavelength:    " << w.front() << " .. " << w.back()
             << " Angstrom (" << g.wavelength_medium << "), mean step " << step << " Angstrom\n"
-            << "resolution:    " << g.resolution_fwhm_angstrom << " Angstrom FWHM\n"
+            << "resolution:    " << describe_resolution(g.resolution_fwhm_angstrom) << "\n"
             << "z_solar:       " << g.z_solar << "\n"
             << "flux unit:     " << kSspFluxUnit << " (initial mass)\n";
 }

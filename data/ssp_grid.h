@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "data/resolution_curve.h"
+
 namespace ifusim {
 
 struct SspGrid {
@@ -15,7 +17,9 @@ struct SspGrid {
   std::vector<double> wavelength_angstrom;  // rest frame, ascending, n_wave > 1
   // flux[(i_age * n_z + i_z) * n_wave + k] in L_sun / Angstrom per M_sun of initial mass.
   std::vector<float> flux;
-  double resolution_fwhm_angstrom = 0.0;  // the library's own spectral resolution (FWHM)
+  // The library's own spectral resolution (FWHM, Angstrom) over its rest wavelengths: constant
+  // for MILES, varying for MaStar.
+  ResolutionCurve resolution_fwhm_angstrom;
   double z_solar = 0.0;                   // solar metallicity used to turn [M/H] into Z
   std::string wavelength_medium = "air";  // "air" or "vacuum"
 

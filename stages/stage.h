@@ -36,7 +36,7 @@ struct Observation {
   Telescope telescope;
   CubeAxes axes;  // spaxel size, observed wavelength grid, sky position
   ResolutionCurve telescope_lsf_fwhm_angstrom;  // the instrument's line-spread function (observed)
-  double template_fwhm_angstrom = 0.0;          // the SSP library's own resolution (rest frame)
+  ResolutionCurve template_fwhm_angstrom;       // the SSP library's own resolution (rest frame)
   std::uint64_t seed = 0;                       // for anything random (noise)
   // What the run simulates beyond the field and the band: the sum of the stages' margin(), set
   // by the pipeline; aperture_mask crops it and sets it back to none.

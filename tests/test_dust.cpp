@@ -7,6 +7,7 @@
 #include <random>
 
 #include "bench/cube_agreement.h"
+#include "data/wavelength.h"
 #include "helpers.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
@@ -305,10 +306,13 @@ TEST_CASE("dust: with the spectra, A_V = 1 dims the rest-frame V band by 10^-0.4
     const double red = dusty.at(4, 4, kBins.n - 10) / clear.at(4, 4, kBins.n - 10);
     CHECK(blue < v_ratio - 0.05);
     CHECK(red > v_ratio + 0.05);
-    // Every bin: exactly the curve at its rest-frame centre (up to the fixed-point quanta).
+    // Every bin: exactly the curve at its rest-frame centre (up to the fixed-point quanta), the
+    // centre of its edges converted from air to vacuum, the medium the light travels in.
     double worst = 0;
     for (int k = 0; k < kBins.n; ++k) {
-      const double rest = (kBins.start_angstrom + k * kBins.step_angstrom) / (1 + kRedshift);
+      const double rest = 0.5 *
+                          (vacuum_from_air(kBins.edge(k)) + vacuum_from_air(kBins.edge(k + 1))) /
+                          (1 + kRedshift);
       const double expected = std::pow(10.0, -0.4 * 1.0 * attenuation_ratio(dp.curve, rest));
       REQUIRE(std::isfinite(dusty.at(4, 4, k)));
       worst = std::max(worst, std::abs(dusty.at(4, 4, k) / clear.at(4, 4, k) - expected));

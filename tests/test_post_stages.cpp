@@ -1,11 +1,14 @@
 // The stages that act once on the reduced host cube after psum: flux, psf, lsf, noise.
 #include <omp.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <numbers>
+#include <sstream>
 
 #include "io/config_error.h"
 #include "io/json_params.h"
@@ -288,6 +291,68 @@ TEST_CASE("psf: a FWHM that varies with wavelength gives each plane its own", "[
   }
 }
 
+TEST_CASE("psf: a Moffat beta that varies with wavelength gives each plane its own", "[post]") {
+  // Planes at 4750, 7025 and 9300 A; beta rises linearly from 2.0 at 4000 A to 4.0 at 10000 A,
+  // alone and together with a FWHM that falls from 1.4 to 0.8 arcsec: each plane must be what a
+  // constant PSF of its (FWHM, beta) gives (each rounded to 0.1%: within 2e-3 of the peak), and
+  // differ from the plane a constant beta of 2.5 gives (by more than 10 times that).
+  Observation obs = observation(0.03);
+  obs.axes.wave_start_angstrom = 4750.0;
+  obs.axes.wave_step_angstrom = 2275.0;
+  const int n = 61, c = 30;
+  const Cube in = point_source(n, n, 3, c, c);
+  const nlohmann::json beta_curve = {{"wavelength_angstrom", {4000.0, 10000.0}},
+                                     {"beta", {2.0, 4.0}}};
+  const nlohmann::json fwhm_curve = {{"wavelength_angstrom", {4000.0, 10000.0}},
+                                     {"fwhm_arcsec", {1.4, 0.8}}};
+  auto beta_at = [](double lambda) { return 2.0 + 2.0 * (lambda - 4000.0) / 6000.0; };
+  auto fwhm_at = [](double lambda) { return 1.4 - 0.6 * (lambda - 4000.0) / 6000.0; };
+  for (bool fwhm_varies : {false, true}) {
+    INFO("FWHM " << (fwhm_varies ? "varies" : "1.0 arcsec"));
+    const nlohmann::json fwhm = fwhm_varies ? fwhm_curve : nlohmann::json(1.0);
+    const Cube out =
+        run_stage({{"stage", "psf"},
+                   {"params", {{"shape", "moffat"}, {"fwhm_arcsec", fwhm}, {"beta", beta_curve}}}},
+                  in, obs);
+    require_finite(out);
+    for (int k = 0; k < 3; ++k) {
+      const double lambda = obs.axes.wavelength_angstrom(k);
+      const double plane_fwhm = fwhm_varies ? fwhm_at(lambda) : 1.0;
+      INFO("plane " << k << ", beta " << beta_at(lambda) << ", FWHM " << plane_fwhm);
+      auto constant = [&](double beta) {
+        return run_stage(
+            {{"stage", "psf"},
+             {"params", {{"shape", "moffat"}, {"fwhm_arcsec", plane_fwhm}, {"beta", beta}}}},
+            in, obs);
+      };
+      const Cube same = constant(beta_at(lambda)), fixed = constant(2.5);
+      double peak = 0, worst = 0, to_fixed = 0;
+      for (int iy = 0; iy < n; ++iy)
+        for (int ix = 0; ix < n; ++ix) {
+          peak = std::max(peak, same.at(ix, iy, k));
+          worst = std::max(worst, std::abs(out.at(ix, iy, k) - same.at(ix, iy, k)));
+          to_fixed = std::max(to_fixed, std::abs(out.at(ix, iy, k) - fixed.at(ix, iy, k)));
+        }
+      CHECK(worst <= 2e-3 * peak);
+      CHECK(to_fixed > 2e-2 * peak);
+    }
+  }
+  // The margin is that of the smallest beta (the widest wings) with the largest FWHM.
+  PsfParams p = PsfParams::from_json(
+      JsonParams({{"shape", "moffat"}, {"fwhm_arcsec", fwhm_curve}, {"beta", beta_curve}}, "psf"));
+  PsfParams widest = PsfParams::from_json(
+      JsonParams({{"shape", "moffat"}, {"fwhm_arcsec", 1.4}, {"beta", 2.0}}, "psf"));
+  CHECK(psf_margin_spaxels(p, 0.2) == psf_margin_spaxels(widest, 0.2));
+  // Every tabulated beta must be > 1.
+  CHECK_THROWS_WITH(
+      PsfParams::from_json(
+          JsonParams({{"shape", "moffat"},
+                      {"fwhm_arcsec", 1.0},
+                      {"beta", {{"wavelength_angstrom", {4000.0, 10000.0}}, {"beta", {0.9, 3.0}}}}},
+                     "psf")),
+      Catch::Contains("psf.beta: expected a number > 1"));
+}
+
 TEST_CASE("psf: the separable Gaussian equals the direct zero-padded 2-D sum", "[post]") {
   // out(t) = sum_s in(s) K(t - s) / N, with K the product of the 1-D pixel-integrated kernels and
   // N its whole sum, computed directly.
@@ -323,7 +388,7 @@ TEST_CASE("psf: the Moffat by FFT equals the direct zero-padded 2-D sum", "[post
   const Cube out = run_stage({{"stage", "psf"}, {"params", params}}, in, obs);
   require_finite(out);
   const Kernel2D kernel = moffat_pixel_kernel(PsfParams::from_json(JsonParams(params, "p")), 0.5,
-                                              0.2, std::max(nx, ny) - 1);
+                                              3.0, 0.2, std::max(nx, ny) - 1);
   REQUIRE(kernel.radius == 10);  // 24.4 spaxels at 1e-6 of the peak, capped by the cube
   for (int k = 0; k < n_wave; ++k) {
     double peak = 0;
@@ -441,6 +506,80 @@ TEST_CASE("lsf: no broadening when resolutions match, a warning when the cube is
   obs.telescope_lsf_fwhm_angstrom = 0.0;
   CHECK_THROWS_WITH(run_stage({{"stage", "lsf"}}, in, obs),
                     Catch::Contains("stages[0].params.fwhm_angstrom"));
+}
+
+TEST_CASE("lsf: a template resolution that varies with wavelength is removed per wavelength",
+          "[post]") {
+  // Templates of 2 A FWHM at rest 3000 A rising linearly to 4 A at 6000 A, seen at z = 0.5 by an
+  // instrument of 5 A: at observed lambda the templates have FWHM_lib(lambda / 1.5) x 1.5, and a
+  // delta line there must come out with sqrt(5^2 - that^2) (within 1%). From 7500 A (rest
+  // 5000 A, 3.33 A x 1.5 = 5 A) on they are coarser: left as they are, one warning with that
+  // range.
+  constexpr double z = 0.5;
+  const ResolutionCurve lib({3000.0, 6000.0}, {2.0, 4.0});
+  const int n_wave = 3601;                           // 4500 .. 9000 A
+  const std::vector<int> lines = {240, 1680, 3200};  // 4800, 6600 and 8500 A
+  const Cube in = make_cube(1, 1, n_wave, [&](int, int, int k) {
+    return std::find(lines.begin(), lines.end(), k) != lines.end() ? 1.0e6 : 0.0;
+  });
+  Observation obs = observation(z);
+  obs.axes.wave_start_angstrom = 4500.0;
+  obs.telescope_lsf_fwhm_angstrom = 5.0;
+  obs.template_fwhm_angstrom = lib;
+
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  const Cube out = run_stage({{"stage", "lsf"}}, in, obs);
+  spdlog::set_default_logger(previous);
+  require_finite(out);
+
+  for (int line : {240, 1680}) {
+    const double lambda = obs.axes.wavelength_angstrom(line);
+    const double lib_observed = lib.at(lambda / (1 + z)) * (1 + z);
+    const double expected = std::sqrt(25.0 - lib_observed * lib_observed);
+    double total = 0, mean = 0, m2 = 0;
+    for (int k = line - 30; k <= line + 30; ++k) {
+      total += out.at(0, 0, k);
+      mean += out.at(0, 0, k) * k;
+    }
+    mean /= total;
+    for (int k = line - 30; k <= line + 30; ++k) m2 += out.at(0, 0, k) * (k - mean) * (k - mean);
+    const double fwhm = std::sqrt(m2 / total - 1.0 / 12.0) * 1.25 * std::sqrt(8.0 * std::log(2.0));
+    INFO("line at " << lambda << " A: templates " << lib_observed << " A observed");
+    CHECK(total == Approx(1.0e6).epsilon(1e-9));
+    CHECK(fwhm == Approx(expected).epsilon(0.01));
+  }
+  // 4800 A: 3.84 A; 6600 A: 2.37 A (a constant 2 A library would give 4 A at both).
+  CHECK(std::sqrt(25.0 - std::pow(lib.at(4400.0) * 1.5, 2)) < 2.4);
+  CHECK(out.at(0, 0, 3200) == in.at(0, 0, 3200));  // coarser templates: untouched
+  const std::string text = log.str();
+  INFO(text);
+  std::size_t warnings = 0;
+  for (std::size_t at = text.find("lsf: from"); at != std::string::npos;
+       at = text.find("lsf: from", at + 1))
+    ++warnings;
+  CHECK(warnings == 1);
+  CHECK_THAT(text, Catch::Contains("from 7501.25 to 9000 A"));
+
+  // The stage's override, as a table, does the same.
+  Observation constant = obs;
+  constant.template_fwhm_angstrom = 0.0;
+  const Cube overridden =
+      run_stage({{"stage", "lsf"},
+                 {"params",
+                  {{"template_fwhm_angstrom",
+                    {{"wavelength_angstrom", {3000.0, 6000.0}}, {"fwhm_angstrom", {2.0, 4.0}}}}}}},
+                in, constant);
+  CHECK(overridden.data == out.data);
+  CHECK_THROWS_WITH(
+      run_stage({{"stage", "lsf"},
+                 {"params",
+                  {{"template_fwhm_angstrom",
+                    {{"wavelength_angstrom", {6000.0, 3000.0}}, {"fwhm_angstrom", {2.0, 4.0}}}}}}},
+                in, constant),
+      Catch::Contains("stages[0].params.template_fwhm_angstrom.wavelength_angstrom"));
 }
 
 // --------------------------------------------------------------------------------------- noise

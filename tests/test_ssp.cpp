@@ -174,7 +174,8 @@ TEST_CASE("MILES directory loads as a complete 53 x 12 x 4300 grid", "[ssp]") {
   CHECK(g.wavelength_angstrom.front() == 3540.5);
   CHECK(g.wavelength_angstrom.back() == Approx(7409.6).margin(1e-9));
   CHECK(g.wavelength_angstrom[1] - g.wavelength_angstrom[0] == Approx(0.9).margin(1e-9));
-  CHECK(g.resolution_fwhm_angstrom == 2.51);
+  CHECK(g.resolution_fwhm_angstrom.constant());
+  CHECK(g.resolution_fwhm_angstrom.at(5000.0) == 2.51);
   CHECK(g.z_solar == 0.0198);
   CHECK(g.wavelength_medium == "air");
   CHECK(g.name == "MILES_BASTI_CH_baseFe");
@@ -202,7 +203,17 @@ TEST_CASE("MaStar pyPipe3D file loads as 4 x 3 x 8000, rows placed by NAMEi and 
   CHECK(g.wavelength_angstrom.front() == 2000.0);
   CHECK(g.wavelength_angstrom.back() == 9999.0);
   CHECK(g.z_solar == 0.017);
-  CHECK(g.resolution_fwhm_angstrom == Approx(5000.0 / 1800.0).epsilon(1e-12));
+  // No FWHM keyword: MaStar's curve, lambda / R from the BOSS spectrographs' R (Smee et al.
+  // 2013): 1560 at 3700 A, 2270 at 6000 A (blue), 1850 at 6000 A, 2650 at 9000 A (red).
+  const ResolutionCurve& r = g.resolution_fwhm_angstrom;
+  CHECK_FALSE(r.constant());
+  CHECK(r.at(3000.0) == Approx(3700.0 / 1560.0).epsilon(1e-12));  // constant beyond the table
+  CHECK(r.at(3700.0) == Approx(3700.0 / 1560.0).epsilon(1e-12));
+  CHECK(r.at(4850.0) == Approx(0.5 * (3700.0 / 1560.0 + 6000.0 / 2270.0)).epsilon(1e-12));
+  CHECK(r.at(5999.0) < 2.65);  // blue channel up to the dichroic, red beyond
+  CHECK(r.at(6001.0) > 3.24);
+  CHECK(r.at(9000.0) == Approx(9000.0 / 2650.0).epsilon(1e-12));
+  CHECK(r.at(9999.0) == Approx(9000.0 / 2650.0).epsilon(1e-12));
   CHECK(all_finite_positive(g.flux));
 
   // Precomputed with /usr/bin/python3 + astropy: h = fits.open(file)[0];
@@ -286,12 +297,18 @@ TEST_CASE("SSP HDF5 layout round-trips bitwise and leaves no temp file", "[ssp]"
     CHECK(b.metallicity == a.metallicity);
     CHECK(b.wavelength_angstrom == a.wavelength_angstrom);
     CHECK(b.flux == a.flux);
-    CHECK(b.resolution_fwhm_angstrom == a.resolution_fwhm_angstrom);
+    CHECK(b.resolution_fwhm_angstrom.wavelength_angstrom ==
+          a.resolution_fwhm_angstrom.wavelength_angstrom);
+    CHECK(b.resolution_fwhm_angstrom.fwhm == a.resolution_fwhm_angstrom.fwhm);
     CHECK(b.z_solar == a.z_solar);
     CHECK(b.wavelength_medium == a.wavelength_medium);
     h5::File f(out);
     CHECK(f.shape("flux") == std::vector<hsize_t>{a.n_age(), a.n_metallicity(), a.n_wave()});
     CHECK(f.string_attribute("flux_unit") == kSspFluxUnit);
+    // A constant resolution as format 1 stored it (the root attribute), a curve as a group.
+    const bool constant = a.resolution_fwhm_angstrom.constant();
+    CHECK(f.has_attribute("resolution_fwhm_angstrom") == constant);
+    CHECK(f.exists("resolution") == !constant);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "bench/cube_agreement.h"
+#include "data/wavelength.h"
 #include "helpers.h"
 #include "io/ssp/ssp_library.h"
 #include "pipeline/devices.h"
@@ -39,11 +40,13 @@ StellarSpectraParams method_params(SpectralMethod method,
 SpectraRun run_spectra(int n_devices, const test::HostStars& host,
                        std::shared_ptr<const SspGrid> grid, const StellarSpectraParams& params,
                        const WaveBins& bins = kBins, int n_spaxels = 8,
-                       double spaxel_size_kpc = 2.0) {
+                       double spaxel_size_kpc = 2.0, double redshift = kRedshift,
+                       const std::string& medium = "air") {
   auto mesh = make_mesh(Backend::cpu, n_devices);
   RunState state(*mesh);
   state.data.stars = test::put_stars(*mesh, host);
-  state.observation.redshift = kRedshift;
+  state.observation.redshift = redshift;
+  state.observation.axes.wavelength_medium = medium;
   state.observation.axes.wave_start_angstrom = bins.start_angstrom;
   state.observation.axes.wave_step_angstrom = bins.step_angstrom;
   make_spaxel_grid_stage(
@@ -131,7 +134,7 @@ TEST_CASE("stellar spectra: the fused kernel matches the double-precision refere
     for (OutsideGrid policy : {OutsideGrid::clamp, OutsideGrid::zero}) {
       const SpectraRun run = run_exact(1, host, grid, policy);
       const auto reference = reference_stellar_cube(
-          *grid, policy, "", kRedshift, kBins, 64, column(host.velocity_kms, 2),
+          *grid, policy, "air", kRedshift, kBins, 64, column(host.velocity_kms, 2),
           host.initial_mass_msun, host.age_gyr, host.metallicity, run.spaxel_index);
       double max_ref = 0;
       for (double v : reference) max_ref = std::max(max_ref, std::abs(v));
@@ -147,6 +150,110 @@ TEST_CASE("stellar spectra: the fused kernel matches the double-precision refere
       CHECK(worst <= 1e-9 * max_ref);
     }
   }
+}
+
+TEST_CASE("stellar spectra: air wavelengths are converted at the observed wavelength",
+          "[spectra][air]") {
+  // One star with one bright template pixel, at z = 1, seen by a telescope in air. Its light
+  // must span the pixel's vacuum edges times D = (1 + z)(1 + v/c), converted to air at that
+  // observed wavelength (~10008 A): n(10008 A) - 1 is 4.8e-6 smaller than n(5004 A) - 1, so
+  // converting at rest instead would put the line 0.048 A bluer, ~1 of these 0.05 A bins.
+  constexpr double z = 1.0;
+  const WaveBins bins{9990.0, 0.05, 600};  // 9989.975 .. 10019.975 A (air)
+  const double doppler = (1 + z) * (1 + 250.0 / kSpeedOfLightKms);
+  test::HostStars one = test::random_stars(1, 3);
+  one.position_kpc = {-3.1f, 5.5f, 1.0f};  // spaxel (2, 6)
+  one.velocity_kms = {10.0f, -20.0f, 250.0f};
+  one.initial_mass_msun = {2.0e6f};
+  for (const std::string template_medium : {"vacuum", "air"}) {
+    INFO("templates in " << template_medium);
+    auto grid = std::make_shared<SspGrid>(test::synthetic_ssp_grid());
+    grid->wavelength_medium = template_medium;
+    std::fill(grid->flux.begin(), grid->flux.end(), 0.0f);
+    const std::size_t line_pixel = 1000;  // centre 5000 A, neighbours 2 A away
+    for (std::size_t node = 0; node < grid->n_age() * grid->n_metallicity(); ++node)
+      grid->flux[node * grid->n_wave() + line_pixel] = 1e-4f;
+    // The pixel's rest edges in vacuum (midpoints of the converted centres) and in air.
+    auto vacuum = [&](double w) { return template_medium == "air" ? vacuum_from_air(w) : w; };
+    const double vac_lo = 0.5 * (vacuum(4998.0) + vacuum(5000.0));
+    const double vac_hi = 0.5 * (vacuum(5000.0) + vacuum(5002.0));
+    const double expected =
+        0.5 * (air_from_vacuum(vac_lo * doppler) + air_from_vacuum(vac_hi * doppler));
+    const double converted_at_rest =
+        0.5 * (air_from_vacuum(vac_lo) + air_from_vacuum(vac_hi)) * doppler;
+    REQUIRE(expected - converted_at_rest > 0.04);  // the effect the test resolves
+
+    for (SpectralMethod method : {SpectralMethod::exact, SpectralMethod::binned}) {
+      INFO((method == SpectralMethod::exact ? "exact" : "binned"));
+      const SpectraRun run = run_spectra(1, one, grid, method_params(method), bins, 8, 2.0, z);
+      double total = 0, weighted = 0;
+      for (int k = 0; k < bins.n; ++k) {
+        const double v = run.cube.at(2, 6, k) * bins.step_angstrom;
+        total += v;
+        weighted += v * (bins.start_angstrom + k * bins.step_angstrom);
+      }
+      // Light conserved: the pixel's energy is its flux times its width in its own medium.
+      CHECK(total == Approx(2.0e6 * static_cast<double>(1e-4f) * 2.0).epsilon(1e-9));
+      // The centroid of a 4 A box binned in 0.05 A bins is within step^2 / (4 width) = 1.6e-4 A
+      // of the box's centre; the binned method's velocity interpolation moves it by < 1e-6 A.
+      INFO("centroid " << weighted / total << ", expected " << expected << ", converted at rest "
+                       << converted_at_rest);
+      CHECK(std::abs(weighted / total - expected) < 1e-3);
+    }
+  }
+}
+
+TEST_CASE("stellar spectra: exact, binned and reference agree for a vacuum telescope at z = 1",
+          "[spectra][air]") {
+  // The library is in air (converted to vacuum at rest), the telescope in vacuum (its bins used
+  // as they are): the other combination of media than the default tests.
+  auto grid = std::make_shared<const SspGrid>(test::synthetic_ssp_grid());
+  const WaveBins bins{8000.0, 2.5, 1200};  // 7998.75 .. 10998.75 A (vacuum)
+  const test::HostStars host = test::random_stars(400, 9, 4.0);
+  const SpectraRun exact =
+      run_spectra(1, host, grid, method_params(SpectralMethod::exact), bins, 8, 2.0, 1.0, "vacuum");
+  const auto reference = reference_stellar_cube(
+      *grid, OutsideGrid::clamp, "vacuum", 1.0, bins, 64, column(host.velocity_kms, 2),
+      host.initial_mass_msun, host.age_gyr, host.metallicity, exact.spaxel_index);
+  double max_ref = 0, worst = 0;
+  for (double v : reference) max_ref = std::max(max_ref, std::abs(v));
+  REQUIRE(max_ref > 0);
+  for (std::size_t i = 0; i < reference.size(); ++i)
+    worst = std::max(worst, std::abs(exact.cube.data[i] - reference[i]));
+  CHECK(worst <= 1e-9 * max_ref);  // as the default test: summation order and quantum only
+  const SpectraRun binned = run_spectra(1, host, grid, method_params(SpectralMethod::binned), bins,
+                                        8, 2.0, 1.0, "vacuum");
+  const CubeAgreement a =
+      cube_agreement(binned.cube.data, exact.cube.data, binned.maps.at("velocity_light_kms"),
+                     exact.maps.at("velocity_light_kms"));
+  CHECK(a.total_relative <= 1e-6);
+  CHECK(a.max_over_peak <= 2e-3);
+}
+
+TEST_CASE("stellar spectra: a library whose edges fold when converted to vacuum is refused",
+          "[spectra][air]") {
+  // Air to vacuum is monotonic, but rounding can map two adjacent doubles to a non-increasing
+  // pair; a grid that samples there must be an error naming the library, not a negative pixel.
+  double a = 6000.0;
+  bool found = false;
+  for (int i = 0; i < 2000000 && !found; ++i) {
+    const double b = std::nextafter(a, 1e9);
+    if (vacuum_from_air(b) <= vacuum_from_air(a))
+      found = true;
+    else
+      a = b;
+  }
+  REQUIRE(found);
+  SspGrid grid = test::synthetic_ssp_grid();
+  grid.name = "folded_library";
+  grid.wavelength_medium = "air";
+  const std::size_t n_nodes = grid.n_age() * grid.n_metallicity();
+  grid.wavelength_angstrom = {a - 1.0, a, std::nextafter(a, 1e9), a + 1.0};
+  grid.flux.assign(n_nodes * 4, 1.0f);
+  CHECK_THROWS_WITH(make_ssp_tables(grid),
+                    Catch::Contains("folded_library") && Catch::Contains("do not increase"));
+  grid.wavelength_medium = "vacuum";  // the same grid in vacuum is not converted: accepted
+  CHECK_NOTHROW(make_ssp_tables(grid));
 }
 
 TEST_CASE(

@@ -13,6 +13,11 @@
 namespace ifusim {
 namespace fs = std::filesystem;
 
+ResolutionCurve mastar_resolution_fwhm_angstrom() {
+  return ResolutionCurve({3700.0, 6000.0, 6000.001, 9000.0},
+                         {3700.0 / 1560.0, 6000.0 / 2270.0, 6000.0 / 1850.0, 9000.0 / 2650.0});
+}
+
 PyPipe3DName parse_pypipe3d_name(const std::string& name, const std::string& where) {
   static const std::regex re(
       R"(^spec_ssp_([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)(Gyr|Myr)?_z([0-9]+)(?:\.spec)?$)");
@@ -104,9 +109,10 @@ SspGrid read_pypipe3d_fits(const std::string& path) {
   grid.z_solar = kCb19SolarMetallicity;
   // MaStar spectra are calibrated in vacuum wavelengths (SDSS DR15 MaStar data model).
   grid.wavelength_medium = "vacuum";
-  const double wavenorm = file.optional_double("WAVENORM").value_or(5000.0);
-  grid.resolution_fwhm_angstrom =
-      file.optional_double("FWHM").value_or(wavenorm / kMastarResolvingPower);
+  if (const auto fwhm = file.optional_double("FWHM"))
+    grid.resolution_fwhm_angstrom = *fwhm;
+  else
+    grid.resolution_fwhm_angstrom = mastar_resolution_fwhm_angstrom();
   for (const auto& a : ages) grid.age_gyr.push_back(a.first);
   for (const auto& z : zs) grid.metallicity.push_back(z.first);
   grid.wavelength_angstrom = fits::linear_wavelength_axis(file, n_pix);

@@ -10,11 +10,14 @@
 
 namespace ifusim {
 
-// MaStar stellar library resolving power R ~ 1800 (Yan et al. 2019, ApJ 883, 175), evaluated at
-// the pyPipe3D normalisation wavelength 5000 A: FWHM = 5000 / 1800 = 2.78 A. Used when the file
-// has no FWHM keyword. MaStar's resolution varies with wavelength; this is a single
-// representative value for the whole grid.
-inline constexpr double kMastarResolvingPower = 1800.0;
+// The MaStar library's resolution (FWHM, Angstrom, vacuum rest wavelength), used when the file has
+// no FWHM keyword. MaStar was observed with the BOSS spectrographs (Yan et al. 2019, AJ 158, 2;
+// R ~ 1800 on average, Yan et al. 2019, ApJ 883, 175), whose resolving power R = lambda / FWHM
+// Smee et al. (2013, AJ 146, 32) give as 1560 at 3700 A to 2270 at 6000 A in the blue channel
+// and 1850 at 6000 A to 2650 at 9000 A in the red one: FWHM = lambda / R at those four points,
+// the step at the 6000 A dichroic kept (a 0.001 A ramp), linear between them, constant beyond.
+// These are the instrument's nominal values; MaStar's per-spectrum LSF scatters around them.
+ResolutionCurve mastar_resolution_fwhm_angstrom();
 // Charlot & Bruzual (2019) models: solar metallicity Z = 0.017 (the middle node z017 of the
 // MaStar_CB19 grid).
 inline constexpr double kCb19SolarMetallicity = 0.017;
@@ -30,7 +33,7 @@ struct PyPipe3DName {
 PyPipe3DName parse_pypipe3d_name(const std::string& name, const std::string& where);
 
 // Reads a pyPipe3D template FITS (.fits or .fits.gz). Wavelengths from CRVAL1, CDELT1, CRPIX1
-// (default 1); resolution from a FWHM keyword if present, else kMastarResolvingPower at 5000 A.
+// (default 1); resolution from a FWHM keyword if present (constant), else MaStar's curve.
 SspGrid read_pypipe3d_fits(const std::string& path);
 
 }  // namespace ifusim

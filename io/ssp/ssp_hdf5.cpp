@@ -44,8 +44,19 @@ void validate_ssp_grid(const SspGrid& grid, const std::string& where) {
   for (std::size_t i = 0; i < grid.flux.size(); ++i)
     if (!std::isfinite(grid.flux[i]))
       throw InputError(where + ": flux: element " + std::to_string(i) + " is not finite");
-  if (!(grid.resolution_fwhm_angstrom > 0.0))
-    throw InputError(where + ": resolution_fwhm_angstrom: expected > 0");
+  const ResolutionCurve& r = grid.resolution_fwhm_angstrom;
+  if (r.fwhm.empty() || r.fwhm.size() != r.wavelength_angstrom.size())
+    throw InputError(where + ": resolution: expected as many FWHM values as wavelengths, found " +
+                     std::to_string(r.fwhm.size()) + " and " +
+                     std::to_string(r.wavelength_angstrom.size()));
+  for (std::size_t i = 0; i < r.fwhm.size(); ++i) {
+    if (!(r.fwhm[i] > 0.0) || !std::isfinite(r.fwhm[i]))
+      throw InputError(where + ": resolution_fwhm_angstrom[" + std::to_string(i) +
+                       "]: expected a finite FWHM > 0");
+    if (!r.constant() && !(r.wavelength_angstrom[i] > (i ? r.wavelength_angstrom[i - 1] : 0.0)))
+      throw InputError(where + ": resolution wavelength_angstrom: expected wavelengths > 0, " +
+                       "strictly ascending (element " + std::to_string(i) + ")");
+  }
   if (!(grid.z_solar > 0.0 && grid.z_solar < 1.0))
     throw InputError(where + ": z_solar: expected a mass fraction in (0, 1)");
   if (grid.wavelength_medium != "air" && grid.wavelength_medium != "vacuum")
@@ -71,7 +82,13 @@ SspGrid read_ssp_hdf5(const std::string& path) {
   g.flux = f.read<float>("flux");
   g.name = f.string_attribute("name");
   g.source = f.string_attribute("source");
-  g.resolution_fwhm_angstrom = f.attribute<double>("resolution_fwhm_angstrom");
+  // A curve in the group "resolution" (format 2); a constant, as format 1 stored it, in the root
+  // attribute resolution_fwhm_angstrom.
+  if (f.exists("resolution"))
+    g.resolution_fwhm_angstrom = ResolutionCurve(f.read<double>("resolution/wavelength_angstrom"),
+                                                 f.read<double>("resolution/fwhm_angstrom"));
+  else
+    g.resolution_fwhm_angstrom = f.attribute<double>("resolution_fwhm_angstrom");
   g.z_solar = f.attribute<double>("z_solar");
   g.wavelength_medium = f.string_attribute("wavelength_medium");
   const std::string unit = f.string_attribute("flux_unit");
@@ -99,7 +116,15 @@ void write_ssp_hdf5(const SspGrid& grid, const std::string& path) {
                      /*compress=*/true);
       f.set_string_attribute("name", grid.name);
       f.set_string_attribute("source", grid.source);
-      f.set_attribute<double>("resolution_fwhm_angstrom", grid.resolution_fwhm_angstrom);
+      const ResolutionCurve& r = grid.resolution_fwhm_angstrom;
+      if (r.constant()) {
+        f.set_attribute<double>("resolution_fwhm_angstrom", r.fwhm.front());
+      } else {
+        f.create_group("resolution");
+        f.write<double>("resolution/wavelength_angstrom", r.wavelength_angstrom,
+                        {r.wavelength_angstrom.size()});
+        f.write<double>("resolution/fwhm_angstrom", r.fwhm, {r.fwhm.size()});
+      }
       f.set_attribute<double>("z_solar", grid.z_solar);
       f.set_string_attribute("wavelength_medium", grid.wavelength_medium);
       f.set_string_attribute("flux_unit", kSspFluxUnit);

@@ -1,8 +1,10 @@
 #pragma once
 // The project's own SSP grid file (layout in docs/ssp_format.md): /age_gyr, /metallicity,
 // /wavelength_angstrom (float64), /flux (n_age, n_z, n_wave) float32 in L_sun / A per M_sun of
-// initial mass, root attributes name, source, resolution_fwhm_angstrom, z_solar,
-// wavelength_medium, flux_unit, metallicity_definition, format_version.
+// initial mass, root attributes name, source, z_solar, wavelength_medium, flux_unit,
+// metallicity_definition, format_version, and the resolution: a root attribute
+// resolution_fwhm_angstrom when constant, else the group /resolution with wavelength_angstrom and
+// fwhm_angstrom (float64, rest frame).
 #include <string>
 
 #include "data/ssp_grid.h"

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "io/telescope.h"
 #include "stages/convolution.h"
 
 namespace ifusim {
@@ -16,11 +17,9 @@ LsfParams LsfParams::from_json(JsonParams p) {
     out.fwhm_angstrom = p.number("fwhm_angstrom");
     p.require(*out.fwhm_angstrom > 0.0, "fwhm_angstrom", "a number > 0", *out.fwhm_angstrom);
   }
-  if (p.has("template_fwhm_angstrom")) {
-    out.template_fwhm_angstrom = p.number("template_fwhm_angstrom");
-    p.require(*out.template_fwhm_angstrom >= 0.0, "template_fwhm_angstrom", "a number >= 0",
-              *out.template_fwhm_angstrom);
-  }
+  if (p.has("template_fwhm_angstrom"))
+    out.template_fwhm_angstrom =
+        parse_resolution_curve(p, "template_fwhm_angstrom", "fwhm_angstrom", true);
   out.truncate_peak_fraction = p.number("truncate_peak_fraction", 1e-6);
   p.require(out.truncate_peak_fraction > 0.0 && out.truncate_peak_fraction < 0.5,
             "truncate_peak_fraction", "a number in (0, 0.5)", out.truncate_peak_fraction);
@@ -56,9 +55,11 @@ class LsfStage final : public Stage {
     if (!(step > 0.0)) return {};  // run() says why
     const ResolutionCurve tel = instrument_fwhm(obs);
     double widest = 0.0;
-    for (int k = 0; k < obs.telescope.n_wave(); ++k)
-      widest = std::max(widest, lsf_kernel_sigma_angstrom(tel.at(obs.axes.wavelength_angstrom(k)),
-                                                          template_fwhm(obs), obs.redshift));
+    for (int k = 0; k < obs.telescope.n_wave(); ++k) {
+      const double lambda = obs.axes.wavelength_angstrom(k);
+      widest = std::max(widest, lsf_kernel_sigma_angstrom(
+                                    tel.at(lambda), template_fwhm_at(obs, lambda), obs.redshift));
+    }
     return {0, static_cast<int>(std::ceil(
                    widest / step * gaussian_truncation_sigmas(params_.truncate_peak_fraction)))};
   }
@@ -69,7 +70,6 @@ class LsfStage final : public Stage {
     refuse_cropped_cube(state, "lsf (" + path_ + ")");
     const Observation& obs = state.observation;
     const ResolutionCurve tel = instrument_fwhm(obs);
-    const double lib = template_fwhm(obs);
     if (!(tel.min() > 0.0))
       throw ConfigError("lsf (" + path_ + "): the telescope's LSF FWHM is " +
                         std::to_string(tel.min()) + " A; set the telescope's or give " + path_ +
@@ -86,33 +86,51 @@ class LsfStage final : public Stage {
     // templates' (observed) in quadrature; where the templates are already coarser, none.
     const int n_wave = cube.shape.n_wave;
     std::vector<double> sigma_pixels(n_wave, 0.0);
-    double coarse_lo = 0, coarse_hi = -1, coarse_tel = 0;
+    double coarse_lo = 0, coarse_hi = -1, coarse_tel = 0, coarse_lib_lo = 0, coarse_lib_hi = 0;
     bool any = false;
     for (int k = 0; k < n_wave; ++k) {
       const double lambda = obs.axes.wavelength_angstrom(k - obs.margin.wavelengths);
+      const double lib = template_fwhm_at(obs, lambda);
       const double sigma = lsf_kernel_sigma_angstrom(tel.at(lambda), lib, obs.redshift);
       if (sigma < 0.0) {
-        if (coarse_hi < coarse_lo) coarse_lo = lambda;
+        // One warning for all such wavelengths: the first to the last (they may not be
+        // contiguous when both curves vary), the templates' FWHM over them.
+        if (coarse_hi < coarse_lo) {
+          coarse_lo = lambda;
+          coarse_lib_lo = coarse_lib_hi = lib;
+        }
         coarse_hi = lambda;
         coarse_tel = std::max(coarse_tel, tel.at(lambda));
+        coarse_lib_lo = std::min(coarse_lib_lo, lib);
+        coarse_lib_hi = std::max(coarse_lib_hi, lib);
         continue;
       }
       sigma_pixels[k] = sigma / step;
       any = any || sigma_pixels[k] >= 1e-6;  // a kernel far narrower than a pixel is the identity
     }
-    if (coarse_hi >= coarse_lo)
+    if (coarse_hi >= coarse_lo) {
+      const std::string lib_fwhm = coarse_lib_lo == coarse_lib_hi
+                                       ? fmt::format("{} A", coarse_lib_lo)
+                                       : fmt::format("{} to {} A", coarse_lib_lo, coarse_lib_hi);
       spdlog::warn(
-          "lsf: from {} to {} A the templates' resolution, {} A FWHM at rest = {} A observed at "
+          "lsf: from {} to {} A the templates' resolution, {} FWHM at rest = {} observed at "
           "z = {}, is already coarser than the instrument's (at most {} A there): those "
           "wavelengths are left as they are",
-          coarse_lo, coarse_hi, lib, lib * (1.0 + obs.redshift), obs.redshift, coarse_tel);
+          coarse_lo, coarse_hi, lib_fwhm,
+          coarse_lib_lo == coarse_lib_hi
+              ? fmt::format("{} A", coarse_lib_lo * (1.0 + obs.redshift))
+              : fmt::format("{} to {} A", coarse_lib_lo * (1.0 + obs.redshift),
+                            coarse_lib_hi * (1.0 + obs.redshift)),
+          obs.redshift, coarse_tel);
+    }
     if (!any) {
       if (coarse_hi < coarse_lo)
         spdlog::info("lsf: the templates' resolution equals the instrument's; nothing to do");
       return;
     }
     std::vector<Kernel1D> kernels;
-    for (int k = 0; k < (tel.constant() ? 1 : n_wave); ++k)
+    const bool one_kernel = tel.constant() && template_fwhm(obs).constant();
+    for (int k = 0; k < (one_kernel ? 1 : n_wave); ++k)
       kernels.push_back(gaussian_pixel_kernel(sigma_pixels[k] >= 1e-6 ? sigma_pixels[k] : 0.0,
                                               params_.truncate_peak_fraction, n_wave - 1));
     spdlog::debug("lsf: Gaussian kernels, sigma {} to {} pixels",
@@ -128,8 +146,14 @@ class LsfStage final : public Stage {
     return params_.fwhm_angstrom ? ResolutionCurve(*params_.fwhm_angstrom)
                                  : obs.telescope_lsf_fwhm_angstrom;
   }
-  double template_fwhm(const Observation& obs) const {
+  ResolutionCurve template_fwhm(const Observation& obs) const {
     return params_.template_fwhm_angstrom.value_or(obs.template_fwhm_angstrom);
+  }
+  // The templates' FWHM (rest frame) for the light observed at lambda: at lambda / (1 + z).
+  double template_fwhm_at(const Observation& obs, double lambda_angstrom) const {
+    const ResolutionCurve& lib = params_.template_fwhm_angstrom ? *params_.template_fwhm_angstrom
+                                                                : obs.template_fwhm_angstrom;
+    return lib.at(lambda_angstrom / (1.0 + obs.redshift));
   }
 
   LsfParams params_;

@@ -2,11 +2,13 @@
 // lsf: the spectrograph's line-spread function, a Gaussian along wavelength applied to every
 // spaxel's spectrum of the reduced cube.
 //
-// The SSP templates already have a finite resolution, FWHM_lib, constant in Angstrom in their
-// REST frame (MILES: 2.51 A, Falcon-Barroso et al. 2011, A&A 532, A95). Redshifting stretches
-// it to FWHM_lib (1 + z) in the observed frame, so the kernel that brings the cube to the
-// instrument's FWHM_tel (observed frame) is the Gaussian with (Gaussians add in quadrature)
-//   sigma_kernel^2 = (FWHM_tel^2 - (FWHM_lib (1 + z))^2) / (8 ln 2).
+// The SSP templates already have a finite resolution, FWHM_lib(lambda_rest) in Angstrom in their
+// REST frame (MILES: 2.51 A at every wavelength, Falcon-Barroso et al. 2011, A&A 532, A95;
+// MaStar: varying, io/ssp/pypipe3d.h). Redshifting stretches it to FWHM_lib (1 + z) in the
+// observed frame, at the observed wavelength lambda = lambda_rest (1 + z), so the kernel that
+// brings the cube to the instrument's FWHM_tel (observed frame) is the Gaussian with (Gaussians
+// add in quadrature)
+//   sigma_kernel^2 = (FWHM_tel(lambda)^2 - (FWHM_lib(lambda / (1 + z)) (1 + z))^2) / (8 ln 2).
 // If that is negative the templates are already coarser than the instrument: the stage warns
 // and leaves the cube as it is (it cannot sharpen); if it is zero there is nothing to do.
 //
@@ -15,8 +17,8 @@
 // 2.59 A at 9300 A). The kernel is then set per SOURCE pixel from FWHM_tel at its wavelength,
 // as the instrument responds to a line there; the subtraction above is made per wavelength, and
 // the wavelengths where the templates are coarser are left as they are, with one warning naming
-// their range. The templates' resolution is one number per library (FWHM_lib); a library whose
-// resolution varies with wavelength (MaStar) is still described by that one number.
+// their range. The same holds for a FWHM_lib that varies (per wavelength, at the rest
+// wavelength of each observed one).
 //
 // The kernel is integrated over each target pixel (erf differences, not samples), truncated
 // where it falls below `truncate_peak_fraction` (1e-6) of its peak (5.26 sigma), normalised to 1,
@@ -35,8 +37,10 @@
 namespace ifusim {
 
 struct LsfParams {
-  std::optional<double> fwhm_angstrom;           // overrides observation.telescope_lsf_fwhm
-  std::optional<double> template_fwhm_angstrom;  // overrides observation.template_fwhm (rest)
+  std::optional<double> fwhm_angstrom;  // overrides observation.telescope_lsf_fwhm
+  // Overrides observation.template_fwhm (rest frame): a number or {"wavelength_angstrom": [...],
+  // "fwhm_angstrom": [...]} over rest wavelengths.
+  std::optional<ResolutionCurve> template_fwhm_angstrom;
   double truncate_peak_fraction = 1e-6;
   static LsfParams from_json(JsonParams params);
 };

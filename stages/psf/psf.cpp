@@ -19,10 +19,14 @@ PsfParams PsfParams::from_json(JsonParams p) {
                                                                                 : Shape::gaussian;
   out.fwhm_arcsec = parse_resolution_curve(p, "fwhm_arcsec", "fwhm_arcsec", false);
   if (out.shape == Shape::moffat) {
-    out.beta = p.number("beta", 2.5);
-    // beta <= 1: the profile's integral diverges.
-    p.require(out.beta > 1.0, "beta", "a number > 1 (the Moffat profile's total must be finite)",
-              out.beta);
+    if (p.has("beta")) {
+      out.beta = parse_resolution_curve(p, "beta", "beta", false);
+      // beta <= 1: the profile's integral diverges.
+      p.require(out.beta.min() > 1.0, "beta",
+                "a number > 1 (the Moffat profile's total must be finite) or a table of such "
+                "values",
+                p.raw("beta"));
+    }
     const long long n = p.integer("supersample", 5);
     p.require(n >= 1 && n <= 64, "supersample", "an integer in [1, 64]", n);
     out.supersample = static_cast<int>(n);
@@ -41,9 +45,8 @@ PsfParams PsfParams::from_json(JsonParams p) {
   return out;
 }
 
-Kernel2D moffat_pixel_kernel(const PsfParams& params, double fwhm_arcsec, double spaxel_arcsec,
-                             int max_radius) {
-  const double beta = params.beta;
+Kernel2D moffat_pixel_kernel(const PsfParams& params, double fwhm_arcsec, double beta,
+                             double spaxel_arcsec, int max_radius) {
   const double alpha =
       fwhm_arcsec / (2.0 * std::sqrt(std::pow(2.0, 1.0 / beta) - 1.0)) / spaxel_arcsec;
   const double reach_spaxels =
@@ -83,8 +86,11 @@ Kernel2D moffat_pixel_kernel(const PsfParams& params, double fwhm_arcsec, double
 
 int psf_margin_spaxels(const PsfParams& params, double spaxel_arcsec) {
   const double f = params.margin_light_fraction;
-  const double fwhm_arcsec = params.fwhm_arcsec.max();  // the widest PSF over the band
-  double light_radius, kernel_radius;                   // in spaxels
+  // The widest PSF over the band: the largest FWHM and, for the Moffat, the smallest beta (the
+  // widest wings). Taken separately they bound the radius at every wavelength, whether or not
+  // they occur at the same one.
+  const double fwhm_arcsec = params.fwhm_arcsec.max();
+  double light_radius, kernel_radius;  // in spaxels
   if (params.shape == PsfParams::Shape::gaussian) {
     // Light outside radius r of a 2-D Gaussian: exp(-r^2 / 2 sigma^2).
     const double sigma = fwhm_arcsec / std::sqrt(8.0 * std::log(2.0)) / spaxel_arcsec;
@@ -92,7 +98,7 @@ int psf_margin_spaxels(const PsfParams& params, double spaxel_arcsec) {
     kernel_radius = std::ceil(sigma * gaussian_truncation_sigmas(params.truncate_peak_fraction));
   } else {
     // Outside r of a Moffat: (1 + (r / alpha)^2)^(1 - beta).
-    const double beta = params.beta;
+    const double beta = params.beta.min();
     const double alpha =
         fwhm_arcsec / (2.0 * std::sqrt(std::pow(2.0, 1.0 / beta) - 1.0)) / spaxel_arcsec;
     light_radius = alpha * std::sqrt(std::pow(f, 1.0 / (1.0 - beta)) - 1.0);
@@ -158,10 +164,11 @@ void fft2(Eigen::FFT<double>& fft, std::vector<Complex>& a, int px, int py, bool
 // one plane's result, the imaginary part the other's). Each pair of planes is independent, so the
 // result does not depend on the thread count. Rounding: ~1e-16 of a plane's largest value (so far
 // from all sources a voxel may come out as, e.g., -1e-17 of the peak rather than 0).
-void apply_moffat(const PsfParams& params, double fwhm_arcsec, double spaxel_arcsec, Cube& cube) {
+void apply_moffat(const PsfParams& params, double fwhm_arcsec, double beta, double spaxel_arcsec,
+                  Cube& cube) {
   const int nx = cube.shape.nx, ny = cube.shape.ny, n_wave = cube.shape.n_wave;
   const Kernel2D kernel =
-      moffat_pixel_kernel(params, fwhm_arcsec, spaxel_arcsec, std::max(nx, ny) - 1);
+      moffat_pixel_kernel(params, fwhm_arcsec, beta, spaxel_arcsec, std::max(nx, ny) - 1);
   const int rx = std::min(kernel.radius, nx - 1), ry = std::min(kernel.radius, ny - 1);
   const double inv_norm = 1.0 / kernel.sum;  // the whole kernel's total is 1
   const int px = fft_size(nx + rx), py = fft_size(ny + ry);
@@ -232,24 +239,31 @@ void apply_psf(const PsfParams& params, double spaxel_arcsec,
       plane_wavelength_angstrom.size() != static_cast<std::size_t>(cube.shape.n_wave))
     throw std::logic_error("psf: the cube's data or wavelengths do not match its shape");
   if (cube.data.empty()) return;
-  auto apply = [&](double fwhm_arcsec, Cube& planes) {
-    if (params.shape == PsfParams::Shape::gaussian)
-      apply_gaussian(params, fwhm_arcsec, spaxel_arcsec, planes);
+  const bool moffat = params.shape == PsfParams::Shape::moffat;
+  auto apply = [&](double fwhm_arcsec, double beta, Cube& planes) {
+    if (moffat)
+      apply_moffat(params, fwhm_arcsec, beta, spaxel_arcsec, planes);
     else
-      apply_moffat(params, fwhm_arcsec, spaxel_arcsec, planes);
+      apply_gaussian(params, fwhm_arcsec, spaxel_arcsec, planes);
   };
-  if (params.fwhm_arcsec.constant()) {
-    apply(params.fwhm_arcsec.fwhm.front(), cube);
+  if (params.fwhm_arcsec.constant() && (!moffat || params.beta.constant())) {
+    apply(params.fwhm_arcsec.fwhm.front(), params.beta.fwhm.front(), cube);
     return;
   }
-  // A FWHM that varies with wavelength: the planes are grouped by their FWHM rounded to steps
-  // of 1e-3 (relative; 0.05% at most from the curve), and each group is convolved with its own
-  // kernel, gathered into a cube of its planes and scattered back.
+  // A FWHM or a Moffat beta that varies with wavelength: the planes are grouped by (FWHM, beta),
+  // each rounded to steps of 1e-3 (relative; 0.05% at most from its curve), and each group is
+  // convolved with its own kernel, gathered into a cube of its planes and scattered back. A
+  // Gaussian ignores beta.
   const double step = std::log1p(1e-3);
-  std::map<long long, std::vector<int>> groups;
-  for (int k = 0; k < cube.shape.n_wave; ++k)
-    groups[std::llround(std::log(params.fwhm_arcsec.at(plane_wavelength_angstrom[k])) / step)]
+  auto key_of = [&](const ResolutionCurve& curve, double lambda) {
+    return std::llround(std::log(curve.at(lambda)) / step);
+  };
+  std::map<std::pair<long long, long long>, std::vector<int>> groups;
+  for (int k = 0; k < cube.shape.n_wave; ++k) {
+    const double lambda = plane_wavelength_angstrom[k];
+    groups[{key_of(params.fwhm_arcsec, lambda), moffat ? key_of(params.beta, lambda) : 0}]
         .push_back(k);
+  }
   const std::size_t n_spaxels = cube.shape.n_spaxels(), n_wave = cube.shape.n_wave;
   for (const auto& [key, planes] : groups) {
     Cube group;
@@ -258,7 +272,8 @@ void apply_psf(const PsfParams& params, double spaxel_arcsec,
     for (std::size_t s = 0; s < n_spaxels; ++s)
       for (std::size_t i = 0; i < planes.size(); ++i)
         group.data[s * planes.size() + i] = cube.data[s * n_wave + planes[i]];
-    apply(std::exp(static_cast<double>(key) * step), group);
+    apply(std::exp(static_cast<double>(key.first) * step),
+          std::exp(static_cast<double>(key.second) * step), group);
     for (std::size_t s = 0; s < n_spaxels; ++s)
       for (std::size_t i = 0; i < planes.size(); ++i)
         cube.data[s * n_wave + planes[i]] = group.data[s * planes.size() + i];

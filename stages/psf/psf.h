@@ -2,8 +2,10 @@
 // psf: the atmosphere's and telescope's point-spread function, applied to every wavelength
 // plane of the reduced cube on the spaxel grid (observation.axes.spaxel_arcsec). Its FWHM may vary
 // with wavelength (a table; the MUSE presets' seeing follows Kolmogorov turbulence, FWHM
-// proportional to lambda^(-1/5), Roddier 1981, Prog. Opt. 19, 281): planes are then grouped by
-// their FWHM to 0.1% and each group gets its own kernel.
+// proportional to lambda^(-1/5), Roddier 1981, Prog. Opt. 19, 281), and so may the Moffat's beta
+// (the wings of a PSF corrected by adaptive optics change with wavelength, e.g. MUSE WFM-AO,
+// Fusco et al. 2020, A&A 635, A208): planes are then grouped by (FWHM, beta), each to
+// 0.1%, and each group gets its own kernel.
 //
 // Profiles, with FWHM in arcsec:
 //  - gaussian: I(r) = exp(-r^2 / 2 sigma^2), sigma = FWHM / sqrt(8 ln 2);
@@ -33,7 +35,8 @@
 // (Stage::margin) from which light scatters in; aperture_mask crops it. The margin is the radius
 // outside which the PSF holds less than `margin_light_fraction` (1e-2) of its light, or the
 // kernel's radius if smaller: a Gaussian's 3.03 sigma, a beta = 2.5 Moffat's 4.5 alpha (for
-// MUSE's 0.7 arcsec, 15 spaxels of 0.2 arcsec). Light that sources farther out would scatter into
+// MUSE's 0.7 arcsec, 15 spaxels of 0.2 arcsec), for the largest FWHM and the smallest beta over
+// the band. Light that sources farther out would scatter into
 // the field, at most that fraction of theirs, is not simulated.
 #include <memory>
 #include <string>
@@ -50,8 +53,9 @@ struct PsfParams {
   enum class Shape { gaussian, moffat };
   Shape shape = Shape::gaussian;
   ResolutionCurve fwhm_arcsec;  // a number or {"wavelength_angstrom": [...], "fwhm_arcsec": [...]}
-  double beta = 2.5;            // Moffat only
-  int supersample = 5;          // Moffat only: sub-spaxels per side
+  // Moffat only: a number or {"wavelength_angstrom": [...], "beta": [...]}, every value > 1.
+  ResolutionCurve beta = 2.5;
+  int supersample = 5;                   // Moffat only: sub-spaxels per side
   double truncate_peak_fraction = 1e-6;  // kernel cut where profile < this x peak
   double margin_light_fraction = 1e-2;   // the margin simulated around the field: see above
   static PsfParams from_json(JsonParams params);
@@ -69,8 +73,8 @@ struct Kernel2D {
     return weights[static_cast<std::size_t>(dy + radius) * (2 * radius + 1) + dx + radius];
   }
 };
-Kernel2D moffat_pixel_kernel(const PsfParams& params, double fwhm_arcsec, double spaxel_arcsec,
-                             int max_radius);
+Kernel2D moffat_pixel_kernel(const PsfParams& params, double fwhm_arcsec, double beta,
+                             double spaxel_arcsec, int max_radius);
 
 // The margin (spaxels) the PSF needs around the field: see above.
 int psf_margin_spaxels(const PsfParams& params, double spaxel_arcsec);

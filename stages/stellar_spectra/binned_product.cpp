@@ -30,10 +30,10 @@ void basis_row(const BinnedProductInput& in, int node, int velocity_node, int du
       in.one_plus_z * std::exp(in.tile.velocity.u_min + velocity_node * in.tile.velocity.du);
   int j = 0;
   double f = 0.0;
-  locate(in.ssp, in.bins.edge(0) / doppler, j, f);
+  locate(in.ssp, in.bins.vacuum_edge(0) / doppler, j, f);
   double below = cumulative_at(in.ssp, node, j, f);
   for (int k = 0; k < in.bins.n; ++k) {
-    locate(in.ssp, in.bins.edge(k + 1) / doppler, j, f);
+    locate(in.ssp, in.bins.vacuum_edge(k + 1) / doppler, j, f);
     const double c = cumulative_at(in.ssp, node, j, f);
     out[k] = (c - below) / in.bins.step_angstrom;
     below = c;
@@ -41,7 +41,7 @@ void basis_row(const BinnedProductInput& in, int node, int velocity_node, int du
   const double a_v = dust_node * in.tile.dust.dav_mag;
   if (a_v > 0.0)
     for (int k = 0; k < in.bins.n; ++k) {
-      const double rest_centre = (in.bins.start_angstrom + k * in.bins.step_angstrom) / doppler;
+      const double rest_centre = in.bins.vacuum_centre(k) / doppler;
       out[k] *= std::pow(10.0, -0.4 * a_v * attenuation_ratio(in.dust, rest_centre));
     }
 }

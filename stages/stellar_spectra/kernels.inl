@@ -31,15 +31,14 @@ struct DepositSpectrumChunk {
     const int chunk = static_cast<int>(item % static_cast<std::size_t>(n_chunks));
     const double v = stars.velocity_los_kms[i];
     const double doppler = one_plus_z * (1.0 + v / kSpeedOfLightKms);
-    // Observed bins this chunk covers, cut to those the shifted spectrum reaches.
+    // Observed bins this chunk covers, cut to those the shifted spectrum reaches (vacuum
+    // wavelengths on both sides, see WaveBins): the others would receive exactly nothing.
     int k0 = chunk * kBinsPerChunk, k1 = k0 + kBinsPerChunk;
     k1 = k1 < bins.n ? k1 : bins.n;
-    const double lo_bin = (ssp.edges[0] * doppler - bins.first_edge()) / bins.step_angstrom;
-    const double hi_bin =
-        (ssp.edges[ssp.n_wave] * doppler - bins.first_edge()) / bins.step_angstrom;
-    if (hi_bin < k0 || lo_bin >= k1) return;
-    if (lo_bin > k0) k0 = static_cast<int>(lo_bin);
-    if (hi_bin + 1 < k1) k1 = static_cast<int>(hi_bin) + 1;
+    const double reach_lo = ssp.edges[0] * doppler, reach_hi = ssp.edges[ssp.n_wave] * doppler;
+    if (bins.vacuum_edge(k1) <= reach_lo || bins.vacuum_edge(k0) >= reach_hi) return;
+    while (bins.vacuum_edge(k0 + 1) <= reach_lo) ++k0;
+    while (bins.vacuum_edge(k1 - 1) >= reach_hi) --k1;
 
     const NodeWeights w = node_weights(ssp, stars.age_gyr[i], stars.metallicity[i]);
     if (w.skip) return;
@@ -47,14 +46,14 @@ struct DepositSpectrumChunk {
     double energy[kBinsPerChunk];
     int j = 0;
     double f = 0.0;
-    locate(ssp, bins.edge(k0) / doppler, j, f);
+    locate(ssp, bins.vacuum_edge(k0) / doppler, j, f);
     double below[4];
     for (int n = 0; n < 4; ++n) below[n] = cumulative_at(ssp, w.node[n], j, f);
     const double mass = stars.initial_mass_msun[i];
     const double a_v = stars.dust_av ? stars.dust_av[i] : 0.0;
     double band_energy = 0.0;
     for (int k = k0; k < k1; ++k) {
-      locate(ssp, bins.edge(k + 1) / doppler, j, f);
+      locate(ssp, bins.vacuum_edge(k + 1) / doppler, j, f);
       double e = 0.0;
       for (int n = 0; n < 4; ++n) {
         const double c = cumulative_at(ssp, w.node[n], j, f);
@@ -62,7 +61,7 @@ struct DepositSpectrumChunk {
         below[n] = c;
       }
       if (a_v > 0.0) {
-        const double rest_centre = (bins.start_angstrom + k * bins.step_angstrom) / doppler;
+        const double rest_centre = bins.vacuum_centre(k) / doppler;
         e *= pow(10.0, -0.4 * a_v * attenuation_ratio(dust, rest_centre));
       }
       energy[k - k0] = mass * e;
@@ -138,7 +137,8 @@ IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const StarViews& sta
     const std::size_t base = static_cast<std::size_t>(row) * columns;
     for (int n = 0; n < 4; ++n) {
       const double m = mass * weight * w.weight[n];
-      const std::size_t column = (static_cast<std::size_t>(w.node[n]) * tile.velocity.n + jv) * n_a + ja;
+      const std::size_t column =
+          (static_cast<std::size_t>(w.node[n]) * tile.velocity.n + jv) * n_a + ja;
       const double mv[2] = {m * (1.0 - tv), m * tv};
       for (int dv = 0; dv < 2; ++dv) {
         const std::size_t index = base + column + dv * n_a;

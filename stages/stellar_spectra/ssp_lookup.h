@@ -6,9 +6,10 @@
 //
 // Resampling: each template's spectrum is piecewise constant over its rest-frame pixels; its
 // cumulative energy C(lambda) (L_sun per M_sun from the first pixel edge) is tabulated once per
-// template. An observed bin [l0, l1] receives C(l1 / D) - C(l0 / D) with
-// D = (1 + z)(1 + v_los / c), so the energy a star emits is conserved exactly over the bins
-// that cover its shifted spectrum, and the cube holds luminosity per observed Angstrom.
+// template on its vacuum rest-frame edges. An observed bin [l0, l1] (its edges in vacuum, see
+// WaveBins) receives C(l1 / D) - C(l0 / D) with D = (1 + z)(1 + v_los / c), so the energy a star
+// emits is conserved exactly over the bins that cover its shifted spectrum, and the cube holds
+// luminosity per observed Angstrom.
 #include <cmath>
 #include <cstddef>
 
@@ -25,20 +26,37 @@ struct SspView {
   int n_age = 0, n_z = 0, n_wave = 0;
   const double* log_age = nullptr;     // log10(age / Gyr), n_age
   const double* log_z = nullptr;       // log10(Z), n_z
-  const double* edges = nullptr;       // rest-frame pixel edges, n_wave + 1 (Angstrom)
+  const double* edges = nullptr;       // vacuum rest-frame pixel edges, n_wave + 1 (A)
   const double* cumulative = nullptr;  // per node (i_age * n_z + i_z): n_wave + 1 values
   bool uniform = false;                // edges equally spaced: pixel lookup without search
   double edge0 = 0.0, step = 1.0;
   OutsideGrid outside = OutsideGrid::clamp;
 };
 
-// The observed wavelength bins: centres start + k * step, k < n.
+// The observed wavelength bins: centres start + k * step, k < n, in the telescope's medium.
+//
+// Templates are held in vacuum (make_ssp_tables), and a telescope that measures in air has its
+// bin edges converted to vacuum once (vacuum_edges, n + 1 values): a photon emitted at vacuum
+// wavelength lambda_rest reaches the instrument at lambda_rest (1 + z)(1 + v/c) in vacuum, and
+// the air wavelength it is recorded at is that one converted at the observed wavelength
+// (Morton 2000, ApJS 130, 403). Comparing vacuum with vacuum (vacuum_edge(k) / D against the
+// templates' vacuum rest edges) does the conversion at the observed wavelength for every star
+// and velocity at the cost of one table, where converting the templates at rest (as earlier
+// versions did) put a line at z = 1 near 10000 A 0.05 A too red. Energy stays per air Angstrom:
+// a bin's energy is divided by its width in the telescope's medium (step_angstrom).
 struct WaveBins {
   double start_angstrom = 0.0;
   double step_angstrom = 1.0;
   int n = 0;
+  const double* vacuum_edges = nullptr;  // nullptr: the bins are in vacuum already
   IFUSIM_HD double first_edge() const { return start_angstrom - 0.5 * step_angstrom; }
   IFUSIM_HD double edge(int k) const { return first_edge() + k * step_angstrom; }
+  // Edge k and the centre of bin k in vacuum, the templates' medium.
+  IFUSIM_HD double vacuum_edge(int k) const { return vacuum_edges ? vacuum_edges[k] : edge(k); }
+  IFUSIM_HD double vacuum_centre(int k) const {
+    return vacuum_edges ? 0.5 * (vacuum_edges[k] + vacuum_edges[k + 1])
+                        : start_angstrom + k * step_angstrom;
+  }
 };
 
 // Position of x in an ascending table of n values: the lower node and the weight of the upper

@@ -18,12 +18,20 @@ namespace ifusim {
 
 namespace {
 
-// The templates' rest wavelengths in the telescope's medium.
-std::vector<double> rest_wavelengths(const SspGrid& grid, const std::string& medium) {
+// The templates' rest wavelengths in vacuum, the medium the spectral core works in (WaveBins):
+// a library given in air is converted here, once, at its rest wavelengths, which are the ones its
+// air wavelengths were measured at.
+std::vector<double> vacuum_rest_wavelengths(const SspGrid& grid) {
   std::vector<double> out;
   for (double w : grid.wavelength_angstrom)
-    out.push_back(convert_wavelength(w, grid.wavelength_medium, medium));
+    out.push_back(convert_wavelength(w, grid.wavelength_medium, "vacuum"));
   return out;
+}
+
+// The first position where a converted axis stops increasing, or -1.
+std::ptrdiff_t not_increasing_at(const std::vector<double>& v) {
+  const auto it = std::adjacent_find(v.begin(), v.end(), std::greater_equal<>());
+  return it == v.end() ? -1 : it - v.begin();
 }
 
 // Pixel edges from pixel centres: midpoints, the outer edges half a spacing beyond.
@@ -50,16 +58,41 @@ void check_grid(const SspGrid& g) {
                                 ": ages and metallicities must be > 0 (log grid)");
   if (g.flux.size() != g.n_age() * g.n_metallicity() * g.n_wave())
     throw std::invalid_argument("SSP grid " + g.name + ": flux size does not match its axes");
+  if (g.wavelength_medium != "air" && g.wavelength_medium != "vacuum")
+    throw std::invalid_argument("SSP grid " + g.name + ": wavelength medium must be \"air\" or " +
+                                "\"vacuum\", is \"" + g.wavelength_medium + "\"");
+}
+
+// The templates' vacuum rest-frame pixel edges. Air to vacuum is monotonic, but a grid finer than
+// the conversion's rounding could fold: that is an error naming the library, not a negative
+// pixel.
+std::vector<double> vacuum_rest_edges(const SspGrid& g) {
+  const std::vector<double> centres = vacuum_rest_wavelengths(g);
+  const std::vector<double> edges = edges_from_centres(centres);
+  for (const auto* axis : {&centres, &edges}) {
+    const std::ptrdiff_t at = not_increasing_at(*axis);
+    if (at >= 0)
+      throw std::invalid_argument(
+          "SSP grid " + g.name + " (" + g.source + "): its " +
+          (axis == &centres ? "wavelengths" : "pixel edges") + " converted from " +
+          g.wavelength_medium + " to vacuum do not increase at " +
+          std::to_string(g.wavelength_angstrom[std::min<std::size_t>(at, g.n_wave() - 1)]) +
+          " A (" + g.wavelength_medium + ", pixel " + std::to_string(at) + ")");
+  }
+  return edges;
 }
 
 }  // namespace
 
-SspTables make_ssp_tables(const SspGrid& grid, const std::string& medium) {
+SspTables make_ssp_tables(const SspGrid& grid) {
   check_grid(grid);
   SspTables t;
   for (double a : grid.age_gyr) t.log_age.push_back(std::log10(a));
   for (double z : grid.metallicity) t.log_z.push_back(std::log10(z));
-  t.edges = edges_from_centres(rest_wavelengths(grid, medium));
+  t.edges = vacuum_rest_edges(grid);
+  // A pixel's energy is its flux density times its width in the library's own medium (the
+  // density is per Angstrom of that medium); only where it lies moves to vacuum.
+  const std::vector<double> own_edges = edges_from_centres(grid.wavelength_angstrom);
   const std::size_t n_wave = grid.n_wave(), n_nodes = grid.n_age() * grid.n_metallicity();
   const double step = (t.edges.back() - t.edges.front()) / static_cast<double>(n_wave);
   t.uniform = true;
@@ -71,9 +104,11 @@ SspTables make_ssp_tables(const SspGrid& grid, const std::string& medium) {
     double* c = t.cumulative.data() + node * (n_wave + 1);
     double total = 0.0;
     for (std::size_t j = 0; j < n_wave; ++j) {
-      c[j + 1] = c[j] + static_cast<double>(f[j]) * (t.edges[j + 1] - t.edges[j]);
-      total += std::abs(static_cast<double>(f[j])) * (t.edges[j + 1] - t.edges[j]);
-      t.max_flux_density = std::max(t.max_flux_density, std::abs(static_cast<double>(f[j])));
+      const double energy = static_cast<double>(f[j]) * (own_edges[j + 1] - own_edges[j]);
+      c[j + 1] = c[j] + energy;
+      total += std::abs(energy);
+      t.max_flux_density =
+          std::max(t.max_flux_density, std::abs(energy) / (t.edges[j + 1] - t.edges[j]));
     }
     t.max_energy = std::max(t.max_energy, total);
   }
@@ -215,14 +250,40 @@ struct SpectralSetup {
   std::shared_ptr<const SspTables> tables;
   std::shared_ptr<const DeviceTables> device_tables;
   OutsideGrid outside = OutsideGrid::clamp;
-  WaveBins bins;
+  WaveBins bins;  // on the host: vacuum_edges points into bin_vacuum_edges
+  std::shared_ptr<const std::vector<double>> bin_vacuum_edges;  // empty: the bins are in vacuum
+  std::shared_ptr<const ShardedArray<double>> device_bin_vacuum_edges;
+  double max_vacuum_width_ratio = 1.0;  // of a bin's width in vacuum to its width (step)
   double redshift = 0.0;
   int band_first_bin = 0, band_end_bin = 0;
   CubeShape shape;
   SpaxelGrid grid;
   double n_stars = 0, m_init_max = 0, v_los_max = 0;
   DustCurve dust;  // binned: the attenuation curve of the dust axis
+
+  // The bins as device d's kernels see them.
+  WaveBins bins_on(const Device& d) const {
+    WaveBins b = bins;
+    if (device_bin_vacuum_edges) b.vacuum_edges = device_bin_vacuum_edges->local(d).data;
+    return b;
+  }
 };
+
+// The observed bins' edges converted from air to vacuum (WaveBins), checked to increase.
+std::vector<double> bin_vacuum_edges(const WaveBins& bins, const std::string& medium) {
+  std::vector<double> edges;
+  if (medium == "vacuum") return edges;
+  for (int k = 0; k <= bins.n; ++k)
+    edges.push_back(convert_wavelength(bins.edge(k), medium, "vacuum"));
+  const std::ptrdiff_t at = not_increasing_at(edges);
+  if (at >= 0)
+    throw std::invalid_argument(
+        "stellar_spectra: the telescope's wavelength bin edges converted "
+        "from " +
+        medium + " to vacuum do not increase at " +
+        std::to_string(bins.edge(static_cast<int>(at))) + " A");
+  return edges;
+}
 
 // The binned method's partial result: the histogram, dense tile by tile or sparse. The first
 // tile (or the sparse whole) is deposited by the stage; reduce() reduces it, makes its rows of
@@ -435,8 +496,10 @@ class StellarSpectraStage final : public Stage {
       // speed) and m * max energy to a light weight: split-independent bounds.
       const double d_min =
           (1.0 + setup.redshift) * std::max(1e-3, 1.0 - setup.v_los_max / kSpeedOfLightKms);
+      // A bin wider in vacuum than its step (air) takes that much more of a pixel's energy.
       const FixedPointScale cube_scale = FixedPointScale::for_bound(
-          setup.n_stars * setup.m_init_max * tables.max_flux_density / d_min,
+          setup.n_stars * setup.m_init_max * tables.max_flux_density / d_min *
+              setup.max_vacuum_width_ratio,
           "stellar_spectra: the partial cube (stars.initial_mass_msun, stars.velocity_kms)");
       const FixedPointScale light_scale = FixedPointScale::for_bound(
           setup.n_stars * setup.m_init_max * tables.max_energy * v2,
@@ -446,7 +509,7 @@ class StellarSpectraStage final : public Stage {
       shard_map(mesh, [&](const Device& d) {
         const StarViews views = star_views(stars, setup.grid, d);
         IFUSIM_DISPATCH(d, accumulate_stellar_spectra, d,
-                        setup.device_tables->view(tables, params_.outside, d), setup.bins,
+                        setup.device_tables->view(tables, params_.outside, d), setup.bins_on(d),
                         setup.redshift, state.dust_curve, views, cube_scale.counts_per_unit,
                         cube.local(d), setup.band_first_bin, setup.band_end_bin,
                         light_scale.counts_per_unit, light.local(d));
@@ -506,28 +569,40 @@ class StellarSpectraStage final : public Stage {
     const Stars& stars = state.data.stars;
     const Observation& obs = state.observation;
     SpectralSetup s;
-    s.tables =
-        std::make_shared<const SspTables>(make_ssp_tables(*grid_, obs.telescope.wavelength_medium));
+    s.tables = std::make_shared<const SspTables>(make_ssp_tables(*grid_));
     s.device_tables = std::make_shared<const DeviceTables>(mesh, *s.tables);
     s.outside = params_.outside;
     s.bins = WaveBins{obs.simulated_wave_start_angstrom(), obs.axes.wave_step_angstrom,
                       state.spaxels.n_wave};
+    if (s.bins.n <= 0 || !(s.bins.step_angstrom > 0))
+      throw std::logic_error("stellar_spectra: the observation has no wavelength grid");
+    const std::string& medium = obs.axes.wavelength_medium;
+    s.bin_vacuum_edges =
+        std::make_shared<const std::vector<double>>(bin_vacuum_edges(s.bins, medium));
+    if (!s.bin_vacuum_edges->empty()) {
+      s.bins.vacuum_edges = s.bin_vacuum_edges->data();
+      s.device_bin_vacuum_edges = std::make_shared<const ShardedArray<double>>(
+          device_put(mesh, *s.bin_vacuum_edges, 1, Sharding::replicated()));
+      for (int k = 0; k < s.bins.n; ++k)
+        s.max_vacuum_width_ratio =
+            std::max(s.max_vacuum_width_ratio,
+                     (s.bins.vacuum_edge(k + 1) - s.bins.vacuum_edge(k)) / s.bins.step_angstrom);
+    }
     s.redshift = obs.redshift;
     s.shape = {state.spaxels.nx, state.spaxels.ny, s.bins.n};
     s.grid = state.spaxel_grid;
-    if (s.bins.n <= 0 || !(s.bins.step_angstrom > 0))
-      throw std::logic_error("stellar_spectra: the observation has no wavelength grid");
     // Templates that do not reach the band's ends (after the shift) leave those bins dark.
     const auto& t = *s.tables;
     const double reach_lo = t.edges.front() * (1.0 + obs.redshift);
     const double reach_hi = t.edges.back() * (1.0 + obs.redshift);
-    const double band_hi = s.bins.edge(s.bins.n);
-    if (reach_lo > s.bins.first_edge() || reach_hi < band_hi)
+    if (reach_lo > s.bins.vacuum_edge(0) || reach_hi < s.bins.vacuum_edge(s.bins.n))
       spdlog::warn(
-          "stellar_spectra: the templates ({:.1f}-{:.1f} A at rest) cover {:.1f}-{:.1f} A at "
-          "z = {}, not all of the telescope's {:.1f}-{:.1f} A: the rest of the cube stays dark",
-          t.edges.front(), t.edges.back(), reach_lo, reach_hi, obs.redshift, s.bins.first_edge(),
-          band_hi);
+          "stellar_spectra: the templates ({:.1f}-{:.1f} A at rest, vacuum) cover {:.1f}-{:.1f} A "
+          "({}) at z = {}, not all of the telescope's {:.1f}-{:.1f} A: the rest of the cube stays "
+          "dark",
+          t.edges.front(), t.edges.back(), convert_wavelength(reach_lo, "vacuum", medium),
+          convert_wavelength(reach_hi, "vacuum", medium), medium, obs.redshift, s.bins.first_edge(),
+          s.bins.edge(s.bins.n));
     // The light weights' band, as whole bins: by default the telescope's, without the margin.
     s.band_first_bin = obs.margin.wavelengths;
     s.band_end_bin = s.bins.n - obs.margin.wavelengths;
@@ -569,7 +644,8 @@ std::vector<double> reference_stellar_cube(
     const std::vector<float>& metallicity, const std::vector<std::int32_t>& spaxel_index) {
   check_grid(grid);
   const std::size_t n_wave = grid.n_wave(), n_z = grid.n_metallicity();
-  const std::vector<double> rest_edges = edges_from_centres(rest_wavelengths(grid, medium));
+  const std::vector<double> rest_edges = vacuum_rest_edges(grid);
+  const std::vector<double> own_edges = edges_from_centres(grid.wavelength_angstrom);
   std::vector<double> cube(n_spaxels * static_cast<std::size_t>(bins.n), 0.0);
   // Linear interpolation weight of x in an ascending axis (in log10), clamped at the ends.
   auto locate = [](const std::vector<double>& axis, double x, std::size_t& lo, double& t,
@@ -608,12 +684,16 @@ std::vector<double> reference_stellar_cube(
                                             (1 - ta) * tz * grid.spectrum(ia, iz1)[j] +
                                             ta * (1 - tz) * grid.spectrum(ia1, iz)[j] +
                                             ta * tz * grid.spectrum(ia1, iz1)[j]);
-    // 2. Shift every pixel edge; 3. share each pixel's energy among the bins it overlaps.
+    // 2. Shift every (vacuum) pixel edge and convert it to the bins' medium at the observed
+    // wavelength, the other way round from the kernels (which convert the bins' edges to
+    // vacuum); 3. share each pixel's energy among the bins it overlaps.
     const double doppler = (1 + redshift) * (1 + velocity_los_kms[i] / kSpeedOfLightKms);
     double* out_spectrum = cube.data() + static_cast<std::size_t>(spaxel_index[i]) * bins.n;
     for (std::size_t j = 0; j < n_wave; ++j) {
-      const double a = rest_edges[j] * doppler, b = rest_edges[j + 1] * doppler;
-      const double energy = spectrum[j] * (rest_edges[j + 1] - rest_edges[j]);
+      const double a = convert_wavelength(rest_edges[j] * doppler, "vacuum", medium);
+      const double b = convert_wavelength(rest_edges[j + 1] * doppler, "vacuum", medium);
+      if (!(b > a)) continue;  // a pixel folded by the conversion at 2000 A: no bin to share
+      const double energy = spectrum[j] * (own_edges[j + 1] - own_edges[j]);
       // Only the bins [a, b] can reach (a margin of one bin on each side).
       const double first_edge = bins.start_angstrom - 0.5 * bins.step_angstrom;
       const int k_begin =

@@ -59,9 +59,11 @@ struct SspTables {
   // A view of these tables in host memory (for host-side evaluation).
   SspView host_view(OutsideGrid outside) const;
 };
-// `medium` is the telescope's ("air" or "vacuum"): the templates' rest wavelengths are converted
-// to it (data/wavelength.h) so that lines land where the instrument measures them.
-SspTables make_ssp_tables(const SspGrid& grid, const std::string& medium = "");
+// The tables are in vacuum whatever the library's medium: a library in air is converted to
+// vacuum at rest (data/wavelength.h), and the observed bins of a telescope in air are converted
+// to vacuum instead (WaveBins), so that the air/vacuum conversion happens at the observed
+// wavelength. Throws, naming the library, where the converted edges would not increase.
+SspTables make_ssp_tables(const SspGrid& grid);
 
 enum class SpectralMethod { binned, exact };
 // How the binned method holds its histogram: dense (integer atomics, psum) in tiles of spaxels,
@@ -93,7 +95,8 @@ std::unique_ptr<Stage> make_stellar_spectra_stage(std::shared_ptr<const SspGrid>
                                                   StellarSpectraParams params);
 
 // The slow, obvious double-precision reference of the same physics, one particle at a time:
-// interpolate the full spectrum, shift every pixel edge, and share each pixel's energy among
+// interpolate the full spectrum, shift every (vacuum) pixel edge, convert it to `medium` (the
+// bins': "air" or "vacuum") at the observed wavelength, and share each pixel's energy among
 // the bins it overlaps. Returns the cube (spaxel-major) in L_sun per observed Angstrom.
 std::vector<double> reference_stellar_cube(
     const SspGrid& grid, OutsideGrid outside, const std::string& medium, double redshift,
