@@ -69,15 +69,18 @@ TEST_CASE("cuda: skeleton image equals the CPU backend's, bitwise, for 1..7 logi
 #include "pipeline/runner.h"
 
 TEST_CASE(
-    "cuda: the MUSE example on 1 and 4 logical devices equals the CPU backend, both "
-    "spectral methods and both histogram storages",
+    "cuda: the MUSE examples on 1 and 4 logical devices equal the CPU backend, both "
+    "spectral methods and both histogram storages, and stars with emission lines",
     "[cuda]") {
-  for (const std::string method :
-       {"stages.stellar_spectra.histogram=sparse", "stages.stellar_spectra.histogram=dense",
-        "stages.stellar_spectra.method=exact"}) {
-    INFO(method);
+  const std::vector<std::pair<std::string, std::vector<std::string>>> runs = {
+      {"muse_tng_mastar", {"stages.stellar_spectra.histogram=sparse"}},
+      {"muse_tng_mastar", {"stages.stellar_spectra.histogram=dense"}},
+      {"muse_tng_mastar", {"stages.stellar_spectra.method=exact"}},
+      {"muse_synthetic_gas", {"input.synthetic.stars=20000", "input.synthetic.gas=5000"}}};
+  for (const auto& [example, overrides] : runs) {
+    INFO(example << " " << overrides.front());
     const RunConfig config = load_run_config(
-        std::string(IFUSIM_SOURCE_DIR) + "/configs/examples/muse_tng_mastar.json", {method});
+        std::string(IFUSIM_SOURCE_DIR) + "/configs/examples/" + example + ".json", overrides);
     auto run_on = [&](Backend backend, int devices) {
       RunOptions options;
       options.backend = backend;

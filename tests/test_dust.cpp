@@ -143,7 +143,7 @@ TEST_CASE("dust: a Milky Way column of solar-metallicity gas gives the Milky Way
   CHECK(av(0.0134, 0.738) < 1.0);
 }
 
-TEST_CASE("dust: a star behind a gas sheet gets its analytic A_V; in front or elsewhere 0",
+TEST_CASE("dust: a star behind a gas sheet gets its analytic A_V, in front or elsewhere 0",
           "[dust]") {
   HostGas gas;
   double sum_all = 0, sum_front_of_zero = 0;
@@ -327,7 +327,7 @@ TEST_CASE("dust: with the spectra, A_V = 1 dims the rest-frame V band by 10^-0.4
   }
 }
 
-TEST_CASE("dust: parameters are validated with key paths; the stage runs after a spaxel stage",
+TEST_CASE("dust: parameters are validated with key paths, the stage runs after a spaxel stage",
           "[dust]") {
   auto parse = [](const nlohmann::json& j) { return make_dust_stage(j, "stages[1].params"); };
   CHECK_THROWS_WITH(

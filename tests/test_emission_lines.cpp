@@ -278,7 +278,7 @@ TEST_CASE("emission lines: the dust in front dims each line by the curve at its 
 
 TEST_CASE(
     "emission lines: bitwise identical cubes and maps for 1, 2 and 3 devices, with and "
-    "without smoothing; smoothing conserves the light inside the field",
+    "without smoothing, smoothing conserves the light inside the field",
     "[emission_lines]") {
   std::mt19937_64 rng(7);
   std::normal_distribution<double> pos(0.0, 1.5), vel(0.0, 120.0);

@@ -45,7 +45,7 @@ std::vector<float> oriented_positions(int n_devices, const test::HostStars& host
 
 }  // namespace
 
-TEST_CASE("orient: Euler rotations are proper rotations; edge-on turns the normal to -y",
+TEST_CASE("orient: Euler rotations are proper rotations, edge-on turns the normal to -y",
           "[orient]") {
   const Matrix3 r = euler_rotation(30, -50, 110);
   for (int i = 0; i < 3; ++i)

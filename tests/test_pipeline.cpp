@@ -8,8 +8,10 @@
 #include <fstream>
 #include <map>
 
+#include "data/wavelength.h"
 #include "io/config_error.h"
 #include "io/cube/cube_io.h"
+#include "io/cube/quicklook.h"
 #include "io/run_config.h"
 #include "io/tng/synthetic_galaxy.h"
 #include "pipeline/devices.h"
@@ -258,4 +260,54 @@ TEST_CASE("only the particle types the stages use are read: gas for the dust scr
     CHECK(json.at("n_gas").get<int>() == (name == "muse_tng_mastar" ? 0 : 100));
     CHECK(json.at("n_stars").get<int>() == 1996);
   }
+}
+
+TEST_CASE(
+    "the gas example: stars and emission lines in one cube, bitwise for 1 and 3 devices, "
+    "H-alpha's flux in the spectrum equal to its map's",
+    "[pipeline]") {
+  const RunConfig config = load_run_config(
+      example("muse_synthetic_gas"),
+      {"input.synthetic.stars=20000", "input.synthetic.gas=5000", "devices.oversubscribe=true"});
+  TempDir out1, out3;
+  const RunReport one = run(config, 1, out1.path);
+  const Cube& cube = one.cube;
+  for (const auto& f : {"halpha_flux.png", "gas_velocity.png", "cube.fits"})
+    CHECK(fs::exists(out1.path / f));
+  REQUIRE(cube.maps.count("flux_halpha") == 1);
+  CHECK(cube.maps.at("flux_halpha").unit == "erg/(s*cm**2)");
+  REQUIRE(cube.maps.count("velocity_gas_kms") == 1);
+  double halpha_map = 0;
+  for (const double v : cube.maps.at("flux_halpha").values)
+    if (std::isfinite(v)) halpha_map += v;
+  REQUIRE(halpha_map > 0);
+  const RunReport three = run(config, 3, out3.path);
+  CHECK(std::memcmp(three.cube.data.data(), cube.data.data(), cube.data.size() * sizeof(double)) ==
+        0);
+  for (const auto& [name, map] : cube.maps) {
+    INFO(name);
+    const auto& other = three.cube.maps.at(name).values;
+    CHECK(std::memcmp(other.data(), map.values.data(), other.size() * sizeof(double)) == 0);
+  }
+  // The integrated spectrum around H-alpha (6564.61 A in vacuum, z = 0.05, air): the line's
+  // excess over the continuum 30-60 A away, after the PSF, the LSF and the noise, is the map's
+  // flux within 10% (the stars' H-alpha absorption under it takes a few per cent).
+  const std::vector<double> spectrum = integrated_spectrum(cube);
+  const std::vector<double> wavelength = wavelength_angstrom(cube);
+  const double centre = air_from_vacuum(6564.61 * 1.05);
+  double line = 0, continuum = 0;
+  int n_continuum = 0;
+  for (std::size_t k = 0; k < spectrum.size(); ++k) {
+    const double d = wavelength[k] - centre;
+    if (std::abs(d) <= 8) line += spectrum[k];
+    if (std::abs(d) >= 30 && std::abs(d) <= 60) {
+      continuum += spectrum[k];
+      ++n_continuum;
+    }
+  }
+  REQUIRE(n_continuum > 0);
+  int n_line = 0;
+  for (const double w : wavelength) n_line += std::abs(w - centre) <= 8;
+  const double excess = (line - n_line * continuum / n_continuum) * cube.axes.wave_step_angstrom;
+  CHECK(excess * 1e-20 == Approx(halpha_map).epsilon(0.1));
 }

@@ -28,7 +28,7 @@ TEST_CASE("split_evenly: N / D each, one more to the first N % D devices", "[sha
   CHECK_THROWS(split_evenly(5, 0));
 }
 
-TEST_CASE("device_put: shards hold exactly their rows; idle devices hold nothing", "[sharding]") {
+TEST_CASE("device_put: shards hold exactly their rows, idle devices hold nothing", "[sharding]") {
   for (int d : {1, 2, 3, 5, 8}) {
     auto mesh = make_mesh(Backend::cpu, d);
     for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t(d - 1), std::size_t(d + 1),

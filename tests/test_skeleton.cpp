@@ -113,3 +113,15 @@ TEST_CASE("stage lists are validated before anything runs", "[skeleton]") {
       make_stages(nlohmann::json::parse(R"([{"stage": "telescope"}])"), "stages", kInputs),
       Catch::Contains("stages[0].stage: expected one of"));
 }
+
+// CTest runs each test case by name (catch_discover_tests), and CMake splits names at ';': a
+// name with one would be reported as passed without running.
+TEST_CASE("every test case's name can be run by CTest: no semicolons", "[skeleton]") {
+  std::size_t count = 0;
+  for (const auto& test : Catch::getRegistryHub().getTestCaseRegistry().getAllTests()) {
+    INFO(test.name);
+    CHECK(test.name.find(';') == std::string::npos);
+    ++count;
+  }
+  CHECK(count > 100);
+}

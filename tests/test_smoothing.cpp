@@ -100,7 +100,7 @@ double sum_of(const Cube& c) {
 
 }  // namespace
 
-TEST_CASE("smoothing: the kernel's width is the cubic spline's; weights inside sum to 1",
+TEST_CASE("smoothing: the kernel's width is the cubic spline's, weights inside sum to 1",
           "[smoothing]") {
   // Per-axis variance of the Gadget cubic spline of support 1, (1/3) int r^2 W 4 pi r^2 dr, by
   // Simpson's rule: 3/40, so support / sigma = sqrt(40/3).
@@ -239,7 +239,7 @@ TEST_CASE("smoothing: a kernel crossing the field edge loses exactly its outside
         image.data.size() * kEps * mass + 100 * quantum);
 }
 
-TEST_CASE("apertures: light lands on the whole grid; aperture_mask blanks what is outside",
+TEST_CASE("apertures: light lands on the whole grid, aperture_mask blanks what is outside",
           "[smoothing]") {
   // 20 x 0.5 kpc ([-5, 5)^2) seen through an aperture of diameter 10 kpc; the kernel of a star
   // near the rim reaches spaxels whose centres are outside: it is deposited there, and the
@@ -410,7 +410,7 @@ TEST_CASE("smoothing: k-th nearest neighbour distances equal brute force", "[smo
   CHECK(gas_cell_radius_kpc(4.0 * M_PI / 3.0 * 8.0, 1.0) == Approx(2.0).epsilon(1e-15));
 }
 
-TEST_CASE("smoothing: StellarHsml is read from TNG files; without it the kNN length is used",
+TEST_CASE("smoothing: StellarHsml is read from TNG files, without it the kNN length is used",
           "[smoothing][tng]") {
   test::ScratchDir dir("smoothing");
   tng::SyntheticGalaxySpec spec;
