@@ -6,11 +6,13 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "data/wavelength.h"
 #include "io/config_error.h"
 #include "io/hdf5.h"
+#include "io/run_config.h"
 #include "pipeline/devices.h"
 #include "stages/dust/dust.h"
 #include "stages/emission_lines/emission_lines.h"
@@ -416,4 +418,20 @@ TEST_CASE("emission lines: parameters and inputs are checked, naming the key or 
   state.spaxels.n_wave = 100;
   CHECK_THROWS_WITH(make(nlohmann::json::object())->run(state),
                     Catch::Contains("sfr_msun_per_yr") && Catch::Contains("StarFormationRate"));
+}
+
+TEST_CASE("emission lines: the ratio table's path is resolved like the config's other paths",
+          "[emission_lines]") {
+  nlohmann::json doc = nlohmann::json::parse(
+      std::ifstream(std::string(IFUSIM_SOURCE_DIR) + "/configs/examples/muse_synthetic_gas.json"));
+  doc["stages"]["emission_lines"]["line_ratio_file"] = "tables/ratios.h5";
+  const RunConfig c = parse_run_config(doc, "/surveys/run1/config.json");
+  for (const auto& stage : c.stages)
+    if (stage.name == "emission_lines")
+      CHECK(stage.params.at("line_ratio_file") == "/surveys/run1/tables/ratios.h5");
+  doc["stages"]["emission_lines"]["line_ratio_file"] = "${IFUSIM_DATA_DIR}/lines.h5";
+  for (const auto& stage : parse_run_config(doc, "/surveys/run1/config.json").stages)
+    if (stage.name == "emission_lines")
+      CHECK(stage.params.at("line_ratio_file") ==
+            fs::path(data_dir() + "/lines.h5").lexically_normal().string());
 }
