@@ -76,7 +76,8 @@ TEST_CASE(
       {"muse_tng_mastar", {"stages.stellar_spectra.histogram=sparse"}},
       {"muse_tng_mastar", {"stages.stellar_spectra.histogram=dense"}},
       {"muse_tng_mastar", {"stages.stellar_spectra.method=exact"}},
-      {"muse_synthetic_gas", {"input.synthetic.stars=20000", "input.synthetic.gas=5000"}}};
+      {"muse_disc_stars_gas",
+       {"telescope=MUSE", "input.synthetic.stars=20000", "input.synthetic.gas=5000"}}};
   for (const auto& [example, overrides] : runs) {
     INFO(example << " " << overrides.front());
     const RunConfig config = load_run_config(

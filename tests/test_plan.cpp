@@ -72,7 +72,7 @@ TEST_CASE("plan: every star field's sharding, the stars per device and the memor
   CHECK_THAT(dusty.report, Catch::Contains("stars.dust_av: float32[2000]"));
   CHECK_THAT(dusty.report, Catch::Contains("gas.position_kpc: float32[100, 3]"));
   // Emission lines hold each line's window of bins per spaxel, not the whole band.
-  const RunPlan gas = plan({}, 1, "muse_synthetic_gas");
+  const RunPlan gas = plan({}, 1, "muse_disc_stars_gas");
   CHECK_THAT(gas.report, Catch::Contains("gas.sfr_msun_per_yr: float32[20000]"));
   CHECK_THAT(gas.report, Catch::Contains("emission_lines: emission-line windows"));
 }

@@ -38,7 +38,10 @@
 // effective equation of state, not a physical one; m_atom the emitting atom's mass), integrated
 // exactly over every observed bin as differences of erf. The bins within +-8 sigma of the centre
 // are touched, the first and last taking the tails beyond, so each line's light is conserved to
-// rounding at any resolution. The LSF stage later broadens lines and continuum alike.
+// rounding at any resolution. The lines are deposited already broadened by the templates' own
+// resolution at their wavelength (Observation::template_fwhm_angstrom, scaled by 1 + z), added in
+// quadrature: the LSF stage removes that from the instrument's before convolving the whole cube,
+// so lines and continuum both end with the instrument's resolution.
 //
 // Dust: with a dust stage, a cell's lines are dimmed by the gas in front of it (gas.dust_av, the
 // stars' screen) with the curve at the line's rest wavelength.
@@ -128,7 +131,7 @@ struct EmissionLineParams {
 
 // Luminosity over H-alpha's of every line, tabulated on a fine uniform grid of 12 + log(O/H);
 // kernels interpolate it linearly (the calibrations are smooth polynomials: at this spacing the
-// interpolation is within 1e-6 dex of them).
+// interpolation is within 3e-6 dex of them).
 struct LineRatioGrid {
   double oxygen_min = kCurtiOxygenMin, oxygen_step = 0.0;
   int n_oxygen = 0;
@@ -161,7 +164,8 @@ struct GasLineViews {
 // One line as the kernel sees it: where its window of observed bins sits in the partial array.
 struct LineWindow {
   double vacuum_angstrom = 0.0;
-  double sigma_kms = 0.0;
+  double sigma_kms = 0.0;          // the cell's own width: thermal and turbulent
+  double profile_sigma_kms = 0.0;  // deposited: with the templates' resolution (see above)
   double attenuation_ratio = 0.0;  // A_lambda / A_V at the rest wavelength
   int ratio_row = 0;               // row of LineRatioGrid
   int first_bin = 0, n_bins = 0;   // observed bins [first_bin, first_bin + n_bins)

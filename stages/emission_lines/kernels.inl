@@ -41,7 +41,7 @@ struct DepositCellLines {
       if (!(luminosity > 0.0)) continue;
       const double vacuum = line.vacuum_angstrom * doppler;
       const double centre = p.to_air ? air_from_vacuum(vacuum) : vacuum;
-      const double sigma = centre * line.sigma_kms / kSpeedOfLightKms;
+      const double sigma = centre * line.profile_sigma_kms / kSpeedOfLightKms;
       const double reach = kLineTruncationSigmas * sigma;
       // Bins within +-8 sigma, cut to the line's window; the Gaussian's tails go to the end bins
       // unless the window (the simulated band) cut them off.
