@@ -316,7 +316,7 @@ TEST_CASE("emission lines: the dust in front dims each line by the curve at its 
 }
 
 TEST_CASE(
-    "emission lines: bitwise identical cubes and maps for 1, 2 and 3 devices, with and "
+    "emission lines: bitwise identical cubes and maps for 1, 2, 3 and 5 devices, with and "
     "without smoothing, smoothing conserves the light inside the field",
     "[emission_lines]") {
   std::mt19937_64 rng(7);

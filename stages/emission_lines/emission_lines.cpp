@@ -256,8 +256,8 @@ LineWindow line_window(int index, const EmissionLineParams& params, const Observ
   w.ratio_row = index;
   // The templates' resolution at the line, in the observed frame, as a velocity width.
   const double observed_vacuum = line.vacuum_angstrom * (1.0 + obs.redshift);
-  const double template_sigma_angstrom = obs.template_fwhm_angstrom.at(line.vacuum_angstrom) *
-                                         (1.0 + obs.redshift) / kFwhmPerSigma;
+  const double template_sigma_angstrom =
+      obs.template_fwhm_angstrom.at(line.vacuum_angstrom) * (1.0 + obs.redshift) / kFwhmPerSigma;
   const double template_sigma_kms = kSpeedOfLightKms * template_sigma_angstrom / observed_vacuum;
   w.profile_sigma_kms = std::hypot(w.sigma_kms, template_sigma_kms);
   const bool to_air = obs.telescope.wavelength_medium == "air";
@@ -283,8 +283,7 @@ LineWindow line_window(int index, const EmissionLineParams& params, const Observ
 // The line sums' total: each line's window added into the cube at its bins, and its luminosity
 // per spaxel as a map.
 struct LineTotal {
-  std::vector<LineWindow> windows;
-  std::vector<int> indices;
+  std::vector<LineWindow> windows;  // ratio_row is the line's index in kEmissionLines
   int row_columns = 0;
   CubeShape shape;
   double step_angstrom = 0.0;
@@ -294,7 +293,7 @@ struct LineTotal {
     std::vector<double> cube(shape.n_voxels(), 0.0);
     for (std::size_t l = 0; l < windows.size(); ++l) {
       const LineWindow& w = windows[l];
-      const EmissionLine& line = kEmissionLines[indices[l]];
+      const EmissionLine& line = kEmissionLines[w.ratio_row];
       if (w.n_bins == 0) continue;  // outside the band: no light, no map
       SkyMap map{"Lsun",
                  std::string(line.label) +
@@ -343,7 +342,8 @@ class EmissionLinesStage final : public Stage {
       columns += line_window(l, params_, c.observation, c.n_wave, kPlanGasVelocityKms).n_bins;
     const std::size_t bytes = c.n_spaxels * static_cast<std::size_t>(columns) * 8;
     return {{"emission-line windows, " + std::to_string(columns) +
-                 " bins a spaxel (int64, assuming |v_los| <= 1000 km/s)",
+                 " bins a spaxel (int64, assuming |v_los| <= " +
+                 std::to_string(static_cast<int>(kPlanGasVelocityKms)) + " km/s)",
              bytes + 3 * c.n_spaxels * 8, true, "stages.emission_lines.lines"},
             {"emission-line windows, reduced (host)", bytes, false, ""}};
   }
@@ -383,7 +383,6 @@ class EmissionLinesStage final : public Stage {
       if (kEmissionLines[l].name == std::string("halpha")) deposit.halpha_line = deposit.n_lines;
       deposit.lines[deposit.n_lines++] = w;
       total.windows.push_back(w);
-      total.indices.push_back(l);
       if (w.n_bins == 0)
         outside_band += (outside_band.empty() ? "" : ", ") + std::string(kEmissionLines[l].label);
     }
@@ -458,8 +457,8 @@ class EmissionLinesStage final : public Stage {
         "largest |v_los| {:.1f} km/s{}",
         std::count_if(total.windows.begin(), total.windows.end(),
                       [](const LineWindow& w) { return w.n_bins > 0; }),
-        n, metals ? "GFM_Metals" : "the metallicity", total.row_columns,
-        v_max, gas.dust_av.rows() == n && n > 0 ? ", dust screen applied" : "");
+        n, metals ? "GFM_Metals" : "the metallicity", total.row_columns, v_max,
+        gas.dust_av.rows() == n && n > 0 ? ", dust screen applied" : "");
     state.partials.push_back(
         std::make_unique<PartialArray>(std::move(sums), line_scale, std::move(total)));
     state.partials.push_back(std::make_unique<PartialArray>(
