@@ -49,23 +49,6 @@ double sanders_ratio(double a, double b, double c, double n_e) {
   return a * (b + n_e) / (c + n_e);
 }
 
-// Bracket of x in an increasing table, clamped: lower index and upper weight.
-void bracket_clamped(const std::vector<double>& table, double x, std::size_t& lower, double& t) {
-  if (table.size() == 1 || !(x > table.front())) {
-    lower = 0;
-    t = 0.0;
-    return;
-  }
-  if (x >= table.back()) {
-    lower = table.size() - 2;
-    t = 1.0;
-    return;
-  }
-  lower =
-      static_cast<std::size_t>(std::upper_bound(table.begin(), table.end(), x) - table.begin()) - 1;
-  t = (x - table[lower]) / (table[lower + 1] - table[lower]);
-}
-
 }  // namespace
 
 double oii_doublet_ratio(double electron_density_cm3) {
@@ -159,13 +142,18 @@ LineRatioTable LineRatioTable::read(const std::string& file) {
 
 double LineRatioTable::ratio_to_hbeta(std::size_t entry, double oxygen, double log_u) const {
   const std::vector<double>& values = ratios.at(entry).second;
-  std::size_t i = 0, j = 0;
+  // Clamped at the table's edges (ssp_lookup.h's bracket; whether x was outside is not needed).
+  int i = 0, j = 0;
   double ti = 0.0, tj = 0.0;
-  bracket_clamped(oxygen_abundance, oxygen, i, ti);
+  bool outside = false;
+  bracket(oxygen_abundance.data(), static_cast<int>(oxygen_abundance.size()), oxygen, i, ti,
+          outside);
   const std::size_t n_u = std::max<std::size_t>(1, log_ionisation_parameter.size());
-  if (!log_ionisation_parameter.empty()) bracket_clamped(log_ionisation_parameter, log_u, j, tj);
-  auto at = [&](std::size_t a, std::size_t b) {
-    return values[std::min(a, oxygen_abundance.size() - 1) * n_u + std::min(b, n_u - 1)];
+  if (!log_ionisation_parameter.empty())
+    bracket(log_ionisation_parameter.data(), static_cast<int>(n_u), log_u, j, tj, outside);
+  auto at = [&](int a, int b) {
+    return values[std::min<std::size_t>(a, oxygen_abundance.size() - 1) * n_u +
+                  std::min<std::size_t>(b, n_u - 1)];
   };
   return (1.0 - ti) * ((1.0 - tj) * at(i, j) + tj * at(i, j + 1)) +
          ti * ((1.0 - tj) * at(i + 1, j) + tj * at(i + 1, j + 1));

@@ -79,9 +79,10 @@ class FluxStage final : public Stage {
     cube.unit = flux_unit(*power_of_ten(params_.unit_scale));
     // Luminosity maps (emission lines: L_sun per spaxel) become flux maps, in erg/s/cm^2 whatever
     // the cube's unit_scale (their values, ~1e-17, are far from float32's limits).
+    const double map_factor = flux_per_solar_luminosity(d_l);
     for (auto& [name, map] : state.maps) {
       if (map.unit != "Lsun") continue;
-      for (double& v : map.values) v *= flux_per_solar_luminosity(d_l);
+      for (double& v : map.values) v *= map_factor;
       map.unit = "erg/(s*cm**2)";
     }
   }
