@@ -28,10 +28,6 @@ std::string provenance_path(const std::string& path) {
   return "${IFUSIM_DATA_DIR}/" + relative.generic_string();
 }
 
-namespace {
-
-// ${IFUSIM_DATA_DIR}/... -> the reference data folder; other relative paths are relative to
-// the config file's folder.
 std::string resolve_path(const std::string& value, const std::string& config_path) {
   const std::string var = "${IFUSIM_DATA_DIR}";
   std::string out = value;
@@ -41,6 +37,8 @@ std::string resolve_path(const std::string& value, const std::string& config_pat
     p = fs::absolute(config_path).parent_path() / p;  // a bare "cfg.json" has no parent_path
   return p.lexically_normal().string();
 }
+
+namespace {
 
 std::vector<std::string> pipeline_preset(const std::string& name, const std::string& path) {
   const char* env = std::getenv("IFUSIM_CONFIG_DIR");
@@ -136,17 +134,20 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
   }
 }
 
-RunConfig parse_run_config(const nlohmann::json& document, const std::string& config_path) {
+RunConfig parse_run_config(const nlohmann::json& document, const std::string& config_path,
+                           std::shared_ptr<const HostGalaxy> host_galaxy) {
   RunConfig c;
   c.config_path = config_path;
   c.document = document;
+  c.galaxy = std::move(host_galaxy);
   JsonParams root(document, "");
 
   // input.synthetic is read after galaxy and cosmology, whose values it takes as defaults; the
   // keys that only mean something for a file are unknown keys beside it.
-  JsonParams input = root.object("input");
-  const bool has_file = input.has("file"), has_synthetic = input.has("synthetic");
-  if (has_file == has_synthetic)
+  JsonParams input = c.galaxy ? root.object_or_empty("input") : root.object("input");
+  const bool has_file = !c.galaxy && input.has("file");
+  const bool has_synthetic = !c.galaxy && input.has("synthetic");
+  if (!c.galaxy && has_file == has_synthetic)
     throw ConfigError(
         "input: expected exactly one of \"file\" (a TNG or RUBIX file) and \"synthetic\" (a "
         "galaxy made in memory), got " +
@@ -187,6 +188,12 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
     for (int i = 0; i < 100 && hi - lo > 1e-12; ++i)
       (c.cosmology.luminosity_distance_mpc(0.5 * (lo + hi)) < d_l ? lo : hi) = 0.5 * (lo + hi);
     c.redshift = 0.5 * (lo + hi);
+  } else if (c.galaxy && !galaxy.has("redshift")) {
+    c.redshift = c.galaxy->galaxy.redshift;
+    galaxy.require(c.redshift > 0, "redshift",
+                   "an observed redshift > 0 (the galaxy given has redshift 0; give "
+                   "galaxy.redshift or galaxy.luminosity_distance_mpc)",
+                   c.redshift);
   } else {
     c.redshift = galaxy.number("redshift");
     galaxy.require(c.redshift > 0 && c.redshift < 20, "redshift",
@@ -204,7 +211,7 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
 
   if (has_synthetic)
     c.synthetic = parse_synthetic(input.object("synthetic"), c.redshift, c.cosmology);
-  input.finish();
+  if (!c.galaxy) input.finish();
 
   const auto& tel = root.raw("telescope");
   if (tel.is_string())
@@ -280,7 +287,8 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
   return c;
 }
 
-RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,
+                          std::shared_ptr<const HostGalaxy> galaxy) {
   std::ifstream in(path);
   if (!in) throw ConfigError(path + ": cannot read the run config");
   nlohmann::json document;
@@ -291,7 +299,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
   }
   for (const auto& o : overrides) apply_override(document, o);
   try {
-    return parse_run_config(document, path);
+    return parse_run_config(document, path, std::move(galaxy));
   } catch (const ConfigError& e) {
     throw ConfigError(path + ": " + e.what());
   }

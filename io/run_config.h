@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "data/cosmology.h"
 #include "data/device.h"
 #include "data/telescope.h"
+#include "io/host_galaxy.h"
 #include "io/tng/synthetic_galaxy.h"
 
 namespace ifusim {
@@ -24,9 +26,11 @@ struct RunConfig {
   std::string config_path;  // the file it was read from ("" for an in-memory config)
   nlohmann::json document;  // the whole config after --set overrides (provenance)
 
-  // input: a file (input.file), or a synthetic galaxy made in memory (input.synthetic)
+  // input: a file (input.file), a synthetic galaxy made in memory (input.synthetic), or a
+  // galaxy the caller holds in memory (parse_run_config's `galaxy`)
   std::string input_file;  // absolute, ${IFUSIM_DATA_DIR} expanded; "" when synthetic
   std::optional<tng::SyntheticGalaxySpec> synthetic;
+  std::shared_ptr<const HostGalaxy> galaxy;
   std::string input_format;  // "tng", "rubix" or "auto"
   std::optional<long long> subhalo_id;
   std::optional<int> snapshot;
@@ -68,10 +72,20 @@ std::string data_dir();
 // folder (so that cubes made on two machines from the same data say the same), else unchanged.
 std::string provenance_path(const std::string& path);
 
+// A path as a config gives it: "${IFUSIM_DATA_DIR}/..." in the reference data folder; other
+// relative paths relative to the config file's folder (to the working directory when
+// config_path is "").
+std::string resolve_path(const std::string& value, const std::string& config_path);
+
 // Applies "key.path=value" (value as JSON when it parses, else as a string).
 void apply_override(nlohmann::json& document, const std::string& assignment);
 
-RunConfig parse_run_config(const nlohmann::json& document, const std::string& config_path);
-RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides);
+// With `galaxy` (validated, validate_and_complete) the run simulates that galaxy: the config's
+// `input` section is then ignored but for input.read_gas, and galaxy.redshift defaults to the
+// galaxy's own redshift.
+RunConfig parse_run_config(const nlohmann::json& document, const std::string& config_path,
+                           std::shared_ptr<const HostGalaxy> galaxy = nullptr);
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,
+                          std::shared_ptr<const HostGalaxy> galaxy = nullptr);
 
 }  // namespace ifusim

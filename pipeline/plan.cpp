@@ -22,7 +22,11 @@ struct Counts {
 // From the input's metadata only: dataset shapes, the group catalog, a synthetic spec.
 Counts count_particles(const RunConfig& c, bool read_gas) {
   Counts n;
-  if (c.synthetic) {
+  if (c.galaxy) {
+    n.stars = c.galaxy->n_stars();
+    n.gas = read_gas ? c.galaxy->n_gas() : 0;
+    n.note = "the galaxy given (" + c.galaxy->source + ")";
+  } else if (c.synthetic) {
     n.stars = c.synthetic->n_stars;
     n.gas = read_gas ? c.synthetic->n_gas : 0;
     n.note = "input.synthetic";

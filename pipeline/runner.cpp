@@ -51,6 +51,11 @@ bool is_rubix_file(const std::string& path) {
 
 // `read_gas`: whether any stage of the run uses the gas (the config can only turn it off).
 GalaxyData read_galaxy(const Mesh& mesh, const RunConfig& c, bool read_gas) {
+  if (c.galaxy) {
+    spdlog::info("the galaxy given: {} stars, {} gas cells ({})", c.galaxy->n_stars(),
+                 read_gas ? c.galaxy->n_gas() : 0, c.galaxy->source);
+    return put_host_galaxy(mesh, *c.galaxy, read_gas);
+  }
   if (c.synthetic) {
     const tng::SyntheticGalaxySpec& s = *c.synthetic;
     spdlog::info(
@@ -184,8 +189,8 @@ RunPlan plan_pipeline(const RunConfig& c, const RunOptions& options) {
 RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   RunReport report;
-  report.output_dir = options.output_dir.value_or(c.output_dir);
-  const bool progress = options.progress && ::isatty(STDERR_FILENO);
+  auto progress = options.on_progress;
+  if (!progress && options.progress && ::isatty(STDERR_FILENO)) progress = draw_progress;
 
   // 1. Everything that can be checked is checked before any particle is read.
   RunSetup setup = set_up(c, options);
@@ -202,9 +207,15 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
     for (const auto& p : plan.problems) message += "\n  " + p;
     throw ConfigError(message);
   }
-  OutputFolder out(report.output_dir, kRunOutputs);
+  std::optional<OutputFolder> out;
+  if (options.write_outputs) {
+    report.output_dir = options.output_dir.value_or(c.output_dir);
+    out.emplace(report.output_dir, kRunOutputs);
+  }
 
   // 2. The galaxy, sharded over the devices.
+  const std::size_t n_steps = stages.size() + 1;
+  if (progress) progress(0, n_steps, "input");
   RunState state(*mesh);
   state.data = read_galaxy(*mesh, c, setup.read_gas);
   for (const auto& shard : state.data.stars.mass_msun.shards())
@@ -218,7 +229,7 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
 
   // 3. The stages, timed, with their memory peaks.
   for (std::size_t i = 0; i < stages.size(); ++i) {
-    if (progress) draw_progress(i, stages.size(), stages[i]->name());
+    if (progress) progress(i + 1, n_steps, stages[i]->name());
     spdlog::debug("stage {}/{}: {}", i + 1, stages.size(), stages[i]->name());
     memory::reset_peak(backend);
     reset_peak_rss();
@@ -230,7 +241,7 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
         {stages[i]->name(), seconds, memory::peak_bytes(backend), peak_rss_bytes()});
     spdlog::info("{:<16} {:8.3f} s", stages[i]->name(), seconds);
   }
-  if (progress) draw_progress(stages.size(), stages.size(), "done");
+  if (progress) progress(n_steps, n_steps, "done");
   if (!state.cube)
     throw ConfigError("pipeline: no stage produced the reduced cube (is psum missing?)");
   Cube& cube = *state.cube;
@@ -239,8 +250,9 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
       {"IFUSIM_VERSION", IFUSIM_VERSION},
       {"CONFIG_FILE", c.config_path},
       {"CONFIG", c.document.dump()},
-      {"INPUT", c.synthetic ? "synthetic " + c.document.at("input").at("synthetic").dump()
-                            : provenance_path(c.input_file)},
+      {"INPUT", c.galaxy      ? c.galaxy->source
+                : c.synthetic ? "synthetic " + c.document.at("input").at("synthetic").dump()
+                              : provenance_path(c.input_file)},
       {"SIMULATION", state.data.galaxy.simulation},
       {"SNAPSHOT", std::to_string(state.data.galaxy.snapshot)},
       {"SUBHALO", std::to_string(state.data.galaxy.subhalo_id)},
@@ -255,13 +267,13 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
                               white_light_image(cube)};
 
   // 4. Outputs: the cube with its maps, and quick-look pictures drawn from them.
-  if (c.write_fits) write_cube_fits(cube, out.path("cube.fits"));
-  if (c.write_hdf5) write_cube_hdf5(cube, out.path("cube.h5"));
-  if (c.write_png) {
+  if (out && c.write_fits) write_cube_fits(cube, out->path("cube.fits"));
+  if (out && c.write_hdf5) write_cube_hdf5(cube, out->path("cube.h5"));
+  if (out && c.write_png) {
     const int nx = cube.shape.nx, ny = cube.shape.ny;
-    write_map_png(out.path("white_light.png"), cube.maps.at("white_light").values, nx, ny,
+    write_map_png(out->path("white_light.png"), cube.maps.at("white_light").values, nx, ny,
                   {"White light (band mean)", Colormap::viridis, false, true, cube.unit});
-    write_spectrum_png(out.path("spectrum.png"), wavelength_angstrom(cube),
+    write_spectrum_png(out->path("spectrum.png"), wavelength_angstrom(cube),
                        integrated_spectrum(cube), "Wavelength (Angstrom)", cube.unit,
                        "Integrated spectrum");
     // The kinematic maps: light-weighted where the spectral stage gave them.
@@ -271,7 +283,7 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
         const auto it = cube.maps.find(kind + "_" + weighting + "_kms");
         if (it == cube.maps.end()) continue;
         write_map_png(
-            out.path(kind + ".png"), it->second.values, nx, ny,
+            out->path(kind + ".png"), it->second.values, nx, ny,
             {title + " (" + weighting + "-weighted)", colours, symmetric, false, it->second.unit});
         return;
       }
@@ -280,17 +292,17 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
     draw_kinematics("dispersion", "Velocity dispersion", Colormap::viridis, false);
     // With emission lines: the H-alpha flux and the ionised gas's velocity.
     if (const auto it = cube.maps.find("flux_halpha"); it != cube.maps.end())
-      write_map_png(out.path("halpha_flux.png"), it->second.values, nx, ny,
+      write_map_png(out->path("halpha_flux.png"), it->second.values, nx, ny,
                     {"H-alpha flux", Colormap::viridis, false, true, it->second.unit});
     if (const auto it = cube.maps.find("velocity_gas_kms"); it != cube.maps.end())
-      write_map_png(out.path("gas_velocity.png"), it->second.values, nx, ny,
+      write_map_png(out->path("gas_velocity.png"), it->second.values, nx, ny,
                     {"Gas line-of-sight velocity (H-alpha-weighted)", Colormap::diverging, true,
                      false, it->second.unit});
   }
   report.total_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  nlohmann::json summary;
+  nlohmann::json& summary = report.summary;
   summary["ifusim_version"] = IFUSIM_VERSION;
   summary["config"] = c.config_path;
   summary["backend"] = to_string(backend);
@@ -309,9 +321,10 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
                      {"n_wave", cube.shape.n_wave},
                      {"unit", cube.unit}};
   summary["total_seconds"] = report.total_seconds;
-  std::ofstream(out.path("summary.json")) << summary.dump(2) << "\n";
-
-  report.files = out.commit();
+  if (out) {
+    std::ofstream(out->path("summary.json")) << summary.dump(2) << "\n";
+    report.files = out->commit();
+  }
   report.cube = std::move(cube);
   return report;
 }

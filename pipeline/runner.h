@@ -1,5 +1,7 @@
 #pragma once
 // `ifusim run`: config -> galaxy -> stages -> outputs.
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +16,11 @@ struct RunOptions {
   std::optional<int> n_devices;           // overrides devices.count
   std::optional<std::string> output_dir;  // overrides output.dir
   bool progress = true;                   // a progress bar on stderr when it is a terminal
+  // Called before each step (reading the galaxy, then each stage) and once more at the end with
+  // done == total. It replaces the progress bar, and may throw to stop the run (the Python
+  // package's Ctrl-C): the run then leaves no output behind.
+  std::function<void(std::size_t done, std::size_t total, const std::string& step)> on_progress;
+  bool write_outputs = true;  // false: the cube comes back in the report only, no file is written
 };
 
 struct StageReport {
@@ -24,13 +31,14 @@ struct StageReport {
 };
 
 struct RunReport {
-  std::string output_dir;
+  std::string output_dir;            // "" when no output was written
   std::vector<std::string> files;    // written, relative to output_dir
   std::vector<std::string> devices;  // descriptions
   std::vector<std::size_t> stars_per_device;
   std::vector<StageReport> stages;
   double total_seconds = 0.0;
-  Cube cube;  // the final cube (also on disk)
+  nlohmann::json summary;  // summary.json: devices, stages' timings and memory, the cube's shape
+  Cube cube;               // the final cube (also on disk)
 };
 
 RunReport run_pipeline(const RunConfig& config, const RunOptions& options);

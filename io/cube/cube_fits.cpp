@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <numbers>
+#include <variant>
 
 #include "io/config_error.h"
 #include "io/cube/cube_io.h"
@@ -124,30 +125,13 @@ class Writer {
   int status_ = 0;
 };
 
-// The celestial axes (1, 2) and, for a cube (naxis 3), the wavelength axis.
 void write_wcs(Writer& w, const Cube& cube, int naxis) {
-  const auto& a = cube.axes;
-  const auto& s = cube.shape;
-  // The tangent point is the cube's centre: between the two middle pixels for an even count.
-  w.str("CTYPE1", "RA---TAN", "gnomonic projection");
-  w.str("CTYPE2", "DEC--TAN", "gnomonic projection");
-  w.str("CUNIT1", "deg", "");
-  w.str("CUNIT2", "deg", "");
-  w.dbl("CRPIX1", (s.nx + 1) / 2.0, "the cube's centre");
-  w.dbl("CRPIX2", (s.ny + 1) / 2.0, "the cube's centre");
-  w.dbl("CRVAL1", a.ra_deg, "[deg] RA of the cube's centre");
-  w.dbl("CRVAL2", a.dec_deg, "[deg] Dec of the cube's centre");
-  // East to the left: RA decreases with x, as on the sky seen from Earth.
-  w.dbl("CDELT1", -a.spaxel_arcsec / 3600.0, "[deg] spaxel size, RA decreasing with x");
-  w.dbl("CDELT2", a.spaxel_arcsec / 3600.0, "[deg] spaxel size");
-  w.str("RADESYS", "ICRS", "");
-  if (naxis < 3) return;
-  const bool air = a.wavelength_medium == "air";
-  w.str("CTYPE3", air ? "AWAV" : "WAVE", air ? "wavelength in air" : "wavelength in vacuum");
-  w.str("CUNIT3", "Angstrom", "");
-  w.dbl("CRPIX3", 1.0, "");
-  w.dbl("CRVAL3", a.wave_start_angstrom, "[Angstrom] centre of the first pixel");
-  w.dbl("CDELT3", a.wave_step_angstrom, "[Angstrom] linear step");
+  for (const auto& card : cube_wcs_cards(cube, naxis)) {
+    if (const auto* text = std::get_if<std::string>(&card.value))
+      w.str(card.key.c_str(), *text, card.comment.c_str());
+    else
+      w.dbl(card.key.c_str(), std::get<double>(card.value), card.comment.c_str());
+  }
 }
 
 // Writes one image extension (flux or variance), transposing from spaxel-major in chunks of
@@ -512,6 +496,34 @@ Cube read_cube_fits(const std::string& path) {
     throw InputError(e.what());
   }
   return cube;
+}
+
+std::vector<FitsCard> cube_wcs_cards(const Cube& cube, int naxis) {
+  const auto& a = cube.axes;
+  const auto& s = cube.shape;
+  std::vector<FitsCard> cards = {
+      // The tangent point is the cube's centre: between the two middle pixels for an even count.
+      {"CTYPE1", "RA---TAN", "gnomonic projection"},
+      {"CTYPE2", "DEC--TAN", "gnomonic projection"},
+      {"CUNIT1", "deg", ""},
+      {"CUNIT2", "deg", ""},
+      {"CRPIX1", (s.nx + 1) / 2.0, "the cube's centre"},
+      {"CRPIX2", (s.ny + 1) / 2.0, "the cube's centre"},
+      {"CRVAL1", a.ra_deg, "[deg] RA of the cube's centre"},
+      {"CRVAL2", a.dec_deg, "[deg] Dec of the cube's centre"},
+      // East to the left: RA decreases with x, as on the sky seen from Earth.
+      {"CDELT1", -a.spaxel_arcsec / 3600.0, "[deg] spaxel size, RA decreasing with x"},
+      {"CDELT2", a.spaxel_arcsec / 3600.0, "[deg] spaxel size"},
+      {"RADESYS", "ICRS", ""}};
+  if (naxis < 3) return cards;
+  const bool air = a.wavelength_medium == "air";
+  cards.push_back(
+      {"CTYPE3", air ? "AWAV" : "WAVE", air ? "wavelength in air" : "wavelength in vacuum"});
+  cards.push_back({"CUNIT3", "Angstrom", ""});
+  cards.push_back({"CRPIX3", 1.0, ""});
+  cards.push_back({"CRVAL3", a.wave_start_angstrom, "[Angstrom] centre of the first pixel"});
+  cards.push_back({"CDELT3", a.wave_step_angstrom, "[Angstrom] linear step"});
+  return cards;
 }
 
 }  // namespace ifusim

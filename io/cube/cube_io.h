@@ -4,6 +4,8 @@
 // failed write leaves no file behind; data and variance are stored as float32 where that holds
 // them (fits_in_float32), else as float64.
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "data/datacube.h"
 
@@ -17,6 +19,15 @@ void write_cube_fits(const Cube& cube, const std::string& path);
 // wavelength axis (in extension DATA, else in the primary HDU). Throws InputError naming the file
 // and keyword when something is missing or not as expected.
 Cube read_cube_fits(const std::string& path);
+
+// The cube's world coordinate system as FITS header cards (the ones write_cube_fits writes):
+// the celestial TAN axes 1 and 2 and, for naxis 3, the linear wavelength axis 3.
+struct FitsCard {
+  std::string key;
+  std::variant<std::string, double> value;
+  std::string comment;
+};
+std::vector<FitsCard> cube_wcs_cards(const Cube& cube, int naxis);
 
 // HDF5: /data and /variance as (n_wave, ny, nx) float32, /wavelength_angstrom, the axes as
 // attributes of the root, and /provenance with one string attribute per key.

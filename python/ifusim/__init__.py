@@ -1,0 +1,398 @@
+"""ifusim: integral-field spectroscopy datacubes from cosmological simulations.
+
+The same engine as the ``ifusim`` command line (its runner, stages and readers), called from
+Python. See docs/python.md.
+
+>>> import ifusim
+>>> cube = ifusim.run("configs/examples/muse_tng_mastar.json", devices=2)
+>>> cube.data.shape          # (n_wave, ny, nx), as astropy reads the FITS cube
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+# An installed package carries the telescope and pipeline presets in its own folder; a build
+# tree's module finds them in the source tree it was built from.
+_PRESETS = Path(__file__).with_name("configs")
+if _PRESETS.is_dir():
+    os.environ.setdefault("IFUSIM_CONFIG_DIR", str(_PRESETS))
+
+from . import _core  # noqa: E402
+
+__version__ = _core.version
+
+Error = _core.Error
+ConfigError = _core.ConfigError
+InputError = _core.InputError
+for _error in (Error, ConfigError, InputError):
+    _error.__module__ = "ifusim"
+
+__all__ = [
+    "Cube",
+    "Galaxy",
+    "Plan",
+    "Comparison",
+    "Error",
+    "ConfigError",
+    "InputError",
+    "run",
+    "plan",
+    "read_tng",
+    "read_cube",
+    "compare",
+    "devices",
+    "set_log_level",
+]
+
+Config = Union[str, os.PathLike, Mapping[str, Any]]
+Progress = Union[None, bool, Callable[[int, int, str], None]]
+
+
+def set_log_level(level: str) -> None:
+    """The engine's log level: "debug", "info", "warning" (the default), "error" or "off"."""
+    _core.set_log_level(level)
+
+
+class Cube:
+    """A simulated cube: flux (and variance) as numpy arrays of shape (n_wave, ny, nx).
+
+    ``data``, ``var`` and the ``maps`` are views of the engine's own buffers, not copies; the
+    cube keeps them alive.
+    """
+
+    def __init__(self, core: "_core.Cube", summary: Optional[dict] = None):
+        self._core = core
+        self.summary: dict = summary or {}
+        self.maps: dict = {}
+        self.map_units: dict = {}
+        for name in core.map_names():
+            values, unit, _description = core.map(name)
+            self.maps[name] = values
+            self.map_units[name] = unit
+
+    data = property(lambda self: self._core.data, doc="flux, (n_wave, ny, nx)")
+    var = property(lambda self: self._core.var, doc="variance, (n_wave, ny, nx), or None")
+    unit = property(lambda self: self._core.unit, doc="BUNIT of data")
+    medium = property(lambda self: self._core.medium, doc='"air" or "vacuum"')
+    spaxel_arcsec = property(lambda self: self._core.spaxel_arcsec)
+    provenance = property(lambda self: self._core.provenance, doc="the run's config, input, ...")
+
+    @property
+    def shape(self) -> tuple:
+        return self._core.shape
+
+    @property
+    def wavelength(self):
+        """The wavelength of each plane in Angstrom (in ``medium``)."""
+        import numpy as np
+
+        c = self._core
+        return c.wave_start_angstrom + c.wave_step_angstrom * np.arange(c.shape[0])
+
+    @property
+    def wcs(self):
+        """The cube's astropy.wcs.WCS (axes x, y, wavelength), as written into its FITS file."""
+        from astropy.io import fits
+        from astropy.wcs import WCS
+
+        header = fits.Header()
+        header["NAXIS"] = 3
+        for axis, n in zip((1, 2, 3), reversed(self.shape)):
+            header[f"NAXIS{axis}"] = n
+        for key, value, comment in self._core.wcs_cards(3):
+            header[key] = (value, comment)
+        return WCS(header)
+
+    def to_fits(self, path: Union[str, os.PathLike]) -> None:
+        """Writes the cube as the CLI does (docs/outputs.md): DATA, STAT and the maps."""
+        self._write(path, (".fits", ".fit", ".fts"))
+
+    def to_hdf5(self, path: Union[str, os.PathLike]) -> None:
+        """Writes the cube as the CLI's cube.h5 (docs/outputs.md)."""
+        self._write(path, (".h5", ".hdf5"))
+
+    def _write(self, path, suffixes) -> None:
+        path = os.fspath(path)
+        if not path.lower().endswith(suffixes):
+            raise ValueError(f"{path}: expected a file name ending in {' or '.join(suffixes)}")
+        self._core.write(path)
+
+    def __repr__(self) -> str:
+        n_wave, ny, nx = self.shape
+        return (
+            f"<ifusim.Cube {nx} x {ny} spaxels x {n_wave} wavelengths, "
+            f"{self.wavelength[0]:.2f}-{self.wavelength[-1]:.2f} Angstrom ({self.medium}), "
+            f"unit {self.unit!r}, maps {sorted(self.maps)}>"
+        )
+
+
+class Galaxy:
+    """A galaxy held in memory: star particles and gas cells as arrays, in the readers' units.
+
+    Fields are named as in ``ifusim inspect`` (data/galaxy_data.h): positions in physical kpc
+    relative to the galaxy's centre, velocities in km/s relative to its bulk motion, masses in
+    Msun, metallicities as mass fractions, ages in Gyr at the galaxy's epoch.
+    """
+
+    STAR_FIELDS = {
+        "position_kpc": "kpc",
+        "velocity_kms": "km/s",
+        "initial_mass_msun": "Msun",
+        "mass_msun": "Msun",
+        "age_gyr": "Gyr",
+        "metallicity": "",
+        "smoothing_length_kpc": "kpc",
+    }
+    GAS_FIELDS = {
+        "position_kpc": "kpc",
+        "velocity_kms": "km/s",
+        "mass_msun": "Msun",
+        "density_msun_per_kpc3": "Msun/kpc3",
+        "metallicity": "",
+        "sfr_msun_per_yr": "Msun/yr",
+        "internal_energy_km2_s2": "km2/s2",
+        "electron_abundance": "",
+        "metals": "",
+    }
+
+    def __init__(self, core: "_core.Galaxy"):
+        self._core = core
+
+    @classmethod
+    def from_arrays(
+        cls,
+        stars: Mapping[str, Any],
+        gas: Optional[Mapping[str, Any]] = None,
+        redshift: float = 0.0,
+    ) -> "Galaxy":
+        """A galaxy from arrays of any simulation (pynbody, swiftsimio, yt, ...).
+
+        ``stars`` needs position_kpc (N, 3), velocity_kms (N, 3), initial_mass_msun, age_gyr and
+        metallicity (N,); mass_msun (default: the initial mass) and smoothing_length_kpc are
+        optional. ``gas`` (optional) needs position_kpc, velocity_kms, mass_msun,
+        density_msun_per_kpc3, metallicity and sfr_msun_per_yr; internal_energy_km2_s2,
+        electron_abundance and metals (N, 10) are optional. Arrays are float32 or float64;
+        astropy Quantities (and unyt arrays) are converted to the field's unit. ``redshift`` is
+        the galaxy's epoch, and the observed redshift unless the run's config gives one.
+
+        Raises InputError naming the field for an unknown name, a wrong shape or unit, a
+        missing required field, or a value that is not finite or out of range.
+        """
+        converted = {
+            "stars": _convert_units(stars, cls.STAR_FIELDS, "stars"),
+            "gas": _convert_units(gas or {}, cls.GAS_FIELDS, "gas"),
+        }
+        return cls(
+            _core.galaxy_from_arrays(
+                converted["stars"], converted["gas"], float(redshift), "ifusim.Galaxy.from_arrays"
+            )
+        )
+
+    n_stars = property(lambda self: self._core.n_stars)
+    n_gas = property(lambda self: self._core.n_gas)
+    redshift = property(lambda self: self._core.redshift)
+    source = property(lambda self: self._core.source)
+
+    @property
+    def stars(self) -> dict:
+        """The star fields as float32 views (N,) or (N, k)."""
+        return self._core.fields("stars")
+
+    @property
+    def gas(self) -> dict:
+        """The gas fields as float32 views (N,) or (N, k)."""
+        return self._core.fields("gas")
+
+    def __repr__(self) -> str:
+        return (
+            f"<ifusim.Galaxy {self.n_stars} stars, {self.n_gas} gas cells, z = {self.redshift:g}"
+            f" ({self.source})>"
+        )
+
+
+def _convert_units(arrays: Mapping[str, Any], units: Mapping[str, str], where: str) -> dict:
+    """Quantities (astropy, unyt) to plain arrays in the field's unit; other values unchanged."""
+    out = {}
+    for name, value in arrays.items():
+        unit = units.get(name)
+        if unit is not None and hasattr(value, "unit") and hasattr(value, "to"):
+            try:
+                value = value.to(unit or "dimensionless").value
+            except Exception as e:  # astropy UnitConversionError, unyt's own
+                raise InputError(
+                    f"{where}.{name}: unit {value.unit} cannot be converted to "
+                    f"{unit or 'dimensionless'} ({e})"
+                ) from None
+        out[name] = value
+    return out
+
+
+def _config_args(config: Config, overrides: Optional[Mapping[str, Any]]):
+    """(text, is_path, overrides as key=value) for the engine."""
+    if isinstance(config, Mapping):
+        text, is_path = json.dumps(config), False
+    else:
+        text, is_path = os.fspath(config), True
+    assignments = [f"{k}={json.dumps(v)}" for k, v in (overrides or {}).items()]
+    return text, is_path, assignments
+
+
+def _progress_callback(progress: Progress):
+    """The callable the engine calls between steps: the user's, a tqdm bar, or None."""
+    if callable(progress):
+        return progress, None
+    interactive = hasattr(sys, "ps1") or "ipykernel" in sys.modules
+    if progress is False or (progress is None and not interactive):
+        return None, None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None, None  # silent without tqdm
+    bar = tqdm(total=1, desc="ifusim", unit="step")
+
+    def update(done: int, total: int, step: str) -> None:
+        bar.total = total
+        bar.n = done
+        bar.set_postfix_str(step, refresh=False)
+        bar.refresh()
+
+    return update, bar
+
+
+def run(
+    config: Config,
+    *,
+    devices: Optional[int] = None,
+    backend: Optional[str] = None,
+    overrides: Optional[Mapping[str, Any]] = None,
+    galaxy: Optional[Galaxy] = None,
+    out: Optional[Union[str, os.PathLike]] = None,
+    progress: Progress = None,
+) -> Cube:
+    """Simulates a cube, as ``ifusim run`` does.
+
+    config: a run config file (JSON, docs/config.md) or a dict of the same schema.
+    devices, backend: override devices.count and devices.backend ("cpu" or "cuda").
+    overrides: {"key.path": value}, as the CLI's --set.
+    galaxy: simulate this Galaxy; the config's input section is then ignored (but for
+        input.read_gas), and galaxy.redshift defaults to the galaxy's redshift.
+    out: also write the CLI's output folder here (cube.fits, cube.h5, pictures, summary.json);
+        by default nothing is written.
+    progress: a callable (done, total, step), True for a tqdm bar (when tqdm is installed),
+        False for none; by default a bar in interactive sessions and notebooks only.
+
+    The GIL is released while the engine runs. Ctrl-C stops the run between steps with
+    KeyboardInterrupt and leaves no output behind.
+    """
+    text, is_path, assignments = _config_args(config, overrides)
+    callback, bar = _progress_callback(progress)
+    try:
+        core, summary, _out_dir, _files = _core.run(
+            text,
+            is_path,
+            assignments,
+            devices,
+            backend,
+            None if out is None else os.fspath(out),
+            None if galaxy is None else galaxy._core,
+            callback,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    return Cube(core, json.loads(summary))
+
+
+class Plan:
+    """The dry run: how the galaxy would be sharded and what each device's memory would hold."""
+
+    def __init__(self, report: str, problems: Sequence[str]):
+        self.report = report
+        self.problems = list(problems)
+
+    @property
+    def fits(self) -> bool:
+        """Whether the run fits in every device's memory."""
+        return not self.problems
+
+    def __str__(self) -> str:
+        return self.report
+
+    def __repr__(self) -> str:
+        return f"<ifusim.Plan fits={self.fits} problems={self.problems}>"
+
+
+def plan(
+    config: Config,
+    *,
+    devices: Optional[int] = None,
+    backend: Optional[str] = None,
+    overrides: Optional[Mapping[str, Any]] = None,
+    galaxy: Optional[Galaxy] = None,
+) -> Plan:
+    """``ifusim plan``: the sharding and memory estimate of a run, without reading particles."""
+    text, is_path, assignments = _config_args(config, overrides)
+    report, problems = _core.plan(
+        text, is_path, assignments, devices, backend, None if galaxy is None else galaxy._core
+    )
+    return Plan(report, problems)
+
+
+def read_tng(
+    path: Union[str, os.PathLike],
+    subhalo: Optional[int] = None,
+    *,
+    snapshot: Optional[int] = None,
+    read_gas: bool = True,
+    drop_nonfinite: bool = False,
+) -> Galaxy:
+    """An IllustrisTNG cutout, or a subhalo of a snapshot folder (with ``snapshot``), read by the
+    CLI's reader: centred, in physical units, wind cells dropped. ``${IFUSIM_DATA_DIR}`` in the
+    path is expanded."""
+    return Galaxy(_core.read_tng(os.fspath(path), subhalo, snapshot, read_gas, drop_nonfinite))
+
+
+def read_cube(path: Union[str, os.PathLike]) -> Cube:
+    """A cube file (FITS or HDF5) written by ifusim, or any FITS cube with a TAN WCS and a
+    linear wavelength axis."""
+    return Cube(_core.read_cube(os.fspath(path)))
+
+
+class Comparison:
+    """The result of compare(): ``equal`` and the report ``ifusim compare`` prints."""
+
+    def __init__(self, status: int, report: str, error: str):
+        self.status, self.report, self.error = status, report, error
+
+    @property
+    def equal(self) -> bool:
+        return self.status == 0
+
+    def __bool__(self) -> bool:
+        return self.equal
+
+    def __str__(self) -> str:
+        return self.error or self.report
+
+
+def compare(
+    a: Union[Cube, str, os.PathLike],
+    b: Union[Cube, str, os.PathLike],
+    rtol: float = 1e-5,
+    atol: float = 0.0,
+) -> Comparison:
+    """``ifusim compare``: whether |a - b| <= atol + rtol |b| everywhere (b the reference), for
+    data and, where both have one, variance. Cubes or file paths. A NaN is a failure; cubes of
+    different shapes or wavelength axes are not comparable (status 2)."""
+    cubes = [c if isinstance(c, Cube) else read_cube(c) for c in (a, b)]
+    return Comparison(*_core.compare(cubes[0]._core, cubes[1]._core, rtol, atol))
+
+
+def devices(backend: str = "cpu", count: int = 0) -> list:
+    """The devices a run would use: host devices on "cpu" (default 1), GPUs on "cuda"."""
+    return _core.devices(backend, count)

@@ -1,0 +1,273 @@
+// ifusim._core: the Python package's bridge to the same runner, stages and readers as the CLI
+// (pybind11). The package's public API is python/ifusim/__init__.py; this module stays thin:
+// conversions, the GIL, Ctrl-C and exception types. Arrays handed to Python are views of the
+// C++ objects' own buffers (their base is the owning object), never copies.
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/runtime.h"
+#include "io/config_error.h"
+#include "io/cube/cube_compare.h"
+#include "io/cube/cube_io.h"
+#include "io/host_galaxy.h"
+#include "io/run_config.h"
+#include "io/tng/tng_reader.h"
+#include "pipeline/devices.h"
+#include "pipeline/plan.h"
+#include "pipeline/runner.h"
+
+namespace py = pybind11;
+using namespace ifusim;
+
+namespace {
+
+// A view of `values` (spaxel-major: (ny, nx, n_wave) in C order) as (n_wave, ny, nx), the axis
+// order astropy gives a FITS cube; `owner` keeps the buffer alive.
+py::array cube_view(const Cube& cube, std::vector<double>& values, py::handle owner) {
+  const py::ssize_t nx = cube.shape.nx, ny = cube.shape.ny, n_wave = cube.shape.n_wave;
+  const py::ssize_t item = sizeof(double);
+  return py::array_t<double>({n_wave, ny, nx}, {item, nx * n_wave * item, n_wave * item},
+                             values.data(), owner);
+}
+
+// A host field (rows x components, row-major) as an (N,) or (N, k) float32 view.
+py::array field_view(HostField& field, py::handle owner) {
+  const auto rows = static_cast<py::ssize_t>(field.rows);
+  if (field.components == 1) return py::array_t<float>({rows}, field.values.data(), owner);
+  return py::array_t<float>({rows, static_cast<py::ssize_t>(field.components)}, field.values.data(),
+                            owner);
+}
+
+// Python arrays (float32 or float64, shape (N,) or (N, k)) to host fields, named "set.name" in
+// errors; the table's checks follow in validate_and_complete.
+std::map<std::string, HostField> host_fields(const py::dict& arrays, const std::string& set) {
+  std::map<std::string, HostField> out;
+  for (const auto& [key, value] : arrays) {
+    const std::string name = py::str(key);
+    const std::string where = set + "." + name;
+    const py::array array = py::array::ensure(value);
+    if (!array) throw InputError(where + ": expected an array of numbers");
+    const py::dtype dtype = array.dtype();
+    if (!dtype.is(py::dtype::of<float>()) && !dtype.is(py::dtype::of<double>()))
+      throw InputError(where + ": dtype " + py::str(static_cast<const py::handle&>(dtype)).cast<std::string>() +
+                       ", expected float32 or float64");
+    if (array.ndim() < 1 || array.ndim() > 2)
+      throw InputError(where + ": " + std::to_string(array.ndim()) +
+                       " dimensions, expected (N,) or (N, k)");
+    const auto values =
+        py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(array);
+    HostField field;
+    field.rows = static_cast<std::size_t>(array.shape(0));
+    field.components = array.ndim() == 2 ? static_cast<int>(array.shape(1)) : 1;
+    field.values.assign(values.data(), values.data() + values.size());
+    out[name] = std::move(field);
+  }
+  return out;
+}
+
+std::shared_ptr<const HostGalaxy> galaxy_from_arrays(const py::dict& stars, const py::dict& gas,
+                                                     double redshift, std::string source) {
+  auto galaxy = std::make_shared<HostGalaxy>();
+  galaxy->stars = host_fields(stars, "stars");
+  galaxy->gas = host_fields(gas, "gas");
+  galaxy->galaxy.simulation = "arrays";
+  galaxy->galaxy.redshift = redshift;
+  galaxy->source = std::move(source);
+  validate_and_complete(*galaxy);
+  return galaxy;
+}
+
+RunConfig make_config(const std::string& config, bool is_path,
+                      const std::vector<std::string>& overrides,
+                      std::shared_ptr<const HostGalaxy> galaxy) {
+  if (is_path) return load_run_config(config, overrides, std::move(galaxy));
+  nlohmann::json document = nlohmann::json::parse(config);
+  for (const auto& o : overrides) apply_override(document, o);
+  return parse_run_config(document, "", std::move(galaxy));
+}
+
+RunOptions make_options(std::optional<int> devices, std::optional<std::string> backend,
+                        std::optional<std::string> out) {
+  RunOptions o;
+  if (backend) o.backend = backend_from_string(*backend);
+  o.n_devices = devices;
+  o.output_dir = out;
+  o.write_outputs = out.has_value();
+  o.progress = false;
+  return o;
+}
+
+// The run, with the GIL released. Between steps the progress hook takes the GIL back to let
+// Python handle a pending signal (Ctrl-C raises KeyboardInterrupt, which unwinds the run and
+// leaves no output) and to call the user's callback.
+py::tuple run(const std::string& config, bool is_path, const std::vector<std::string>& overrides,
+              std::optional<int> devices, std::optional<std::string> backend,
+              std::optional<std::string> out, std::shared_ptr<const HostGalaxy> galaxy,
+              py::object progress) {
+  const RunConfig run_config = make_config(config, is_path, overrides, std::move(galaxy));
+  RunOptions options = make_options(devices, backend, out);
+  options.on_progress = [progress](std::size_t done, std::size_t total, const std::string& step) {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    if (!progress.is_none()) progress(done, total, step);
+  };
+  std::optional<RunReport> report;
+  {
+    py::gil_scoped_release release;
+    report = run_pipeline(run_config, options);
+  }
+  auto cube = std::make_shared<Cube>(std::move(report->cube));
+  return py::make_tuple(cube, report->summary.dump(), report->output_dir, report->files);
+}
+
+py::tuple plan(const std::string& config, bool is_path, const std::vector<std::string>& overrides,
+               std::optional<int> devices, std::optional<std::string> backend,
+               std::shared_ptr<const HostGalaxy> galaxy) {
+  const RunConfig run_config = make_config(config, is_path, overrides, std::move(galaxy));
+  py::gil_scoped_release release;
+  const RunPlan p = plan_pipeline(run_config, make_options(devices, backend, std::nullopt));
+  py::gil_scoped_acquire gil;
+  return py::make_tuple(p.report, p.problems);
+}
+
+std::shared_ptr<const HostGalaxy> read_tng_galaxy(const std::string& path,
+                                                  std::optional<long long> subhalo,
+                                                  std::optional<int> snapshot, bool read_gas,
+                                                  bool drop_nonfinite) {
+  TngReadOptions o;
+  o.path = resolve_path(path, "");
+  o.subhalo_id = subhalo;
+  o.snapshot = snapshot;
+  o.read_gas = read_gas;
+  o.drop_nonfinite = drop_nonfinite;
+  py::gil_scoped_release release;
+  const auto mesh = make_mesh(Backend::cpu, 1);
+  const GalaxyData data = read_tng(*mesh, o);
+  std::string source = "IllustrisTNG " + provenance_path(o.path);
+  if (subhalo) source += " subhalo " + std::to_string(*subhalo);
+  return std::make_shared<const HostGalaxy>(host_galaxy_of(data, std::move(source)));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "ifusim's C++ engine; use the ifusim package, not this module";
+  m.attr("version") = IFUSIM_VERSION;
+  spdlog::set_pattern("[ifusim] [%l] %v");
+  spdlog::set_level(spdlog::level::warn);
+
+  const py::object error = py::reinterpret_steal<py::object>(PyErr_NewExceptionWithDoc(
+      "ifusim.Error", "Base of the errors ifusim raises for bad configs and inputs.",
+      PyExc_Exception, nullptr));
+  m.attr("Error") = error;
+  py::register_exception<ConfigError>(m, "ConfigError", error);
+  py::register_exception<InputError>(m, "InputError", error);
+
+  py::class_<Cube, std::shared_ptr<Cube>>(m, "Cube")
+      .def_property_readonly("data",
+                             [](py::object self) {
+                               return cube_view(self.cast<Cube&>(), self.cast<Cube&>().data, self);
+                             })
+      .def_property_readonly("var",
+                             [](py::object self) -> py::object {
+                               Cube& c = self.cast<Cube&>();
+                               if (c.variance.empty()) return py::none();
+                               return cube_view(c, c.variance, self);
+                             })
+      .def_property_readonly(
+          "shape",
+          [](const Cube& c) { return py::make_tuple(c.shape.n_wave, c.shape.ny, c.shape.nx); })
+      .def_property_readonly("unit", [](const Cube& c) { return c.unit; })
+      .def_property_readonly("medium", [](const Cube& c) { return c.axes.wavelength_medium; })
+      .def_property_readonly("wave_start_angstrom",
+                             [](const Cube& c) { return c.axes.wave_start_angstrom; })
+      .def_property_readonly("wave_step_angstrom",
+                             [](const Cube& c) { return c.axes.wave_step_angstrom; })
+      .def_property_readonly("spaxel_arcsec", [](const Cube& c) { return c.axes.spaxel_arcsec; })
+      .def_property_readonly("provenance",
+                             [](const Cube& c) {
+                               py::dict d;
+                               for (const auto& [k, v] : c.provenance) d[py::str(k)] = v;
+                               return d;
+                             })
+      .def("map_names",
+           [](const Cube& c) {
+             std::vector<std::string> names;
+             for (const auto& [name, map] : c.maps) names.push_back(name);
+             return names;
+           })
+      .def("map",
+           [](py::object self, const std::string& name) {
+             SkyMap& map = self.cast<Cube&>().maps.at(name);
+             const Cube& c = self.cast<Cube&>();
+             return py::make_tuple(
+                 py::array_t<double>({c.shape.ny, c.shape.nx}, map.values.data(), self), map.unit,
+                 map.description);
+           })
+      .def("wcs_cards",
+           [](const Cube& c, int naxis) {
+             py::list cards;
+             for (const auto& card : cube_wcs_cards(c, naxis))
+               cards.append(py::make_tuple(card.key, card.value, card.comment));
+             return cards;
+           })
+      .def("write", [](const Cube& c, const std::string& path) {
+        py::gil_scoped_release release;
+        write_cube(c, path);
+      });
+
+  py::class_<HostGalaxy, std::shared_ptr<HostGalaxy>>(m, "Galaxy")
+      .def_property_readonly("n_stars", &HostGalaxy::n_stars)
+      .def_property_readonly("n_gas", &HostGalaxy::n_gas)
+      .def_property_readonly("redshift", [](const HostGalaxy& g) { return g.galaxy.redshift; })
+      .def_property_readonly("source", [](const HostGalaxy& g) { return g.source; })
+      .def_property_readonly("halfmass_radius_stars_kpc",
+                             [](const HostGalaxy& g) { return g.galaxy.halfmass_radius_stars_kpc; })
+      .def("fields", [](py::object self, const std::string& set) {
+        HostGalaxy& g = self.cast<HostGalaxy&>();
+        py::dict out;
+        for (auto& [name, field] : set == "stars" ? g.stars : g.gas)
+          out[py::str(name)] = field_view(field, self);
+        return out;
+      });
+
+  m.def("galaxy_from_arrays", &galaxy_from_arrays, py::arg("stars"), py::arg("gas"),
+        py::arg("redshift"), py::arg("source"));
+  m.def("read_tng", &read_tng_galaxy, py::arg("path"), py::arg("subhalo"), py::arg("snapshot"),
+        py::arg("read_gas"), py::arg("drop_nonfinite"));
+  m.def("run", &run, py::arg("config"), py::arg("is_path"), py::arg("overrides"),
+        py::arg("devices"), py::arg("backend"), py::arg("out"), py::arg("galaxy"),
+        py::arg("progress"));
+  m.def("plan", &plan, py::arg("config"), py::arg("is_path"), py::arg("overrides"),
+        py::arg("devices"), py::arg("backend"), py::arg("galaxy"));
+  m.def("read_cube", [](const std::string& path) {
+    py::gil_scoped_release release;
+    return std::make_shared<Cube>(read_cube(path));
+  });
+  m.def("compare", [](const Cube& a, const Cube& b, double rtol, double atol) {
+    const CubeComparison r = compare_cubes(a, b, rtol, atol);
+    return py::make_tuple(r.status, r.report, r.error);
+  });
+  m.def("devices", [](const std::string& backend, int count) {
+    const auto mesh = make_mesh(backend_from_string(backend), count);
+    std::vector<std::string> out;
+    for (std::size_t d = 0; d < mesh->size(); ++d) out.push_back(mesh->device(d).description);
+    return out;
+  });
+  m.def("cuda_device_count", [] { return runtime::cuda_device_count(); });
+  m.def("set_log_level", [](const std::string& level) {
+    const auto l = spdlog::level::from_str(level);
+    if (l == spdlog::level::off && level != "off")
+      throw ConfigError("log level '" + level +
+                        "': expected trace, debug, info, warning, error, critical or off");
+    spdlog::set_level(l);
+  });
+}
