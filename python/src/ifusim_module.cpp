@@ -57,7 +57,8 @@ std::map<std::string, HostField> host_fields(const py::dict& arrays, const std::
     if (!array) throw InputError(where + ": expected an array of numbers");
     const py::dtype dtype = array.dtype();
     if (!dtype.is(py::dtype::of<float>()) && !dtype.is(py::dtype::of<double>()))
-      throw InputError(where + ": dtype " + py::str(static_cast<const py::handle&>(dtype)).cast<std::string>() +
+      throw InputError(where + ": dtype " +
+                       py::str(static_cast<const py::handle&>(dtype)).cast<std::string>() +
                        ", expected float32 or float64");
     if (array.ndim() < 1 || array.ndim() > 2)
       throw InputError(where + ": " + std::to_string(array.ndim()) +
