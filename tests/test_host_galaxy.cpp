@@ -36,7 +36,7 @@ void check_fails(HostGalaxy g, const std::string& message) {
 
 }  // namespace
 
-TEST_CASE("host galaxy: every field checked against the tables, naming it") {
+TEST_CASE("host galaxy: every field checked against the tables and named in errors") {
   HostGalaxy ok = two_stars();
   REQUIRE_NOTHROW(validate_and_complete(ok));
   CHECK(ok.galaxy.scale_factor == Approx(1 / 1.05));
@@ -63,6 +63,8 @@ TEST_CASE("host galaxy: every field checked against the tables, naming it") {
   check_fails(g, "stars.mass_msun: 3 rows, but stars.age_gyr has 2");
   g = two_stars();
   g.gas["position_kpc"] = {{0, 0, 0}, 1, 3};
+  g.gas["velocity_kms"] = {{0, 0, 0}, 1, 3};
+  g.gas["mass_msun"] = {{1e6}, 1, 1};
   check_fails(g, "gas.density_msun_per_kpc3: required field missing");
   g = two_stars();
   g.galaxy.redshift = -0.5;
