@@ -13,8 +13,8 @@ rm -rf "$venv"
 /usr/bin/python3 -m venv --system-site-packages "$venv"
 reuse=()
 if [ -n "${2:-}" ]; then
-  reuse=(-C "build-dir=$2" -C cmake.define.IFUSIM_BUILD_TESTS=ON
-         -C cmake.define.IFUSIM_BUILD_BENCH=ON)
+  reuse=(--config-settings "build-dir=$2" --config-settings cmake.define.IFUSIM_BUILD_TESTS=ON
+         --config-settings cmake.define.IFUSIM_BUILD_BENCH=ON)
 fi
 start=$(date +%s)
 # Make, as the project's build folders use (scikit-build-core would otherwise fetch ninja).
