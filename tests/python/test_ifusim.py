@@ -283,13 +283,12 @@ def test_ctrl_c_raises_keyboard_interrupt_and_leaves_no_output(tmp_path):
     script = textwrap.dedent(
         f"""
         import os, signal, threading, ifusim
-        started = threading.Event()
         def progress(done, total, step):
             if step == "stellar_spectra":  # SIGINT arrives while the engine holds no GIL
                 threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
         try:
             ifusim.run({str(ROOT / "configs/examples/muse_synthetic.json")!r}, out={str(out)!r},
-                       overrides={{"input.synthetic.stars": 300000}}, progress=progress)
+                       overrides={{"input.synthetic.stars": 1000000}}, progress=progress)
             print("finished")
         except KeyboardInterrupt:
             print("interrupted")
