@@ -29,8 +29,8 @@ install(TARGETS ifusim_options ifusim_thrust ifusim_data ifusim_io ifusim_stages
   EXPORT ifusimTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT devel
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT devel)
-# Every header and inline kernel file of the layers, keeping the folders (the include dir of
-# the installed targets is include/ifusim, ifusim_options in CMakeLists.txt).
+# Every header and inline kernel file of the layers, keeping the folders (under include/ifusim,
+# the installed targets' include directory, above).
 install(DIRECTORY data io stages pipeline
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ifusim COMPONENT devel
   FILES_MATCHING PATTERN "*.h" PATTERN "*.inl" PATTERN "*.cuh")
@@ -42,7 +42,8 @@ configure_package_config_file(cmake/ifusimConfig.cmake.in
 # 0.x: a minor version may change the API.
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/ifusimConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
-install(FILES ${PROJECT_BINARY_DIR}/ifusimConfig.cmake ${PROJECT_BINARY_DIR}/ifusimConfigVersion.cmake
+install(FILES ${PROJECT_BINARY_DIR}/ifusimConfig.cmake
+              ${PROJECT_BINARY_DIR}/ifusimConfigVersion.cmake
   DESTINATION ${IFUSIM_INSTALL_CMAKEDIR} COMPONENT devel)
 
 install(TARGETS ifusim RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
