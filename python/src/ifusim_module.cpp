@@ -6,6 +6,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <memory>
@@ -162,6 +163,8 @@ std::shared_ptr<const HostGalaxy> read_tng_galaxy(const std::string& path,
 PYBIND11_MODULE(_core, m) {
   m.doc() = "ifusim's C++ engine; use the ifusim package, not this module";
   m.attr("version") = IFUSIM_VERSION;
+  // Log to stderr (spdlog's default logger writes to stdout, which a program's output owns).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("ifusim"));
   spdlog::set_pattern("[ifusim] [%l] %v");
   spdlog::set_level(spdlog::level::warn);
 
