@@ -285,6 +285,9 @@ def test_ctrl_c_raises_keyboard_interrupt_and_leaves_no_output(tmp_path):
     script = textwrap.dedent(
         f"""
         import os, signal, sys, threading, ifusim
+        # Python's own Ctrl-C handler, also where this test runs in the background (a shell's
+        # background job starts with SIGINT ignored, and Python then installs no handler).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         steps = []
         def progress(done, total, step):
             steps.append(step)
