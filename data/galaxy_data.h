@@ -2,8 +2,11 @@
 // GalaxyData: the project's RubixData. A galaxy record plus structure-of-arrays particle sets.
 // Each particle set declares its fields once, in for_each_field beside the members: name, unit,
 // components, sharding and whether the field comes from the input or is derived by a stage.
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -134,10 +137,35 @@ inline Stars put_stars(const Mesh& mesh, const HostStars& h) {
   return s;
 }
 
+// Bounds over all the galaxy's stars as the input gives them, before any stage: the stages take
+// their fixed-point scales (and the binned method its velocity range) from these, so that a
+// galaxy streamed block by block gets the same scales, hence the same bits, as one held at once.
+// A rotation keeps them valid: every star's |v| stays below speed_bound_kms().
+struct StarBounds {
+  std::size_t count = 0;
+  double max_initial_mass_msun = 0.0;
+  double max_mass_msun = 0.0;
+  std::array<double, 3> max_abs_velocity_kms{0, 0, 0};  // per component, as given
+  double speed_bound_kms() const {
+    const auto& v = max_abs_velocity_kms;
+    return std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+  }
+  // The bounds of two disjoint sets of stars together (maxima: exact in any order).
+  void merge(const StarBounds& other) {
+    count += other.count;
+    max_initial_mass_msun = std::max(max_initial_mass_msun, other.max_initial_mass_msun);
+    max_mass_msun = std::max(max_mass_msun, other.max_mass_msun);
+    for (int c = 0; c < 3; ++c)
+      max_abs_velocity_kms[c] = std::max(max_abs_velocity_kms[c], other.max_abs_velocity_kms[c]);
+  }
+};
+
 struct GalaxyData {
   Galaxy galaxy;
   Stars stars;
   Gas gas;
+  // Set by the pipeline (from the stars held, or by a streamed source's first pass).
+  std::optional<StarBounds> star_bounds;
 };
 
 }  // namespace ifusim

@@ -160,6 +160,13 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
     c.drop_nonfinite = input.boolean("drop_nonfinite", false);
   }
   c.read_gas = input.boolean("read_gas", true);
+  if (!c.galaxy && input.has("stream_block_stars")) {
+    if (!has_synthetic)
+      throw ConfigError(
+          "input.stream_block_stars: streaming is built for input.synthetic only; a TNG or RUBIX "
+          "file is read whole (remove the key)");
+    c.stream_block_stars = whole_number(input, "stream_block_stars", 1, std::nullopt);
+  }
 
   if (root.has("cosmology") && !root.raw("cosmology").is_object()) {
     c.cosmology_source = root.choice("cosmology", {"planck2015", "snapshot"});

@@ -36,6 +36,9 @@ struct RunConfig {
   std::optional<int> snapshot;
   bool drop_nonfinite = false;
   bool read_gas = true;
+  // Stars streamed through the stages in blocks of this many rows, never all held (0: the
+  // galaxy is held at once). Synthetic input only, for now (docs/streaming.md).
+  std::size_t stream_block_stars = 0;
 
   // galaxy
   double redshift = 0.0;  // observed redshift of the galaxy

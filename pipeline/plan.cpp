@@ -126,6 +126,7 @@ RunPlan plan_run(const RunConfig& c, const Mesh& mesh,
   PlanContext ctx;
   ctx.mesh = &mesh;
   ctx.n_stars = n.stars;
+  ctx.n_block_stars = c.stream_block_stars > 0 ? std::min(c.stream_block_stars, n.stars) : n.stars;
   ctx.n_gas = n.gas;
   const std::size_t side =
       static_cast<std::size_t>(c.telescope.n_spaxels_side() + 2 * margin.spaxels);
@@ -138,6 +139,10 @@ RunPlan plan_run(const RunConfig& c, const Mesh& mesh,
 
   out << mesh.describe();
   out << "stars " << n.stars << ", gas cells " << n.gas << " (" << n.note << ")\n";
+  if (c.stream_block_stars > 0)
+    out << "streamed: blocks of " << ctx.n_block_stars << " stars ("
+        << (n.stars + ctx.n_block_stars - 1) / std::max<std::size_t>(ctx.n_block_stars, 1)
+        << " blocks); the devices hold one block at a time\n";
   out << "telescope " << c.telescope.name << ": " << c.telescope.n_spaxels_side() << " x "
       << c.telescope.n_spaxels_side() << " spaxels x " << c.telescope.n_wave()
       << " wavelengths; simulated with a margin of " << margin.spaxels << " spaxels and "
@@ -163,6 +168,7 @@ RunPlan plan_run(const RunConfig& c, const Mesh& mesh,
 
   // 2. Particles per device.
   const auto star_ranges = split_evenly(n.stars, mesh.size());
+  const auto held_star_ranges = split_evenly(ctx.n_block_stars, mesh.size());
   const std::size_t idle = static_cast<std::size_t>(
       std::count_if(star_ranges.begin(), star_ranges.end(), [](auto r) { return r.empty(); }));
   out << "stars per device: " << n.stars / mesh.size() << " each, the first "
@@ -193,7 +199,10 @@ RunPlan plan_run(const RunConfig& c, const Mesh& mesh,
     if (limit > 0) hints.push_back("a larger " + limit_key);
     std::string hint;
     for (const auto& h : hints) hint += (hint.empty() ? "" : ", or ") + h;
-    if (hint.empty()) hint = "a smaller galaxy or field (every particle is held at once)";
+    if (hint.empty())
+      hint = c.stream_block_stars > 0 ? "a smaller input.stream_block_stars or field"
+                                      : "input.stream_block_stars (synthetic input), or a smaller "
+                                        "galaxy or field (every particle is held at once)";
     plan.problems.push_back(space + " needs " + gb(bytes) + " but has " + gb(available) + " (" +
                             gb(bytes - available) + " too much); the largest part is " +
                             (largest ? largest->what + " (" + gb(largest->bytes) + ")" : "?") +
@@ -207,12 +216,14 @@ RunPlan plan_run(const RunConfig& c, const Mesh& mesh,
     double particles = 0;
     for (std::size_t d = 0; d < mesh.size(); ++d)
       if (mesh.memory_owner(d) == static_cast<std::size_t>(owner->id))
-        particles += static_cast<double>(star_ranges[d].size() * star_row_bytes +
+        particles += static_cast<double>(held_star_ranges[d].size() * star_row_bytes +
                                          gas_ranges[d].size() * gas_row_bytes);
     const std::string space = host_backend ? "host memory (all cpu devices)"
                                            : "GPU " + std::to_string(owner->gpu_ordinal);
     out << space << ":\n";
-    particle_items.push_back({"particle fields", static_cast<std::size_t>(particles), true, ""});
+    particle_items.push_back({c.stream_block_stars > 0 ? "particle fields (one block)"
+                                                       : "particle fields",
+                              static_cast<std::size_t>(particles), true, ""});
     std::vector<const MemoryItem*> parts{&particle_items.back()};
     for (const auto& item : items)
       if (item.per_memory_space) parts.push_back(&item);

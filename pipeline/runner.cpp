@@ -133,7 +133,35 @@ struct RunSetup {
   std::vector<std::unique_ptr<Stage>> stages;
   bool read_gas = false;  // some stage uses the gas and the config allows it
   CubeMargin margin;      // what the stages simulate beyond the field and the band
+  // Streamed (input.stream_block_stars): the stages [0, streamed) run on every block of stars.
+  std::size_t streamed = 0;
 };
+
+// The stages a streamed run gives the stars block by block: all before the first that does not
+// stream. Every later stage must then need neither stars nor gas, and no stage may need the gas
+// (a streamed galaxy brings none).
+std::size_t streamed_stages(const std::vector<std::unique_ptr<Stage>>& stages) {
+  std::size_t k = 0;
+  while (k < stages.size() && stages[k]->streams()) ++k;
+  for (std::size_t i = 0; i < stages.size(); ++i)
+    for (const auto& need : stages[i]->needs()) {
+      const bool gas = need.rfind("gas.", 0) == 0, stars = need.rfind("stars.", 0) == 0;
+      if (gas || (i >= k && stars))
+        throw ConfigError(
+            "input.stream_block_stars: stage " + stages[i]->name() + " needs " +
+            (gas ? "the gas, which a streamed galaxy does not bring"
+                 : "all the stars at once (" + stages[k]->name() +
+                       " cannot take them block by block" +
+                       (stages[k]->name() == "aperture" || stages[k]->name() == "spaxel_grid"
+                            ? ": smoothing \"kernel\" needs every star's neighbours"
+                            : "") +
+                       ")") +
+            "; streaming runs stages that act on each star on its own (orient, aperture, "
+            "stellar_spectra, mass_image) before psum; remove the key to hold the galaxy at "
+            "once");
+    }
+  return k;
+}
 
 RunSetup set_up(const RunConfig& c, const RunOptions& options) {
   RunSetup s;
@@ -176,6 +204,7 @@ RunSetup set_up(const RunConfig& c, const RunOptions& options) {
   for (const auto& stage : s.stages)
     for (const auto& need : stage->needs()) gas_used = gas_used || need.rfind("gas.", 0) == 0;
   s.read_gas = c.read_gas && gas_used;
+  if (c.stream_block_stars > 0) s.streamed = streamed_stages(s.stages);
   return s;
 }
 
@@ -213,13 +242,40 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
     out.emplace(report.output_dir, kRunOutputs);
   }
 
-  // 2. The galaxy, sharded over the devices.
-  const std::size_t n_steps = stages.size() + 1;
-  if (progress) progress(0, n_steps, "input");
+  // 2. The galaxy, sharded over the devices: all of it, or (streamed) its record and the bounds
+  // of its stars from a first pass.
+  const std::size_t block_stars = c.stream_block_stars;
+  std::optional<tng::SyntheticStarStream> stream;
+  if (block_stars > 0) stream.emplace(*c.synthetic);
+  const std::size_t n_blocks =
+      stream ? (stream->n_stars() + block_stars - 1) / block_stars : 1;
+  // Progress steps: the input, then every block of every pass (streamed), then each stage.
+  std::size_t n_steps = 1 + stages.size();
+  if (stream) {
+    std::size_t n_passes = 1;  // the streamed stages' passes over the stars, and the deposit
+    for (std::size_t k = 0; k < setup.streamed; ++k) n_passes += stages[k]->needs_pass();
+    n_steps += n_passes * n_blocks - setup.streamed;
+  }
+  std::size_t step = 0;
+  if (progress) progress(step, n_steps, "input");
   RunState state(*mesh);
-  state.data = read_galaxy(*mesh, c, setup.read_gas);
-  for (const auto& shard : state.data.stars.mass_msun.shards())
-    report.stars_per_device.push_back(shard.range.size());
+  if (stream) {
+    spdlog::info(
+        "streaming a synthetic galaxy: {} stars in {} blocks of up to {}, seed {}, z = {}",
+        stream->n_stars(), n_blocks, block_stars, c.synthetic->seed, c.synthetic->redshift);
+    state.data = stream->first_pass(*mesh, block_stars);
+    report.stars_per_device.assign(mesh->size(), 0);
+    for (std::size_t b = 0; b < n_blocks; ++b) {
+      const std::size_t rows = std::min(block_stars, stream->n_stars() - b * block_stars);
+      const auto split = split_evenly(rows, mesh->size());
+      for (std::size_t d = 0; d < split.size(); ++d) report.stars_per_device[d] += split[d].size();
+    }
+  } else {
+    state.data = read_galaxy(*mesh, c, setup.read_gas);
+    state.data.star_bounds = measure_star_bounds(*mesh, state.data.stars);
+    for (const auto& shard : state.data.stars.mass_msun.shards())
+      report.stars_per_device.push_back(shard.range.size());
+  }
   state.observation = make_observation(c, state.data, *resources.ssp, setup.margin);
   spdlog::info(
       "z = {}, D_L = {:.2f} Mpc, {:.4f} kpc/arcsec; telescope {} ({} x {} spaxels, {} wavelengths)",
@@ -227,20 +283,50 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
       c.telescope.name, c.telescope.n_spaxels_side(), c.telescope.n_spaxels_side(),
       c.telescope.n_wave());
 
-  // 3. The stages, timed, with their memory peaks.
-  for (std::size_t i = 0; i < stages.size(); ++i) {
-    if (progress) progress(i + 1, n_steps, stages[i]->name());
-    spdlog::debug("stage {}/{}: {}", i + 1, stages.size(), stages[i]->name());
+  // 3. The stages, timed (summed over the blocks of a streamed galaxy), with their memory peaks.
+  for (const auto& stage : stages) report.stages.push_back({stage->name(), 0.0, 0, 0});
+  auto timed = [&](std::size_t i, const auto& work) {
     memory::reset_peak(backend);
     reset_peak_rss();
     const auto t0 = std::chrono::steady_clock::now();
-    stages[i]->run(state);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    report.stages.push_back(
-        {stages[i]->name(), seconds, memory::peak_bytes(backend), peak_rss_bytes()});
-    spdlog::info("{:<16} {:8.3f} s", stages[i]->name(), seconds);
+    work();
+    StageReport& r = report.stages[i];
+    r.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.peak_device_bytes = std::max(r.peak_device_bytes, memory::peak_bytes(backend));
+    r.peak_rss_bytes = std::max(r.peak_rss_bytes, peak_rss_bytes());
+  };
+  std::size_t first_whole = 0;  // the first stage that runs once, on the whole galaxy
+  if (stream) {
+    // Every block goes through the streamed stages up to `until`; observe then sees it.
+    const std::size_t streamed = setup.streamed;
+    auto for_each_block = [&](std::size_t until, const std::string& what, const auto& observe) {
+      for (std::size_t b = 0; b < n_blocks; ++b) {
+        if (progress)
+          progress(++step, n_steps, what + " " + std::to_string(b + 1) + "/" +
+                                        std::to_string(n_blocks));
+        const std::size_t first = b * block_stars;
+        state.data.stars = stream->read(*mesh, first, std::min(block_stars, stream->n_stars() - first));
+        for (std::size_t i = 0; i < until; ++i) timed(i, [&] { stages[i]->run(state); });
+        observe();
+      }
+      state.data.stars = {};
+    };
+    for (std::size_t k = 0; k < streamed; ++k) {
+      if (!stages[k]->needs_pass()) continue;
+      for_each_block(k, stages[k]->name() + " pass",
+                     [&] { timed(k, [&] { stages[k]->observe(state); }); });
+      timed(k, [&] { stages[k]->end_pass(state); });
+    }
+    for_each_block(streamed, "block", [] {});
+    first_whole = streamed;
+    if (progress) progress(++step, n_steps, "streamed");
   }
+  for (std::size_t i = first_whole; i < stages.size(); ++i) {
+    if (progress) progress(++step, n_steps, stages[i]->name());
+    spdlog::debug("stage {}/{}: {}", i + 1, stages.size(), stages[i]->name());
+    timed(i, [&] { run_stage(*stages[i], state); });
+  }
+  for (const auto& r : report.stages) spdlog::info("{:<16} {:8.3f} s", r.name, r.seconds);
   if (progress) progress(n_steps, n_steps, "done");
   if (!state.cube)
     throw ConfigError("pipeline: no stage produced the reduced cube (is psum missing?)");
@@ -306,7 +392,7 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
   summary["ifusim_version"] = IFUSIM_VERSION;
   summary["config"] = c.config_path;
   summary["backend"] = to_string(backend);
-  summary["n_stars"] = state.data.stars.count();
+  summary["n_stars"] = state.data.star_bounds->count;
   summary["n_gas"] = state.data.gas.count();
   for (std::size_t d = 0; d < report.devices.size(); ++d)
     summary["devices"].push_back(

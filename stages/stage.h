@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "data/collectives/reductions.h"
 #include "data/datacube.h"
 #include "data/galaxy_data.h"
 #include "data/mesh.h"
@@ -57,6 +58,11 @@ class PartialResult {
  public:
   virtual ~PartialResult() = default;
   virtual void reduce(RunState& state) = 0;
+  // Who declared it (the stage) and what it is ("mass moments"): a streamed run gives a stage its
+  // stars block by block, and each block adds to the partials the first one declared
+  // (find_partial).
+  const void* owner = nullptr;
+  std::string name;
 };
 
 // The common case: one fixed-point array (data/fixed_point.h) and what to do with its total.
@@ -66,6 +72,8 @@ class PartialArray final : public PartialResult {
   PartialArray(ShardedArray<std::int64_t> sums, FixedPointScale scale, OnTotal on_total)
       : sums_(std::move(sums)), scale_(scale), on_total_(std::move(on_total)) {}
   void reduce(RunState& state) override;
+  ShardedArray<std::int64_t>& sums() { return sums_; }
+  const FixedPointScale& scale() const { return scale_; }
 
  private:
   ShardedArray<std::int64_t> sums_;
@@ -93,13 +101,43 @@ struct RunState {
   std::map<std::string, SkyMap> maps;
   std::optional<Cube> cube;  // the reduced cube, after psum
   DustCurve dust_curve;      // set by the dust stage with stars.dust_av
+
+  // Bounds over all the galaxy's stars (GalaxyData::star_bounds): set by the pipeline before
+  // the first stage; measured on the stars held now where a test runs stages by hand.
+  const StarBounds& star_bounds() {
+    if (!data.star_bounds) data.star_bounds = measure_star_bounds(mesh, data.stars);
+    return *data.star_bounds;
+  }
+  // Whether the stars held are a block of a streamed galaxy, not all of it.
+  bool stars_are_a_block() const {
+    return data.star_bounds && data.stars.count() < data.star_bounds->count;
+  }
 };
+
+// The partial `name` that `owner` declared in this run and psum has not reduced yet, or nullptr.
+template <class P>
+P* find_partial(const RunState& state, const void* owner, const std::string& name) {
+  for (const auto& p : state.partials)
+    if (p->owner == owner && p->name == name) return dynamic_cast<P*>(p.get());
+  return nullptr;
+}
+
+// Declares a partial of `owner`, named `name`, and returns it.
+template <class P>
+P& declare_partial(RunState& state, const void* owner, std::string name, std::unique_ptr<P> p) {
+  p->owner = owner;
+  p->name = std::move(name);
+  P& out = *p;
+  state.partials.push_back(std::move(p));
+  return out;
+}
 
 // What a dry run knows before any particle is read (ifusim plan, and the check ifusim run makes
 // first): the particle counts, the spaxels and wavelengths, the template grid.
 struct PlanContext {
   const Mesh* mesh = nullptr;
   std::size_t n_stars = 0, n_gas = 0;
+  std::size_t n_block_stars = 0;  // the stars held at once: n_stars, or a streamed block
   std::size_t n_spaxels = 0;
   int n_wave = 0;
   int n_ssp_nodes = 0;
@@ -127,11 +165,37 @@ class Stage {
   virtual std::vector<std::string> needs() const = 0;
   virtual std::vector<std::string> provides() const = 0;
   virtual void run(RunState& state) const = 0;
+
+  // Streaming (input.stream_block_stars, docs/streaming.md): the galaxy's stars come in blocks
+  // and never all at once. The stages before the first that does not stream run on every block;
+  // the rest run once, after. A stage that streams acts on each star on its own, given the
+  // tables of the run and what its passes found, and adds each block to the partials its first
+  // block declared (find_partial).
+  virtual bool streams() const { return false; }
+  // A stage that needs something of all the stars before it can act on any (orient: the inertia
+  // tensor) asks for a pass: the pipeline shows it every block, as the stages before it left
+  // it, then calls end_pass. A run that holds the galaxy makes the same calls once, with all of
+  // it, just before run().
+  virtual bool needs_pass() const { return false; }
+  virtual void observe(const RunState& /*block*/) {}
+  virtual void end_pass(RunState& /*state*/) {}
   // What the stage holds at its peak, for the plan (nothing by default).
   virtual std::vector<MemoryItem> memory_estimate(const PlanContext&) const { return {}; }
   // How far its kernel reaches beyond the field and the band (none by default): the run
   // simulates the sum over its stages (Observation::margin).
   virtual CubeMargin margin(const Observation&) const { return {}; }
 };
+
+// What the pipeline does with a stage of a run that holds all its galaxy: the stage's pass over
+// the stars, if it needs one, then run().
+inline void run_stage(Stage& stage, RunState& state) {
+  if (stage.needs_pass()) {
+    state.star_bounds();
+    stage.observe(state);
+    stage.end_pass(state);
+  }
+  stage.run(state);
+}
+
 
 }  // namespace ifusim

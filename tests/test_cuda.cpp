@@ -21,7 +21,7 @@ Cube run_skeleton(Backend backend, int n_devices, const test::HostStars& host) {
   RunState state(*mesh);
   state.data.stars = test::put_stars(*mesh, host);
   for (const auto& stage : make_stages(stages, "stages", {"stars.position_kpc", "stars.mass_msun"}))
-    stage->run(state);
+    run_stage(*stage, state);
   return std::move(*state.cube);
 }
 

@@ -39,7 +39,7 @@ std::vector<float> oriented_positions(int n_devices, const test::HostStars& host
   RunState state(*mesh);
   state.data.stars = test::put_stars(*mesh, host);
   state.data.galaxy.halfmass_radius_stars_kpc = 5.0;
-  make_orient_stage(params, "stages[0].params")->run(state);
+  run_stage(*make_orient_stage(params, "stages[0].params"), state);
   return state.data.stars.position_kpc.to_host();
 }
 

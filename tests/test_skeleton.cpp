@@ -25,7 +25,7 @@ Cube run_skeleton(Backend backend, int n_devices, const test::HostStars& host,
   auto mesh = make_mesh(backend, n_devices);
   RunState state(*mesh);
   state.data.stars = test::put_stars(*mesh, host);
-  for (const auto& stage : make_stages(stages, "stages", kInputs)) stage->run(state);
+  for (const auto& stage : make_stages(stages, "stages", kInputs)) run_stage(*stage, state);
   REQUIRE(state.cube.has_value());
   return std::move(*state.cube);
 }

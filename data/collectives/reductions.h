@@ -4,12 +4,16 @@
 // in any order.
 #include "data/buffer.h"
 #include "data/dispatch.h"
+#include "data/galaxy_data.h"
 #include "data/sharded_array.h"
 
 namespace ifusim {
 
 // max |x| over every device's shard of one component of `field` (0 for an empty field).
 float global_max_abs(const Mesh& mesh, const ShardedArray<float>& field, int component = 0);
+
+// The bounds of the stars held (data/galaxy_data.h).
+StarBounds measure_star_bounds(const Mesh& mesh, const Stars& stars);
 
 }  // namespace ifusim
 

@@ -1,7 +1,9 @@
 #include "io/tng/synthetic_source.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -9,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "data/collectives/reductions.h"
 #include "data/fixed_point.h"
 #include "io/config_error.h"
 #include "io/tng/tng_convert.h"
@@ -82,11 +85,12 @@ std::size_t index_of(const std::vector<Field>& fields, std::string_view target) 
   throw std::logic_error("synthetic source: the tng field table has no " + std::string(target));
 }
 
-// Every field of one species, each device generating its rows block by block and converting
-// them; on_block(block, outs) then sees the converted block (outs[f]: field f, row-major).
+// Every field of one species for the galaxy's rows [first_row, first_row + rows), each device
+// generating its share block by block and converting it; on_block(block, outs) then sees the
+// converted block (outs[f]: field f, row-major).
 template <class Rows, class Generate, class OnBlock>
-std::vector<ShardedArray<float>> make_fields(const Mesh& mesh, std::size_t rows,
-                                             std::size_t block_rows,
+std::vector<ShardedArray<float>> make_fields(const Mesh& mesh, std::size_t first_row,
+                                             std::size_t rows, std::size_t block_rows,
                                              const std::vector<Field>& fields,
                                              const ConversionFrame& frame, Generate&& generate,
                                              OnBlock&& on_block) {
@@ -95,7 +99,7 @@ std::vector<ShardedArray<float>> make_fields(const Mesh& mesh, std::size_t rows,
   return from_callback_blocked<float>(
       mesh, rows, components, block_rows, [&](IndexRange block, const std::vector<float*>& outs) {
         Rows generated;
-        generate(block.begin, block.end, generated);
+        generate(first_row + block.begin, first_row + block.end, generated);
         for (std::size_t f = 0; f < fields.size(); ++f) {
           const Column in = *column(generated, fields[f].rule->dataset);
           const int k = fields[f].rule->components;
@@ -116,85 +120,141 @@ std::vector<ShardedArray<float>> make_fields(const Mesh& mesh, std::size_t rows,
 
 }  // namespace
 
-GalaxyData make_synthetic_galaxy(const Mesh& mesh, const SyntheticGalaxySpec& spec, bool with_gas) {
-  const SyntheticGalaxyGenerator generator(spec);  // validates the spec
-  if (spec.n_stars < 1)
-    throw ConfigError("synthetic galaxy: n_stars: expected at least one star particle");
-  if (spec.wind_fraction != 0)
-    throw ConfigError(
-        "synthetic galaxy: wind_fraction: expected 0 for the in-memory source (every "
-        "PartType4 row a star)");
-
-  GalaxyData data;
-  Galaxy& g = data.galaxy;
-  g.simulation = spec.simulation_name;
-  g.snapshot = spec.snapshot;
-  g.subhalo_id = spec.subhalo_id;
-  g.redshift = spec.redshift;
-  g.scale_factor = spec.scale_factor();
-  g.cosmology = spec.cosmology;
-  g.cosmology.name = spec.simulation_name.empty() ? "synthetic galaxy" : spec.simulation_name;
-
+// The generator and what converting its stars needs, shared by the galaxy made at once and the
+// streamed one.
+struct SyntheticStars {
+  SyntheticGalaxySpec spec;
+  SyntheticGalaxyGenerator generator;
+  Galaxy record;  // its half-mass radius still 0
   ConversionFrame frame;
-  frame.center_code = spec.center_ckpc_h;
-  frame.box_size = spec.box_size_ckpc_h;
-  frame.bulk_velocity_kms = spec.bulk_velocity_kms;
-  frame.cosmology = g.cosmology;
-  frame.time_snapshot_gyr = g.cosmology.cosmic_time_gyr(g.scale_factor);
+  std::vector<Field> fields;
+  std::size_t position = 0, mass = 0;  // indices into fields
+  double counts_per_msun = 0.0;        // of the half-mass radius bins
 
-  const double a = g.scale_factor, h = g.cosmology.hubble_param;
-  const auto star_fields = fields_of<TngStarRows>(Species::stars, a, h);
-  const double pos_factor = star_fields[index_of(star_fields, "position_kpc")].factor;
-  for (int c = 0; c < 3; ++c) g.center_kpc[c] = spec.center_ckpc_h[c] * pos_factor;
+  explicit SyntheticStars(const SyntheticGalaxySpec& s) : spec(s), generator(s) {
+    if (spec.n_stars < 1)
+      throw ConfigError("synthetic galaxy: n_stars: expected at least one star particle");
+    if (spec.wind_fraction != 0)
+      throw ConfigError(
+          "synthetic galaxy: wind_fraction: expected 0 for the in-memory source (every "
+          "PartType4 row a star)");
+    Galaxy& g = record;
+    g.simulation = spec.simulation_name;
+    g.snapshot = spec.snapshot;
+    g.subhalo_id = spec.subhalo_id;
+    g.redshift = spec.redshift;
+    g.scale_factor = spec.scale_factor();
+    g.cosmology = spec.cosmology;
+    g.cosmology.name = spec.simulation_name.empty() ? "synthetic galaxy" : spec.simulation_name;
+    frame.center_code = spec.center_ckpc_h;
+    frame.box_size = spec.box_size_ckpc_h;
+    frame.bulk_velocity_kms = spec.bulk_velocity_kms;
+    frame.cosmology = g.cosmology;
+    frame.time_snapshot_gyr = g.cosmology.cosmic_time_gyr(g.scale_factor);
+    fields = fields_of<TngStarRows>(Species::stars, g.scale_factor, g.cosmology.hubble_param);
+    position = index_of(fields, "position_kpc");
+    mass = index_of(fields, "mass_msun");
+    for (int c = 0; c < 3; ++c)
+      g.center_kpc[c] = spec.center_ckpc_h[c] * fields[position].factor;
+    // Half-mass radius: current stellar mass per radius bin around the true centre, in fixed
+    // point. The scale needs a bound on the total that does not depend on the split: a star's
+    // mass is (0.75 to 1.25) x (1 - returned fraction, at most 0.5) x the mass unit, which is
+    // set so that the mean star gives stellar_mass_msun in all, hence the total is below
+    // 1.25 / 0.375 < 4 times stellar_mass_msun.
+    counts_per_msun = FixedPointScale::for_bound(
+                          4.0 * spec.stellar_mass_msun,
+                          "synthetic galaxy: the half-mass radius bins (stellar_mass_msun)")
+                          .counts_per_unit;
+  }
 
-  // Half-mass radius: current stellar mass per radius bin around the true centre, in fixed
-  // point. The scale needs a bound on the total that does not depend on the split: a star's
-  // mass is (0.75 to 1.25) x (1 - returned fraction, at most 0.5) x the mass unit, which is set
-  // so that the mean star gives stellar_mass_msun in all, hence the total is below 1.25 / 0.375
-  // < 4 times stellar_mass_msun.
-  const double counts_per_msun =
-      FixedPointScale::for_bound(4.0 * spec.stellar_mass_msun,
-                                 "synthetic galaxy: the half-mass radius bins (stellar_mass_msun)")
-          .counts_per_unit;
-  const std::size_t pos = index_of(star_fields, "position_kpc");
-  const std::size_t mass = index_of(star_fields, "mass_msun");
-  std::vector<std::int64_t> mass_per_bin(kRadiusBins, 0);
-  std::mutex bins_mutex;
-  auto stars = make_fields<TngStarRows>(
-      mesh, spec.n_stars, spec.block_rows, star_fields, frame,
-      [&](std::size_t b, std::size_t e, TngStarRows& rows) { generator.star_rows(b, e, rows); },
-      [&](IndexRange block, const std::vector<float*>& outs) {
-        std::vector<std::int64_t> local(kRadiusBins, 0);
-        for (std::size_t i = 0; i < block.size(); ++i) {
-          const float* x = outs[pos] + 3 * i;
-          const double r =
-              std::sqrt(static_cast<double>(x[0]) * x[0] + static_cast<double>(x[1]) * x[1] +
-                        static_cast<double>(x[2]) * x[2]);
-          local[static_cast<std::size_t>(radius_bin(r))] +=
-              to_fixed(static_cast<double>(outs[mass][i]), counts_per_msun);
-        }
-        const std::lock_guard lock(bins_mutex);  // integer sums: the order does not matter
-        for (int bin = 0; bin < kRadiusBins; ++bin)
-          mass_per_bin[static_cast<std::size_t>(bin)] += local[static_cast<std::size_t>(bin)];
-      });
-  for (std::size_t f = 0; f < star_fields.size(); ++f)
-    assign_field(data.stars, *star_fields[f].rule, std::move(stars[f]));
-  std::vector<double> bins(kRadiusBins);
-  for (std::size_t bin = 0; bin < bins.size(); ++bin)
-    bins[bin] = static_cast<double>(mass_per_bin[bin]) / counts_per_msun;
-  g.halfmass_radius_stars_kpc = half_mass_radius_kpc(bins);
+  // Stars [first, first + n) sharded over the mesh; their current mass is added to the radius
+  // bins where `radius_bins` is given.
+  Stars make(const Mesh& mesh, std::size_t first, std::size_t n,
+             std::vector<std::int64_t>* radius_bins) const {
+    std::mutex bins_mutex;
+    auto arrays = make_fields<TngStarRows>(
+        mesh, first, n, spec.block_rows, fields, frame,
+        [&](std::size_t b, std::size_t e, TngStarRows& rows) { generator.star_rows(b, e, rows); },
+        [&](IndexRange block, const std::vector<float*>& outs) {
+          if (!radius_bins) return;
+          std::vector<std::int64_t> local(kRadiusBins, 0);
+          for (std::size_t i = 0; i < block.size(); ++i) {
+            const float* x = outs[position] + 3 * i;
+            const double r =
+                std::sqrt(static_cast<double>(x[0]) * x[0] + static_cast<double>(x[1]) * x[1] +
+                          static_cast<double>(x[2]) * x[2]);
+            local[static_cast<std::size_t>(radius_bin(r))] +=
+                to_fixed(static_cast<double>(outs[mass][i]), counts_per_msun);
+          }
+          const std::lock_guard lock(bins_mutex);  // integer sums: the order does not matter
+          for (std::size_t bin = 0; bin < local.size(); ++bin) (*radius_bins)[bin] += local[bin];
+        });
+    GalaxyData out;
+    for (std::size_t f = 0; f < fields.size(); ++f)
+      assign_field(out.stars, *fields[f].rule, std::move(arrays[f]));
+    return std::move(out.stars);
+  }
+
+  double half_mass_radius_kpc(const std::vector<std::int64_t>& radius_bins) const {
+    std::vector<double> bins(radius_bins.size());
+    for (std::size_t bin = 0; bin < bins.size(); ++bin)
+      bins[bin] = static_cast<double>(radius_bins[bin]) / counts_per_msun;
+    return tng::half_mass_radius_kpc(bins);
+  }
+};
+
+GalaxyData make_synthetic_galaxy(const Mesh& mesh, const SyntheticGalaxySpec& spec, bool with_gas) {
+  const SyntheticStars stars(spec);  // validates the spec
+  GalaxyData data;
+  data.galaxy = stars.record;
+  std::vector<std::int64_t> radius_bins(kRadiusBins, 0);
+  data.stars = stars.make(mesh, 0, spec.n_stars, &radius_bins);
+  data.galaxy.halfmass_radius_stars_kpc = stars.half_mass_radius_kpc(radius_bins);
 
   if (with_gas && spec.n_gas > 0) {
+    const double a = data.galaxy.scale_factor, h = data.galaxy.cosmology.hubble_param;
     const auto gas_fields = fields_of<TngGasRows>(Species::gas, a, h);
     auto gas = make_fields<TngGasRows>(
-        mesh, spec.n_gas, spec.block_rows, gas_fields, frame,
-        [&](std::size_t b, std::size_t e, TngGasRows& rows) { generator.gas_rows(b, e, rows); },
+        mesh, 0, spec.n_gas, spec.block_rows, gas_fields, stars.frame,
+        [&](std::size_t b, std::size_t e, TngGasRows& rows) {
+          stars.generator.gas_rows(b, e, rows);
+        },
         [](IndexRange, const std::vector<float*>&) {});
     for (std::size_t f = 0; f < gas_fields.size(); ++f)
       assign_field(data.gas, *gas_fields[f].rule, std::move(gas[f]));
     data.gas.temperature_k = gas_temperature(mesh, data.gas);
   }
   return data;
+}
+
+struct SyntheticStarStream::Impl : SyntheticStars {
+  using SyntheticStars::SyntheticStars;
+};
+SyntheticStarStream::SyntheticStarStream(const SyntheticGalaxySpec& spec)
+    : impl_(std::make_unique<Impl>(spec)) {}
+SyntheticStarStream::~SyntheticStarStream() = default;
+
+std::size_t SyntheticStarStream::n_stars() const { return impl_->spec.n_stars; }
+
+GalaxyData SyntheticStarStream::first_pass(const Mesh& mesh, std::size_t block_stars) const {
+  if (block_stars < 1) throw std::invalid_argument("SyntheticStarStream: block_stars < 1");
+  GalaxyData data;
+  data.galaxy = impl_->record;
+  std::vector<std::int64_t> radius_bins(kRadiusBins, 0);
+  StarBounds bounds;
+  for (std::size_t first = 0; first < n_stars(); first += block_stars) {
+    const Stars block =
+        impl_->make(mesh, first, std::min(block_stars, n_stars() - first), &radius_bins);
+    bounds.merge(measure_star_bounds(mesh, block));
+  }
+  data.galaxy.halfmass_radius_stars_kpc = impl_->half_mass_radius_kpc(radius_bins);
+  data.star_bounds = bounds;
+  return data;
+}
+
+Stars SyntheticStarStream::read(const Mesh& mesh, std::size_t first_row,
+                                std::size_t n_rows) const {
+  return impl_->make(mesh, first_row, n_rows, nullptr);
 }
 
 }  // namespace ifusim::tng

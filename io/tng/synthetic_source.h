@@ -17,6 +17,9 @@
 // - spec.wind_fraction must be 0: every PartType4 row is then a star, so that each device knows
 //   which rows it holds without a pass over the formation times of all rows before it.
 // The galaxy is bitwise identical for any block size and any number of devices.
+#include <cstddef>
+#include <memory>
+
 #include "data/galaxy_data.h"
 #include "data/mesh.h"
 #include "io/tng/synthetic_galaxy.h"
@@ -27,5 +30,24 @@ namespace ifusim::tng {
 // mesh. Throws ConfigError when the spec is invalid, has no stars or wind_fraction != 0.
 GalaxyData make_synthetic_galaxy(const Mesh& mesh, const SyntheticGalaxySpec& spec,
                                  bool with_gas = true);
+
+// The same galaxy's stars for a streamed run (input.stream_block_stars): never all at once, any
+// block of rows made on its own, bitwise the rows make_synthetic_galaxy makes. Its gas is not
+// made (a streamed run has no stage that uses gas).
+class SyntheticStarStream {
+ public:
+  explicit SyntheticStarStream(const SyntheticGalaxySpec& spec);  // validates, as above
+  ~SyntheticStarStream();
+  std::size_t n_stars() const;
+  // The galaxy record with its half-mass radius and its stars' bounds (GalaxyData::star_bounds),
+  // no particles: one pass making every star once, block_stars at a time.
+  GalaxyData first_pass(const Mesh& mesh, std::size_t block_stars) const;
+  // Stars [first_row, first_row + n_rows), sharded over the mesh: each device makes its share.
+  Stars read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace ifusim::tng

@@ -26,28 +26,34 @@ class MassImageStage final : public Stage {
   }
   std::vector<std::string> provides() const override { return {"partial_cube"}; }
 
+  bool streams() const override { return true; }
+
   void run(RunState& state) const override {
     const Mesh& mesh = state.mesh;
     const Stars& stars = state.data.stars;
     const ShardedArray<float>& weight =
         params_.initial_mass ? stars.initial_mass_msun : stars.mass_msun;
-
-    // The fixed-point scale must not depend on the split: bound every pixel's total by
-    // N * max|weight| (a max is exact in any order, N is the global count; a star's footprint
-    // weights sum to at most 1).
-    const double bound = static_cast<double>(stars.count()) * global_max_abs(mesh, weight);
-
-    const CubeShape shape{state.spaxels.nx, state.spaxels.ny, 1};
-    const FixedPointScale scale =
-        FixedPointScale::for_bound(bound, "mass_image: the mass per spaxel");
-    ShardedArray<std::int64_t> sums(mesh, shape.n_voxels(), 1, Sharding::partial());
+    // A streamed galaxy's first block declares the image; every block adds to it.
+    auto* image = find_partial<PartialArray>(state, this, "image");
+    if (!image) {
+      // The fixed-point scale must not depend on the split: bound every pixel's total by
+      // N * max|weight| over the whole galaxy (a star's footprint weights sum to at most 1).
+      const StarBounds& b = state.star_bounds();
+      const double bound = static_cast<double>(b.count) *
+                           (params_.initial_mass ? b.max_initial_mass_msun : b.max_mass_msun);
+      const CubeShape shape{state.spaxels.nx, state.spaxels.ny, 1};
+      image = &declare_partial(
+          state, this, "image",
+          cube_partial(ShardedArray<std::int64_t>(mesh, shape.n_voxels(), 1, Sharding::partial()),
+                       FixedPointScale::for_bound(bound, "mass_image: the mass per spaxel"), shape,
+                       "Msun"));
+    }
     shard_map(mesh, [&](const Device& device) {
       IFUSIM_DISPATCH(device, accumulate_mass_image, device,
                       Span<const float>(weight.local(device)),
-                      star_footprint(stars, state.spaxel_grid, device), scale.counts_per_unit,
-                      sums.local(device));
+                      star_footprint(stars, state.spaxel_grid, device),
+                      image->scale().counts_per_unit, image->sums().local(device));
     });
-    state.partials.push_back(cube_partial(std::move(sums), scale, shape, "Msun"));
   }
 
  private:

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <optional>
 #include <stdexcept>
 
 #include "data/collectives/psum.h"
@@ -82,10 +83,54 @@ class OrientStage final : public Stage {
     return {"stars.position_kpc", "stars.velocity_kms", "stars.mass_msun"};
   }
   std::vector<std::string> provides() const override { return {"oriented"}; }
+  bool streams() const override { return true; }
+
+  // Face-on needs the inertia tensor of all the stars first.
+  bool needs_pass() const override { return params_.align_face_on; }
+  void observe(const RunState& block) override {
+    const Mesh& mesh = block.mesh;
+    const Stars& stars = block.data.stars;
+    if (!inertia_sums_.has_value()) {
+      radius_kpc_ = block.data.galaxy.halfmass_radius_stars_kpc;
+      if (!(radius_kpc_ > 0))
+        throw std::runtime_error(
+            "orient: the galaxy has no stellar half-mass radius to align within");
+      // |each term| <= m r^2 (tensor) or m r |v| (angular momentum), r <= radius; the bounds are
+      // the whole galaxy's (GalaxyData::star_bounds), whatever the block.
+      const StarBounds& b = *block.data.star_bounds;
+      const double per_star =
+          b.max_mass_msun * radius_kpc_ * std::max(radius_kpc_, b.speed_bound_kms());
+      scale_ = FixedPointScale::for_bound(
+          static_cast<double>(b.count) * per_star,
+          "orient: the inertia tensor and angular momentum (stars.mass_msun, stars.velocity_kms)");
+      inertia_sums_.emplace(mesh, 9, 1, Sharding::partial());
+    }
+    shard_map(mesh, [&](const Device& d) {
+      const auto& p = stars.position_kpc;
+      const auto& v = stars.velocity_kms;
+      IFUSIM_DISPATCH(d, accumulate_inertia, d, p.local(d, 0), p.local(d, 1), p.local(d, 2),
+                      v.local(d, 0), v.local(d, 1), v.local(d, 2), stars.mass_msun.local(d),
+                      radius_kpc_, scale_.counts_per_unit, inertia_sums_->local(d));
+    });
+  }
+  void end_pass(RunState& state) override {
+    if (!inertia_sums_) throw std::logic_error("orient: end_pass without a block observed");
+    psum(state.mesh, *inertia_sums_);
+    const std::vector<std::int64_t> total = inertia_sums_->to_host();
+    inertia_sums_.reset();
+    std::array<double, 6> inertia;
+    std::array<double, 3> angular_momentum;
+    for (int t = 0; t < 6; ++t) inertia[t] = total[t] * scale_.quantum();
+    for (int t = 0; t < 3; ++t) angular_momentum[t] = total[6 + t] * scale_.quantum();
+    face_on_ = face_on_rotation(inertia, angular_momentum);
+  }
 
   void run(RunState& state) const override {
     Matrix3 rotation = euler_rotation(params_.alpha_deg, params_.beta_deg, params_.gamma_deg);
-    if (params_.align_face_on) rotation = multiply(rotation, face_on(state));
+    if (params_.align_face_on) {
+      if (!face_on_) throw std::logic_error("orient: run before its pass over the stars");
+      rotation = multiply(rotation, *face_on_);
+    }
     RotationMatrix r;
     std::copy(rotation.begin(), rotation.end(), r.m);
     auto rotate = [&](ShardedArray<float>& field) {
@@ -102,40 +147,12 @@ class OrientStage final : public Stage {
   }
 
  private:
-  Matrix3 face_on(RunState& state) const {
-    const Mesh& mesh = state.mesh;
-    const Stars& stars = state.data.stars;
-    const double radius = state.data.galaxy.halfmass_radius_stars_kpc;
-    if (!(radius > 0))
-      throw std::runtime_error(
-          "orient: the galaxy has no stellar half-mass radius to align within");
-    double v_max = 0.0;
-    for (int c = 0; c < 3; ++c)
-      v_max = std::max<double>(v_max, global_max_abs(mesh, stars.velocity_kms, c));
-    // |each term| <= m r^2 (tensor) or m r |v| sqrt(2) (angular momentum), r <= radius.
-    const double per_star =
-        global_max_abs(mesh, stars.mass_msun) * radius * std::max(radius, 1.5 * v_max);
-    const FixedPointScale scale = FixedPointScale::for_bound(
-        static_cast<double>(stars.count()) * per_star,
-        "orient: the inertia tensor and angular momentum (stars.mass_msun, stars.velocity_kms)");
-    ShardedArray<std::int64_t> sums(mesh, 9, 1, Sharding::partial());
-    shard_map(mesh, [&](const Device& d) {
-      const auto& p = stars.position_kpc;
-      const auto& v = stars.velocity_kms;
-      IFUSIM_DISPATCH(d, accumulate_inertia, d, p.local(d, 0), p.local(d, 1), p.local(d, 2),
-                      v.local(d, 0), v.local(d, 1), v.local(d, 2), stars.mass_msun.local(d), radius,
-                      scale.counts_per_unit, sums.local(d));
-    });
-    psum(mesh, sums);
-    const std::vector<std::int64_t> total = sums.to_host();
-    std::array<double, 6> inertia;
-    std::array<double, 3> angular_momentum;
-    for (int t = 0; t < 6; ++t) inertia[t] = total[t] * scale.quantum();
-    for (int t = 0; t < 3; ++t) angular_momentum[t] = total[6 + t] * scale.quantum();
-    return face_on_rotation(inertia, angular_momentum);
-  }
-
   OrientParams params_;
+  // The pass: the fixed-point sums and their scale, then the face-on rotation it gave.
+  std::optional<ShardedArray<std::int64_t>> inertia_sums_;
+  FixedPointScale scale_;
+  double radius_kpc_ = 0.0;
+  std::optional<Matrix3> face_on_;
 };
 
 }  // namespace

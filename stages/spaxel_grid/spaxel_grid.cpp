@@ -27,6 +27,9 @@ class SpaxelGridStage final : public Stage {
   std::vector<std::string> needs() const override { return {"stars.position_kpc"}; }
   std::vector<std::string> provides() const override { return {"stars.spaxel_index", "spaxels"}; }
 
+  // Kernel smoothing without the input's lengths needs every star's neighbours.
+  bool streams() const override { return params_.smoothing.kind == Smoothing::none; }
+
   void run(RunState& state) const override {
     assign_stars_to_grid(state, params_.grid, 0);
     prepare_star_smoothing(state, params_.smoothing);
@@ -42,6 +45,8 @@ class ApertureStage final : public Stage {
   std::string name() const override { return "aperture"; }
   std::vector<std::string> needs() const override { return {"stars.position_kpc"}; }
   std::vector<std::string> provides() const override { return {"stars.spaxel_index", "spaxels"}; }
+
+  bool streams() const override { return smoothing_.kind == Smoothing::none; }
 
   void run(RunState& state) const override {
     const Telescope& t = state.observation.telescope;

@@ -258,7 +258,9 @@ struct SpectralSetup {
   int band_first_bin = 0, band_end_bin = 0;
   CubeShape shape;
   SpaxelGrid grid;
-  double n_stars = 0, m_init_max = 0, v_los_max = 0;
+  // The whole galaxy's (GalaxyData::star_bounds), whatever block of stars is held: |v_los| is
+  // below the speed bound in any orientation.
+  double n_stars = 0, m_init_max = 0, m_max = 0, speed_bound_kms = 0;
   DustCurve dust;  // binned: the attenuation curve of the dust axis
 
   // The bins as device d's kernels see them.
@@ -298,26 +300,25 @@ class BinnedSpectra final : public PartialResult {
         tile_spaxels_(tile_spaxels),
         storage_(storage) {}
 
-  // H for the current tile, each device depositing its own stars.
+  // Adds the stars held to H for the current tile, each device depositing its own: a streamed
+  // galaxy calls it once per block (integer sums: the blocks' order does not matter).
   void deposit(const RunState& state) {
     const Mesh& mesh = state.mesh;
-    if (storage_ == HistogramStorage::sparse) {
-      shards_.clear();
-      shards_.resize(mesh.size());
-    } else {
+    std::vector<SparseHistogramShard> shards(storage_ == HistogramStorage::sparse ? mesh.size() : 0);
+    if (storage_ == HistogramStorage::dense && sums_.empty())
       sums_ = ShardedArray<std::int64_t>(
           mesh, static_cast<std::size_t>(tile_.n_spaxels) * tile_.columns(), 1,
           Sharding::partial());
-    }
     shard_map(mesh, [&](const Device& d) {
       const SspView ssp = setup_.device_tables->view(*setup_.tables, setup_.outside, d);
       const StarViews stars = star_views(state.data.stars, setup_.grid, d);
       const double counts = scale().counts_per_unit;
       if (storage_ == HistogramStorage::sparse)
-        shards_[d.id] = IFUSIM_DISPATCH(d, sparse_histogram, d, ssp, stars, tile_, counts);
+        shards[d.id] = IFUSIM_DISPATCH(d, sparse_histogram, d, ssp, stars, tile_, counts);
       else
         IFUSIM_DISPATCH(d, accumulate_histogram, d, ssp, stars, tile_, counts, sums_.local(d));
     });
+    if (storage_ == HistogramStorage::sparse) add_sparse(std::move(shards));
   }
 
   void reduce(RunState& state) override {
@@ -349,6 +350,9 @@ class BinnedSpectra final : public PartialResult {
       tile_.first_spaxel += tile_.n_spaxels;
       if (tile_.first_spaxel >= n_spaxels) break;
       tile_.n_spaxels = std::min(tile_spaxels_, n_spaxels - tile_.first_spaxel);
+      // Each further tile is deposited from the stars again: the run holds them all.
+      if (state.stars_are_a_block())
+        throw std::logic_error("stellar_spectra: histogram tiles of a streamed galaxy");
       deposit(state);
     }
     spdlog::debug(
@@ -368,9 +372,39 @@ class BinnedSpectra final : public PartialResult {
   }
 
  private:
-  // The reduced tile on the host, non-zeros only. Dense: psum, then a scan. Sparse: every
-  // device's sorted entries are gathered and merged, summing equal indices (integers: exact, so
-  // the result does not depend on the split either).
+  using Entry = std::pair<std::uint64_t, std::int64_t>;
+
+  // Every device's sorted entries, merged into the run's sorted entries, equal indices summed
+  // (integers: exact, so the result depends neither on the split nor on the blocks).
+  void add_sparse(std::vector<SparseHistogramShard> shards) {
+    std::vector<Entry> added;
+    for (auto& shard : shards) {
+      std::vector<std::uint64_t> keys(shard.size);
+      std::vector<std::int64_t> values(shard.size);
+      shard.keys.download(keys.data(), shard.size);
+      shard.values.download(values.data(), shard.size);
+      for (std::size_t e = 0; e < shard.size; ++e) added.emplace_back(keys[e], values[e]);
+      shard = {};
+    }
+    if (shards.size() > 1)
+      std::sort(added.begin(), added.end(),
+                [](const Entry& a, const Entry& b) { return a.first < b.first; });
+    std::vector<Entry> merged;
+    merged.reserve(entries_.size() + added.size());
+    auto a = entries_.cbegin(), b = added.cbegin();
+    while (a != entries_.cend() || b != added.cend()) {
+      const std::uint64_t key =
+          b == added.cend() || (a != entries_.cend() && a->first < b->first) ? a->first : b->first;
+      std::int64_t sum = 0;
+      for (; a != entries_.cend() && a->first == key; ++a) sum += a->second;
+      for (; b != added.cend() && b->first == key; ++b) sum += b->second;
+      if (sum != 0) merged.emplace_back(key, sum);
+    }
+    entries_ = std::move(merged);
+  }
+
+  // The reduced tile on the host, non-zeros only. Dense: psum, then a scan. Sparse: the merged
+  // entries.
   HostHistogram gather(const Mesh& mesh) {
     const double quantum = scale().quantum();
     HostHistogram out;
@@ -385,26 +419,13 @@ class BinnedSpectra final : public PartialResult {
         }
       return out;
     }
-    std::vector<std::pair<std::uint64_t, std::int64_t>> entries;
-    for (auto& shard : shards_) {
-      std::vector<std::uint64_t> keys(shard.size);
-      std::vector<std::int64_t> values(shard.size);
-      shard.keys.download(keys.data(), shard.size);
-      shard.values.download(values.data(), shard.size);
-      for (std::size_t e = 0; e < shard.size; ++e) entries.emplace_back(keys[e], values[e]);
-      shard = {};
-    }
-    if (mesh.size() > 1)
-      std::sort(entries.begin(), entries.end(),
-                [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (std::size_t e = 0; e < entries.size();) {
-      std::int64_t sum = 0;
-      const std::uint64_t key = entries[e].first;
-      for (; e < entries.size() && entries[e].first == key; ++e) sum += entries[e].second;
-      if (sum == 0) continue;
+    out.index.reserve(entries_.size());
+    out.mass_msun.reserve(entries_.size());
+    for (const auto& [key, sum] : entries_) {
       out.index.push_back(key);
       out.mass_msun.push_back(static_cast<double>(sum) * quantum);
     }
+    entries_ = {};
     return out;
   }
 
@@ -412,8 +433,8 @@ class BinnedSpectra final : public PartialResult {
   HistogramTile tile_;
   std::int32_t tile_spaxels_;
   HistogramStorage storage_;
-  ShardedArray<std::int64_t> sums_;           // dense
-  std::vector<SparseHistogramShard> shards_;  // sparse, one per device
+  ShardedArray<std::int64_t> sums_;  // dense
+  std::vector<Entry> entries_;       // sparse: sorted by index, summed over devices and blocks
 };
 
 class StellarSpectraStage final : public Stage {
@@ -450,19 +471,25 @@ class StellarSpectraStage final : public Stage {
     const auto n_spaxels = static_cast<std::int32_t>(c.n_spaxels);
     const std::string assumed = "assuming |v_los| <= " + std::to_string(int(kPlanVelocityKms)) +
                                 " km/s" + (c.dust ? ", A_V <= 5 mag" : "");
+    const bool streamed = c.n_block_stars < c.n_stars;
+    const auto tile_rows = dense_tile_spaxels(params_.histogram_memory_gb, row_bytes, n_spaxels);
     if (histogram_storage(params_, static_cast<double>(c.n_stars), tile, row_bytes * n_spaxels) ==
-        HistogramStorage::sparse) {
-      // In the memory of the devices that own the stars: the largest space's share.
+            HistogramStorage::sparse ||
+        (streamed && tile_rows < n_spaxels)) {
+      // The entries of the stars held, in the memory of the devices that own them (the largest
+      // space's share); merged on the host, at most one per histogram element, twice while a
+      // streamed block is merged in.
       const double rows =
-          std::ceil(static_cast<double>(c.n_stars) / c.mesh->memory_owners().size());
+          std::ceil(static_cast<double>(c.n_block_stars) / c.mesh->memory_owners().size());
       out.push_back({"sparse histogram entries (" + assumed + ")",
                      static_cast<std::size_t>(entries_per_star(tile) * rows * kSparseEntryBytes),
                      true, "stages.stellar_spectra.histogram"});
+      const double merged = std::min(entries_per_star(tile) * static_cast<double>(c.n_stars),
+                                     static_cast<double>(tile.columns()) * n_spaxels);
       out.push_back({"sparse histogram, merged (host)",
-                     static_cast<std::size_t>(entries_per_star(tile) * c.n_stars * 16.0), false,
+                     static_cast<std::size_t>(merged * 16.0 * (streamed ? 2.0 : 1.0)), false,
                      ""});
     } else {
-      const auto tile_rows = dense_tile_spaxels(params_.histogram_memory_gb, row_bytes, n_spaxels);
       out.push_back(
           {"dense histogram tile of " + std::to_string(tile_rows) + " spaxels (" + assumed + ")",
            static_cast<std::size_t>(tile_rows * row_bytes), true,
@@ -477,70 +504,91 @@ class StellarSpectraStage final : public Stage {
     return out;
   }
 
+  bool streams() const override { return true; }
+
   void run(RunState& state) const override {
     const Mesh& mesh = state.mesh;
     const Stars& stars = state.data.stars;
-    SpectralSetup setup = prepare(state);
+    state.star_bounds();
+    // A streamed galaxy's first block declares the partials; every block adds to them.
+    auto* mass_moments = find_partial<PartialArray>(state, this, "mass moments");
+    const bool first_block = mass_moments == nullptr;
+    SpectralSetup setup = prepare(state, first_block);
     const auto& tables = *setup.tables;
 
-    // Mass-weighted moments: every element is bounded by N * max m * max(1, v_max^2).
-    const double v2 = std::max(1.0, setup.v_los_max * setup.v_los_max);
-    const FixedPointScale mass_scale = FixedPointScale::for_bound(
-        setup.n_stars * global_max_abs(mesh, stars.mass_msun) * v2,
-        "stellar_spectra: the mass-weighted moments (stars.mass_msun, stars.velocity_kms)");
-    ShardedArray<std::int64_t> mass_moments(mesh, 3 * setup.shape.n_spaxels(), 1,
-                                            Sharding::partial());
-
     if (params_.method == SpectralMethod::exact) {
-      // A star adds at most m * max|f| / D_min to a voxel (D_min from the largest approaching
-      // speed) and m * max energy to a light weight: split-independent bounds.
-      const double d_min =
-          (1.0 + setup.redshift) * std::max(1e-3, 1.0 - setup.v_los_max / kSpeedOfLightKms);
-      // A bin wider in vacuum than its step (air) takes that much more of a pixel's energy.
-      const FixedPointScale cube_scale = FixedPointScale::for_bound(
-          setup.n_stars * setup.m_init_max * tables.max_flux_density / d_min *
-              setup.max_vacuum_width_ratio,
-          "stellar_spectra: the partial cube (stars.initial_mass_msun, stars.velocity_kms)");
-      const FixedPointScale light_scale = FixedPointScale::for_bound(
-          setup.n_stars * setup.m_init_max * tables.max_energy * v2,
-          "stellar_spectra: the light weights (stars.initial_mass_msun)");
-      ShardedArray<std::int64_t> cube(mesh, setup.shape.n_voxels(), 1, Sharding::partial());
-      ShardedArray<std::int64_t> light(mesh, 3 * setup.shape.n_spaxels(), 1, Sharding::partial());
+      auto* cube = find_partial<PartialArray>(state, this, "cube");
+      auto* light = find_partial<PartialArray>(state, this, "light moments");
+      if (first_block) {
+        // A star adds at most m * max|f| / D_min to a voxel (D_min from the largest approaching
+        // speed) and m * max energy to a light weight: split-independent bounds.
+        const double d_min = (1.0 + setup.redshift) *
+                             std::max(1e-3, 1.0 - setup.speed_bound_kms / kSpeedOfLightKms);
+        // A bin wider in vacuum than its step (air) takes that much more of a pixel's energy.
+        const FixedPointScale cube_scale = FixedPointScale::for_bound(
+            setup.n_stars * setup.m_init_max * tables.max_flux_density / d_min *
+                setup.max_vacuum_width_ratio,
+            "stellar_spectra: the partial cube (stars.initial_mass_msun, stars.velocity_kms)");
+        const FixedPointScale light_scale = FixedPointScale::for_bound(
+            setup.n_stars * setup.m_init_max * tables.max_energy * velocity_squared_bound(setup),
+            "stellar_spectra: the light weights (stars.initial_mass_msun)");
+        cube = &declare_partial(
+            state, this, "cube",
+            cube_partial(ShardedArray<std::int64_t>(mesh, setup.shape.n_voxels(), 1,
+                                                    Sharding::partial()),
+                         cube_scale, setup.shape, "Lsun/Angstrom"));
+        light = &declare_partial(
+            state, this, "light moments",
+            moment_maps(ShardedArray<std::int64_t>(mesh, 3 * setup.shape.n_spaxels(), 1,
+                                                   Sharding::partial()),
+                        light_scale, "light"));
+      }
       shard_map(mesh, [&](const Device& d) {
-        const StarViews views = star_views(stars, setup.grid, d);
         IFUSIM_DISPATCH(d, accumulate_stellar_spectra, d,
                         setup.device_tables->view(tables, params_.outside, d), setup.bins_on(d),
-                        setup.redshift, state.dust_curve, views, cube_scale.counts_per_unit,
-                        cube.local(d), setup.band_first_bin, setup.band_end_bin,
-                        light_scale.counts_per_unit, light.local(d));
-        IFUSIM_DISPATCH(d, accumulate_mass_moments, d, views, mass_scale.counts_per_unit,
-                        mass_moments.local(d));
+                        setup.redshift, state.dust_curve, star_views(stars, setup.grid, d),
+                        cube->scale().counts_per_unit, cube->sums().local(d),
+                        setup.band_first_bin, setup.band_end_bin, light->scale().counts_per_unit,
+                        light->sums().local(d));
       });
-      state.partials.push_back(
-          cube_partial(std::move(cube), cube_scale, setup.shape, "Lsun/Angstrom"));
-      state.partials.push_back(moment_maps(std::move(light), light_scale, "light"));
     } else {
-      auto binned = binned_spectra(state, setup);
+      auto* binned = find_partial<BinnedSpectra>(state, this, "histogram");
+      if (first_block) binned = &declare_partial(state, this, "histogram", binned_spectra(state, setup));
       binned->deposit(state);
-      shard_map(mesh, [&](const Device& d) {
-        IFUSIM_DISPATCH(d, accumulate_mass_moments, d, star_views(stars, setup.grid, d),
-                        mass_scale.counts_per_unit, mass_moments.local(d));
-      });
-      state.partials.push_back(std::move(binned));
     }
-    state.partials.push_back(moment_maps(std::move(mass_moments), mass_scale, "mass"));
+
+    if (first_block) {
+      // Mass-weighted moments: every element is bounded by N * max m * max(1, v_max^2).
+      const FixedPointScale mass_scale = FixedPointScale::for_bound(
+          setup.n_stars * setup.m_max * velocity_squared_bound(setup),
+          "stellar_spectra: the mass-weighted moments (stars.mass_msun, stars.velocity_kms)");
+      mass_moments = &declare_partial(
+          state, this, "mass moments",
+          moment_maps(ShardedArray<std::int64_t>(mesh, 3 * setup.shape.n_spaxels(), 1,
+                                                 Sharding::partial()),
+                      mass_scale, "mass"));
+    }
+    shard_map(mesh, [&](const Device& d) {
+      IFUSIM_DISPATCH(d, accumulate_mass_moments, d, star_views(stars, setup.grid, d),
+                      mass_moments->scale().counts_per_unit, mass_moments->sums().local(d));
+    });
   }
 
  private:
-  // The binned method's layout: velocity nodes spanning the data's exact max |v_los|, A_V nodes
-  // up to its max A_V with a dust screen (both split-independent), and the histogram's storage
-  // and tiles.
+  static double velocity_squared_bound(const SpectralSetup& setup) {
+    return std::max(1.0, setup.speed_bound_kms * setup.speed_bound_kms);
+  }
+
+  // The binned method's layout: velocity nodes spanning the galaxy's speed bound, A_V nodes up
+  // to its max A_V with a dust screen (both split-independent), and the histogram's storage
+  // and tiles. A streamed galaxy's histogram is one tile (its stars are seen once): dense where
+  // that fits histogram_memory_gb, sparse otherwise.
   std::unique_ptr<BinnedSpectra> binned_spectra(const RunState& state, SpectralSetup& setup) const {
     const Stars& stars = state.data.stars;
     const SspTables& tables = *setup.tables;
     HistogramTile tile;
     tile.n_nodes = static_cast<int>(tables.log_age.size() * tables.log_z.size());
-    tile.velocity = velocity_bins(setup.v_los_max, params_.velocity_bin_kms);
+    tile.velocity = velocity_bins(setup.speed_bound_kms, params_.velocity_bin_kms);
     if (!stars.dust_av.empty()) {
       tile.dust.dav_mag = params_.dust_av_bin_mag;
       tile.dust.n = static_cast<int>(
@@ -553,20 +601,30 @@ class StellarSpectraStage final : public Stage {
     // histogram_memory_gb.
     const auto n_spaxels = static_cast<std::int32_t>(setup.shape.n_spaxels());
     const double row_bytes = static_cast<double>(tile.columns()) * sizeof(std::int64_t);
-    const HistogramStorage storage =
+    HistogramStorage storage =
         histogram_storage(params_, setup.n_stars, tile, row_bytes * n_spaxels);
-    const auto tile_spaxels =
-        storage == HistogramStorage::sparse
-            ? n_spaxels
-            : dense_tile_spaxels(params_.histogram_memory_gb, row_bytes, n_spaxels);
+    auto tile_spaxels = storage == HistogramStorage::sparse
+                            ? n_spaxels
+                            : dense_tile_spaxels(params_.histogram_memory_gb, row_bytes, n_spaxels);
+    if (state.stars_are_a_block() && tile_spaxels < n_spaxels) {
+      if (params_.histogram == HistogramStorage::dense)
+        throw ConfigError(
+            "stages.stellar_spectra.histogram: \"dense\" needs the whole histogram at once for a "
+            "streamed galaxy (" +
+            std::to_string(row_bytes * n_spaxels / 1e9) +
+            " GB, more than histogram_memory_gb): give \"sparse\" or \"auto\", or raise "
+            "histogram_memory_gb");
+      storage = HistogramStorage::sparse;
+      tile_spaxels = n_spaxels;
+    }
     tile.first_spaxel = 0;
     tile.n_spaxels = tile_spaxels;
     return std::make_unique<BinnedSpectra>(setup, tile, tile_spaxels, storage);
   }
 
-  SpectralSetup prepare(const RunState& state) const {
+  // `warn`: say what the templates do not cover (once a run, not once a block).
+  SpectralSetup prepare(RunState& state, bool warn) const {
     const Mesh& mesh = state.mesh;
-    const Stars& stars = state.data.stars;
     const Observation& obs = state.observation;
     SpectralSetup s;
     s.tables = std::make_shared<const SspTables>(make_ssp_tables(*grid_));
@@ -595,7 +653,7 @@ class StellarSpectraStage final : public Stage {
     const auto& t = *s.tables;
     const double reach_lo = t.edges.front() * (1.0 + obs.redshift);
     const double reach_hi = t.edges.back() * (1.0 + obs.redshift);
-    if (reach_lo > s.bins.vacuum_edge(0) || reach_hi < s.bins.vacuum_edge(s.bins.n))
+    if (warn && (reach_lo > s.bins.vacuum_edge(0) || reach_hi < s.bins.vacuum_edge(s.bins.n)))
       spdlog::warn(
           "stellar_spectra: the templates ({:.1f}-{:.1f} A at rest, vacuum) cover {:.1f}-{:.1f} A "
           "({}) at z = {}, not all of the telescope's {:.1f}-{:.1f} A: the rest of the cube stays "
@@ -620,9 +678,11 @@ class StellarSpectraStage final : public Stage {
                           std::to_string(params_.band_hi_angstrom) +
                           "] A does not overlap the telescope's wavelength range");
     }
-    s.n_stars = static_cast<double>(stars.count());
-    s.m_init_max = global_max_abs(mesh, stars.initial_mass_msun);
-    s.v_los_max = global_max_abs(mesh, stars.velocity_kms, 2);
+    const StarBounds& bounds = state.star_bounds();
+    s.n_stars = static_cast<double>(bounds.count);
+    s.m_init_max = bounds.max_initial_mass_msun;
+    s.m_max = bounds.max_mass_msun;
+    s.speed_bound_kms = bounds.speed_bound_kms();
     return s;
   }
 
