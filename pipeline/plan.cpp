@@ -199,10 +199,7 @@ RunPlan plan_run(const RunConfig& c, const Mesh& mesh,
     if (limit > 0) hints.push_back("a larger " + limit_key);
     std::string hint;
     for (const auto& h : hints) hint += (hint.empty() ? "" : ", or ") + h;
-    if (hint.empty())
-      hint = c.stream_block_stars > 0 ? "a smaller input.stream_block_stars or field"
-                                      : "input.stream_block_stars (synthetic input), or a smaller "
-                                        "galaxy or field (every particle is held at once)";
+    if (hint.empty()) hint = "a smaller galaxy or field";
     plan.problems.push_back(space + " needs " + gb(bytes) + " but has " + gb(available) + " (" +
                             gb(bytes - available) + " too much); the largest part is " +
                             (largest ? largest->what + " (" + gb(largest->bytes) + ")" : "?") +
@@ -223,7 +220,10 @@ RunPlan plan_run(const RunConfig& c, const Mesh& mesh,
     out << space << ":\n";
     particle_items.push_back({c.stream_block_stars > 0 ? "particle fields (one block)"
                                                        : "particle fields",
-                              static_cast<std::size_t>(particles), true, ""});
+                              static_cast<std::size_t>(particles), true,
+                              c.stream_block_stars > 0 ? "a smaller input.stream_block_stars"
+                              : c.synthetic            ? "input.stream_block_stars"
+                                                       : ""});
     std::vector<const MemoryItem*> parts{&particle_items.back()};
     for (const auto& item : items)
       if (item.per_memory_space) parts.push_back(&item);

@@ -143,10 +143,13 @@ struct RunSetup {
 std::size_t streamed_stages(const std::vector<std::unique_ptr<Stage>>& stages) {
   std::size_t k = 0;
   while (k < stages.size() && stages[k]->streams()) ++k;
-  for (std::size_t i = 0; i < stages.size(); ++i)
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    bool gas = false, stars = false;
     for (const auto& need : stages[i]->needs()) {
-      const bool gas = need.rfind("gas.", 0) == 0, stars = need.rfind("stars.", 0) == 0;
-      if (gas || (i >= k && stars))
+      gas = gas || need.rfind("gas.", 0) == 0;
+      stars = stars || need.rfind("stars.", 0) == 0;
+    }
+    if (gas || (i >= k && stars))
         throw ConfigError(
             "input.stream_block_stars: stage " + stages[i]->name() + " needs " +
             (gas ? "the gas, which a streamed galaxy does not bring"
@@ -159,7 +162,7 @@ std::size_t streamed_stages(const std::vector<std::unique_ptr<Stage>>& stages) {
             "; streaming runs stages that act on each star on its own (orient, aperture, "
             "stellar_spectra, mass_image) before psum; remove the key to hold the galaxy at "
             "once");
-    }
+  }
   return k;
 }
 

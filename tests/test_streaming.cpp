@@ -1,0 +1,184 @@
+// Streaming (input.stream_block_stars, docs/streaming.md): a synthetic galaxy's stars pass through
+// the stages block by block. The cube, its variance and every map are bitwise those of the run that
+// holds the galaxy, for any block size and device count, with either spectral method and either
+// histogram storage; the stream's blocks are bitwise the in-memory galaxy's rows; the plan holds one
+// block; what cannot stream is refused before anything is read or written.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "io/config_error.h"
+#include "io/run_config.h"
+#include "io/tng/synthetic_source.h"
+#include "pipeline/devices.h"
+#include "pipeline/plan.h"
+#include "pipeline/runner.h"
+#include "tng_test_util.h"
+
+using namespace ifusim;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string example(const std::string& name) {
+  return std::string(IFUSIM_SOURCE_DIR) + "/configs/examples/" + name + ".json";
+}
+
+// The MUSE synthetic example, small, stars only, no files.
+RunConfig config(std::vector<std::string> overrides) {
+  overrides.insert(overrides.begin(), {"input.synthetic.stars=30000", "input.synthetic.gas=0",
+                                       "devices.oversubscribe=true"});
+  return load_run_config(example("muse_synthetic"), overrides);
+}
+
+RunReport run(const RunConfig& c, int devices) {
+  RunOptions options;
+  options.n_devices = devices;
+  options.write_outputs = false;
+  options.progress = false;
+  return run_pipeline(c, options);
+}
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+// Cube, variance and maps bitwise equal; the cube has light and no NaN.
+void check_same_cube(const Cube& held, const Cube& streamed) {
+  REQUIRE(held.data.size() > 0);
+  double total = 0;
+  std::size_t masked = 0;  // NaN outside a circular aperture (SAMI), the same in both
+  for (double v : held.data) {
+    if (std::isnan(v)) ++masked;
+    REQUIRE(!std::isinf(v));
+    if (!std::isnan(v)) total += v;
+  }
+  CHECK(masked < held.data.size() / 2);
+  CHECK(total > 0);
+  CHECK(same_bits(held.data, streamed.data));
+  CHECK(same_bits(held.variance, streamed.variance));
+  REQUIRE(held.maps.size() == streamed.maps.size());
+  for (const auto& [name, map] : held.maps) {
+    INFO("map " << name);
+    REQUIRE(streamed.maps.count(name) == 1);
+    const auto& other = streamed.maps.at(name).values;
+    // NaN where a spaxel has no stars: compare bits, which NaN == NaN respects.
+    CHECK(std::memcmp(map.values.data(), other.data(), map.values.size() * sizeof(double)) == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("streaming: bitwise the cube of the held galaxy, for any block size and device count",
+          "[streaming]") {
+  const std::pair<const char*, std::vector<std::string>> variants[] = {
+      {"binned, automatic histogram (calc_ifu)", {}},
+      {"binned, sparse histogram", {"stages.stellar_spectra.histogram=\"sparse\""}},
+      {"binned, dense histogram", {"stages.stellar_spectra.histogram=\"dense\""}},
+      {"exact", {"stages.stellar_spectra.method=\"exact\"", "telescope=\"SAMI\""}},
+      {"mass image, edge-on",
+       {"stages={}", "pipeline=[\"orient\", \"aperture\", \"mass_image\", \"psum\"]",
+        "galaxy.orientation=\"edge-on\""}}};
+  for (const auto& [what, overrides] : variants) {
+    INFO(what);
+    const RunReport held = run(config(overrides), 1);
+    for (const auto& [block, devices] :
+         {std::pair{std::string("30000"), 1}, std::pair{std::string("7001"), 1},
+          std::pair{std::string("12345"), 3}, std::pair{std::string("1000000"), 2}}) {
+      INFO("blocks of " << block << " stars on " << devices << " device(s)");
+      auto o = overrides;
+      o.push_back("input.stream_block_stars=" + block);
+      const RunReport streamed = run(config(o), devices);
+      check_same_cube(held.cube, streamed.cube);
+      std::size_t stars = 0;
+      for (auto n : streamed.stars_per_device) stars += n;
+      CHECK(stars == 30000);
+      CHECK(streamed.summary.at("n_stars") == 30000);
+    }
+  }
+}
+
+TEST_CASE("streaming: the stream's blocks are the in-memory galaxy's rows, bit for bit",
+          "[streaming][synthetic]") {
+  const RunConfig c = config({});
+  const auto mesh = make_mesh(Backend::cpu, 2);
+  const GalaxyData held = tng::make_synthetic_galaxy(*mesh, *c.synthetic, false);
+  const tng::SyntheticStarStream stream(*c.synthetic);
+  REQUIRE(stream.n_stars() == 30000);
+  const GalaxyData record = stream.first_pass(*mesh, 4096);
+  CHECK(record.stars.count() == 0);
+  CHECK(record.galaxy.halfmass_radius_stars_kpc == held.galaxy.halfmass_radius_stars_kpc);
+  CHECK(record.galaxy.halfmass_radius_stars_kpc > 0);
+  REQUIRE(record.star_bounds);
+  const StarBounds b = measure_star_bounds(*mesh, held.stars);
+  CHECK(record.star_bounds->count == b.count);
+  CHECK(record.star_bounds->max_initial_mass_msun == b.max_initial_mass_msun);
+  CHECK(record.star_bounds->max_mass_msun == b.max_mass_msun);
+  CHECK(record.star_bounds->max_abs_velocity_kms == b.max_abs_velocity_kms);
+  CHECK(b.speed_bound_kms() > 100);
+
+  const Stars block = stream.read(*mesh, 12000, 5001);
+  REQUIRE(block.count() == 5001);
+  const auto all_ages = test::host(held.stars.age_gyr), block_ages = test::host(block.age_gyr);
+  const auto all_pos = test::host(held.stars.position_kpc);
+  const auto block_pos = test::host(block.position_kpc);
+  CHECK(std::memcmp(block_ages.data(), all_ages.data() + 12000, 5001 * sizeof(float)) == 0);
+  CHECK(std::memcmp(block_pos.data(), all_pos.data() + 3 * 12000, 3 * 5001 * sizeof(float)) == 0);
+}
+
+TEST_CASE("streaming: the plan holds one block of particles", "[streaming][plan]") {
+  RunOptions options;
+  options.n_devices = 1;
+  // 2e9 stars held at once need ~88 GB of particle fields; streamed, one block of 1e6.
+  const std::vector<std::string> big = {"input.synthetic.stars=2e9",
+                                        "devices.memory_limit_gb=8"};
+  const RunPlan held = plan_pipeline(config(big), options);
+  CHECK_FALSE(held.fits());
+  CHECK_THAT(held.problems.at(0), Catch::Contains("input.stream_block_stars"));
+  auto streamed_overrides = big;
+  streamed_overrides.push_back("input.stream_block_stars=1e6");
+  const RunPlan streamed = plan_pipeline(config(streamed_overrides), options);
+  INFO(streamed.report);
+  CHECK(streamed.fits());
+  CHECK_THAT(streamed.report, Catch::Contains("streamed: blocks of 1000000 stars (2000 blocks)"));
+  CHECK_THAT(streamed.report, Catch::Contains("particle fields (one block)"));
+}
+
+TEST_CASE("streaming: what cannot stream is refused, naming the key, before anything is written",
+          "[streaming]") {
+  const std::pair<std::vector<std::string>, std::string> refused[] = {
+      {{"input.stream_block_stars=0"}, "input.stream_block_stars: expected an integer >= 1"},
+      {{"input.stream_block_stars=2.5"}, "input.stream_block_stars: expected an integer >= 1"},
+      {{"input.stream_block_stars=1000", "pipeline=\"calc_dusty_ifu\""},
+       "input.stream_block_stars: stage dust needs the gas"},
+      {{"input.stream_block_stars=1000", "stages.aperture.smoothing=\"kernel\""},
+       "smoothing \"kernel\" needs every star's neighbours"},
+      {{"input.stream_block_stars=1000", "telescope=\"MUSE-WFM\"",
+        "stages.stellar_spectra.histogram=\"dense\"",
+        "stages.stellar_spectra.histogram_memory_gb=0.01"},
+       "stages.stellar_spectra.histogram: \"dense\" needs the whole histogram at once"}};
+  for (const auto& [overrides, message] : refused) {
+    INFO(message);
+    test::ScratchDir dir("streaming_refused");
+    auto run_it = [&] {
+      RunOptions options;
+      options.n_devices = 1;
+      options.output_dir = dir.file("out");
+      options.progress = false;
+      run_pipeline(config(overrides), options);
+    };
+    CHECK_THROWS_AS(run_it(), ConfigError);
+    CHECK_THROWS_WITH(run_it(), Catch::Contains(message));
+    CHECK_FALSE(fs::exists(dir.file("out")));
+  }
+  // A file input cannot stream yet: the key is refused by name.
+  CHECK_THROWS_WITH(
+      load_run_config(example("muse_tng_mastar"), {"input.stream_block_stars=1000"}),
+      Catch::Contains("input.stream_block_stars: streaming is built for input.synthetic only"));
+}
