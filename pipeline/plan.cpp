@@ -218,12 +218,12 @@ RunPlan plan_run(const RunConfig& c, const Mesh& mesh,
     const std::string space = host_backend ? "host memory (all cpu devices)"
                                            : "GPU " + std::to_string(owner->gpu_ordinal);
     out << space << ":\n";
-    particle_items.push_back({c.stream_block_stars > 0 ? "particle fields (one block)"
-                                                       : "particle fields",
-                              static_cast<std::size_t>(particles), true,
-                              c.stream_block_stars > 0 ? "a smaller input.stream_block_stars"
-                              : c.synthetic            ? "input.stream_block_stars"
-                                                       : ""});
+    particle_items.push_back(
+        {c.stream_block_stars > 0 ? "particle fields (one block)" : "particle fields",
+         static_cast<std::size_t>(particles), true,
+         c.stream_block_stars > 0 ? "a smaller input.stream_block_stars"
+         : c.synthetic            ? "input.stream_block_stars"
+                                  : ""});
     std::vector<const MemoryItem*> parts{&particle_items.back()};
     for (const auto& item : items)
       if (item.per_memory_space) parts.push_back(&item);

@@ -150,18 +150,18 @@ std::size_t streamed_stages(const std::vector<std::unique_ptr<Stage>>& stages) {
       stars = stars || need.rfind("stars.", 0) == 0;
     }
     if (gas || (i >= k && stars))
-        throw ConfigError(
-            "input.stream_block_stars: stage " + stages[i]->name() + " needs " +
-            (gas ? "the gas, which a streamed galaxy does not bring"
-                 : "all the stars at once (" + stages[k]->name() +
-                       " cannot take them block by block" +
-                       (stages[k]->name() == "aperture" || stages[k]->name() == "spaxel_grid"
-                            ? ": smoothing \"kernel\" needs every star's neighbours"
-                            : "") +
-                       ")") +
-            "; streaming runs stages that act on each star on its own (orient, aperture, "
-            "stellar_spectra, mass_image) before psum; remove the key to hold the galaxy at "
-            "once");
+      throw ConfigError(
+          "input.stream_block_stars: stage " + stages[i]->name() + " needs " +
+          (gas ? "the gas, which a streamed galaxy does not bring"
+               : "all the stars at once (" + stages[k]->name() +
+                     " cannot take them block by block" +
+                     (stages[k]->name() == "aperture" || stages[k]->name() == "spaxel_grid"
+                          ? ": smoothing \"kernel\" needs every star's neighbours"
+                          : "") +
+                     ")") +
+          "; streaming runs stages that act on each star on its own (orient, aperture, "
+          "stellar_spectra, mass_image) before psum; remove the key to hold the galaxy at "
+          "once");
   }
   return k;
 }
@@ -250,8 +250,7 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
   const std::size_t block_stars = c.stream_block_stars;
   std::optional<tng::SyntheticStarStream> stream;
   if (block_stars > 0) stream.emplace(*c.synthetic);
-  const std::size_t n_blocks =
-      stream ? (stream->n_stars() + block_stars - 1) / block_stars : 1;
+  const std::size_t n_blocks = stream ? (stream->n_stars() + block_stars - 1) / block_stars : 1;
   // Progress steps: the input, then every block of every pass (streamed), then each stage.
   std::size_t n_steps = 1 + stages.size();
   if (stream) {
@@ -263,9 +262,9 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
   if (progress) progress(step, n_steps, "input");
   RunState state(*mesh);
   if (stream) {
-    spdlog::info(
-        "streaming a synthetic galaxy: {} stars in {} blocks of up to {}, seed {}, z = {}",
-        stream->n_stars(), n_blocks, block_stars, c.synthetic->seed, c.synthetic->redshift);
+    spdlog::info("streaming a synthetic galaxy: {} stars in {} blocks of up to {}, seed {}, z = {}",
+                 stream->n_stars(), n_blocks, block_stars, c.synthetic->seed,
+                 c.synthetic->redshift);
     state.data = stream->first_pass(*mesh, block_stars);
     report.stars_per_device.assign(mesh->size(), 0);
     for (std::size_t b = 0; b < n_blocks; ++b) {
@@ -305,10 +304,11 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
     auto for_each_block = [&](std::size_t until, const std::string& what, const auto& observe) {
       for (std::size_t b = 0; b < n_blocks; ++b) {
         if (progress)
-          progress(++step, n_steps, what + " " + std::to_string(b + 1) + "/" +
-                                        std::to_string(n_blocks));
+          progress(++step, n_steps,
+                   what + " " + std::to_string(b + 1) + "/" + std::to_string(n_blocks));
         const std::size_t first = b * block_stars;
-        state.data.stars = stream->read(*mesh, first, std::min(block_stars, stream->n_stars() - first));
+        state.data.stars =
+            stream->read(*mesh, first, std::min(block_stars, stream->n_stars() - first));
         for (std::size_t i = 0; i < until; ++i) timed(i, [&] { stages[i]->run(state); });
         observe();
       }

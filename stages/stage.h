@@ -197,5 +197,4 @@ inline void run_stage(Stage& stage, RunState& state) {
   stage.run(state);
 }
 
-
 }  // namespace ifusim

@@ -1,8 +1,8 @@
 // Streaming (input.stream_block_stars, docs/streaming.md): a synthetic galaxy's stars pass through
 // the stages block by block. The cube, its variance and every map are bitwise those of the run that
 // holds the galaxy, for any block size and device count, with either spectral method and either
-// histogram storage; the stream's blocks are bitwise the in-memory galaxy's rows; the plan holds one
-// block; what cannot stream is refused before anything is read or written.
+// histogram storage; the stream's blocks are bitwise the in-memory galaxy's rows; the plan holds
+// one block; what cannot stream is refused before anything is read or written.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -136,8 +136,7 @@ TEST_CASE("streaming: the plan holds one block of particles", "[streaming][plan]
   RunOptions options;
   options.n_devices = 1;
   // 2e9 stars held at once need ~88 GB of particle fields; streamed, one block of 1e6.
-  const std::vector<std::string> big = {"input.synthetic.stars=2e9",
-                                        "devices.memory_limit_gb=8"};
+  const std::vector<std::string> big = {"input.synthetic.stars=2e9", "devices.memory_limit_gb=8"};
   const RunPlan held = plan_pipeline(config(big), options);
   CHECK_FALSE(held.fits());
   CHECK_THAT(held.problems.at(0), Catch::Contains("input.stream_block_stars"));

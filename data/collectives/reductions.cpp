@@ -22,7 +22,8 @@ StarBounds measure_star_bounds(const Mesh& mesh, const Stars& stars) {
   b.count = stars.count();
   b.max_initial_mass_msun = global_max_abs(mesh, stars.initial_mass_msun);
   b.max_mass_msun = global_max_abs(mesh, stars.mass_msun);
-  for (int c = 0; c < 3; ++c) b.max_abs_velocity_kms[c] = global_max_abs(mesh, stars.velocity_kms, c);
+  for (int c = 0; c < 3; ++c)
+    b.max_abs_velocity_kms[c] = global_max_abs(mesh, stars.velocity_kms, c);
   return b;
 }
 

@@ -1,7 +1,7 @@
 #include "io/tng/synthetic_source.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -154,8 +154,7 @@ struct SyntheticStars {
     fields = fields_of<TngStarRows>(Species::stars, g.scale_factor, g.cosmology.hubble_param);
     position = index_of(fields, "position_kpc");
     mass = index_of(fields, "mass_msun");
-    for (int c = 0; c < 3; ++c)
-      g.center_kpc[c] = spec.center_ckpc_h[c] * fields[position].factor;
+    for (int c = 0; c < 3; ++c) g.center_kpc[c] = spec.center_ckpc_h[c] * fields[position].factor;
     // Half-mass radius: current stellar mass per radius bin around the true centre, in fixed
     // point. The scale needs a bound on the total that does not depend on the split: a star's
     // mass is (0.75 to 1.25) x (1 - returned fraction, at most 0.5) x the mass unit, which is
@@ -234,7 +233,9 @@ SyntheticStarStream::SyntheticStarStream(const SyntheticGalaxySpec& spec)
     : impl_(std::make_unique<Impl>(spec)) {}
 SyntheticStarStream::~SyntheticStarStream() = default;
 
-std::size_t SyntheticStarStream::n_stars() const { return impl_->spec.n_stars; }
+std::size_t SyntheticStarStream::n_stars() const {
+  return impl_->spec.n_stars;
+}
 
 GalaxyData SyntheticStarStream::first_pass(const Mesh& mesh, std::size_t block_stars) const {
   if (block_stars < 1) throw std::invalid_argument("SyntheticStarStream: block_stars < 1");
@@ -252,8 +253,7 @@ GalaxyData SyntheticStarStream::first_pass(const Mesh& mesh, std::size_t block_s
   return data;
 }
 
-Stars SyntheticStarStream::read(const Mesh& mesh, std::size_t first_row,
-                                std::size_t n_rows) const {
+Stars SyntheticStarStream::read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const {
   return impl_->make(mesh, first_row, n_rows, nullptr);
 }
 

@@ -304,7 +304,8 @@ class BinnedSpectra final : public PartialResult {
   // galaxy calls it once per block (integer sums: the blocks' order does not matter).
   void deposit(const RunState& state) {
     const Mesh& mesh = state.mesh;
-    std::vector<SparseHistogramShard> shards(storage_ == HistogramStorage::sparse ? mesh.size() : 0);
+    std::vector<SparseHistogramShard> shards(storage_ == HistogramStorage::sparse ? mesh.size()
+                                                                                  : 0);
     if (storage_ == HistogramStorage::dense && sums_.empty())
       sums_ = ShardedArray<std::int64_t>(
           mesh, static_cast<std::size_t>(tile_.n_spaxels) * tile_.columns(), 1,
@@ -487,8 +488,7 @@ class StellarSpectraStage final : public Stage {
       const double merged = std::min(entries_per_star(tile) * static_cast<double>(c.n_stars),
                                      static_cast<double>(tile.columns()) * n_spaxels);
       out.push_back({"sparse histogram, merged (host)",
-                     static_cast<std::size_t>(merged * 16.0 * (streamed ? 2.0 : 1.0)), false,
-                     ""});
+                     static_cast<std::size_t>(merged * 16.0 * (streamed ? 2.0 : 1.0)), false, ""});
     } else {
       out.push_back(
           {"dense histogram tile of " + std::to_string(tile_rows) + " spaxels (" + assumed + ")",
@@ -522,8 +522,8 @@ class StellarSpectraStage final : public Stage {
       if (first_block) {
         // A star adds at most m * max|f| / D_min to a voxel (D_min from the largest approaching
         // speed) and m * max energy to a light weight: split-independent bounds.
-        const double d_min = (1.0 + setup.redshift) *
-                             std::max(1e-3, 1.0 - setup.speed_bound_kms / kSpeedOfLightKms);
+        const double d_min =
+            (1.0 + setup.redshift) * std::max(1e-3, 1.0 - setup.speed_bound_kms / kSpeedOfLightKms);
         // A bin wider in vacuum than its step (air) takes that much more of a pixel's energy.
         const FixedPointScale cube_scale = FixedPointScale::for_bound(
             setup.n_stars * setup.m_init_max * tables.max_flux_density / d_min *
@@ -534,9 +534,9 @@ class StellarSpectraStage final : public Stage {
             "stellar_spectra: the light weights (stars.initial_mass_msun)");
         cube = &declare_partial(
             state, this, "cube",
-            cube_partial(ShardedArray<std::int64_t>(mesh, setup.shape.n_voxels(), 1,
-                                                    Sharding::partial()),
-                         cube_scale, setup.shape, "Lsun/Angstrom"));
+            cube_partial(
+                ShardedArray<std::int64_t>(mesh, setup.shape.n_voxels(), 1, Sharding::partial()),
+                cube_scale, setup.shape, "Lsun/Angstrom"));
         light = &declare_partial(
             state, this, "light moments",
             moment_maps(ShardedArray<std::int64_t>(mesh, 3 * setup.shape.n_spaxels(), 1,
@@ -547,13 +547,13 @@ class StellarSpectraStage final : public Stage {
         IFUSIM_DISPATCH(d, accumulate_stellar_spectra, d,
                         setup.device_tables->view(tables, params_.outside, d), setup.bins_on(d),
                         setup.redshift, state.dust_curve, star_views(stars, setup.grid, d),
-                        cube->scale().counts_per_unit, cube->sums().local(d),
-                        setup.band_first_bin, setup.band_end_bin, light->scale().counts_per_unit,
-                        light->sums().local(d));
+                        cube->scale().counts_per_unit, cube->sums().local(d), setup.band_first_bin,
+                        setup.band_end_bin, light->scale().counts_per_unit, light->sums().local(d));
       });
     } else {
       auto* binned = find_partial<BinnedSpectra>(state, this, "histogram");
-      if (first_block) binned = &declare_partial(state, this, "histogram", binned_spectra(state, setup));
+      if (first_block)
+        binned = &declare_partial(state, this, "histogram", binned_spectra(state, setup));
       binned->deposit(state);
     }
 
@@ -564,9 +564,9 @@ class StellarSpectraStage final : public Stage {
           "stellar_spectra: the mass-weighted moments (stars.mass_msun, stars.velocity_kms)");
       mass_moments = &declare_partial(
           state, this, "mass moments",
-          moment_maps(ShardedArray<std::int64_t>(mesh, 3 * setup.shape.n_spaxels(), 1,
-                                                 Sharding::partial()),
-                      mass_scale, "mass"));
+          moment_maps(
+              ShardedArray<std::int64_t>(mesh, 3 * setup.shape.n_spaxels(), 1, Sharding::partial()),
+              mass_scale, "mass"));
     }
     shard_map(mesh, [&](const Device& d) {
       IFUSIM_DISPATCH(d, accumulate_mass_moments, d, star_views(stars, setup.grid, d),
