@@ -154,14 +154,9 @@ std::size_t streamed_stages(const std::vector<std::unique_ptr<Stage>>& stages) {
           "input.stream_block_stars: stage " + stages[i]->name() + " needs " +
           (gas ? "the gas, which a streamed galaxy does not bring"
                : "all the stars at once (" + stages[k]->name() +
-                     " cannot take them block by block" +
-                     (stages[k]->name() == "aperture" || stages[k]->name() == "spaxel_grid"
-                          ? ": smoothing \"kernel\" needs every star's neighbours"
-                          : "") +
-                     ")") +
-          "; streaming runs stages that act on each star on its own (orient, aperture, "
-          "stellar_spectra, mass_image) before psum; remove the key to hold the galaxy at "
-          "once");
+                     " cannot take them block by block: " + stages[k]->why_not_streamed() + ")") +
+          "; see docs/streaming.md for the stages that stream, or remove the key to hold the "
+          "galaxy at once");
   }
   return k;
 }

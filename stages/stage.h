@@ -172,6 +172,7 @@ class Stage {
   // tables of the run and what its passes found, and adds each block to the partials its first
   // block declared (find_partial).
   virtual bool streams() const { return false; }
+  virtual std::string why_not_streamed() const { return "it works on the whole galaxy"; }
   // A stage that needs something of all the stars before it can act on any (orient: the inertia
   // tensor) asks for a pass: the pipeline shows it every block, as the stages before it left
   // it, then calls end_pass. A run that holds the galaxy makes the same calls once, with all of

@@ -20,6 +20,10 @@ SpaxelGridParams SpaxelGridParams::from_json(JsonParams p) {
 
 namespace {
 
+// Kernel smoothing without the input's lengths (StellarHsml) takes each star's from its k nearest
+// neighbours.
+constexpr const char* kKernelNeedsNeighbours = "smoothing \"kernel\" needs every star's neighbours";
+
 class SpaxelGridStage final : public Stage {
  public:
   explicit SpaxelGridStage(SpaxelGridParams params) : params_(params) {}
@@ -27,8 +31,8 @@ class SpaxelGridStage final : public Stage {
   std::vector<std::string> needs() const override { return {"stars.position_kpc"}; }
   std::vector<std::string> provides() const override { return {"stars.spaxel_index", "spaxels"}; }
 
-  // Kernel smoothing without the input's lengths needs every star's neighbours.
   bool streams() const override { return params_.smoothing.kind == Smoothing::none; }
+  std::string why_not_streamed() const override { return kKernelNeedsNeighbours; }
 
   void run(RunState& state) const override {
     assign_stars_to_grid(state, params_.grid, 0);
@@ -47,6 +51,7 @@ class ApertureStage final : public Stage {
   std::vector<std::string> provides() const override { return {"stars.spaxel_index", "spaxels"}; }
 
   bool streams() const override { return smoothing_.kind == Smoothing::none; }
+  std::string why_not_streamed() const override { return kKernelNeedsNeighbours; }
 
   void run(RunState& state) const override {
     const Telescope& t = state.observation.telescope;
