@@ -161,10 +161,14 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
   }
   c.read_gas = input.boolean("read_gas", true);
   if (!c.galaxy && input.has("stream_block_stars")) {
-    if (!has_synthetic)
+    if (has_file && (c.input_format == "rubix" || !fs::is_directory(c.input_file)))
       throw ConfigError(
-          "input.stream_block_stars: streaming is built for input.synthetic only; a TNG or RUBIX "
-          "file is read whole (remove the key)");
+          "input.stream_block_stars: streaming reads input.synthetic or a subhalo of a TNG "
+          "snapshot directory; " +
+          c.input_file + " is a file, read whole (remove the key)");
+    if (c.drop_nonfinite)
+      throw ConfigError(
+          "input.stream_block_stars: input.drop_nonfinite is not available while streaming");
     c.stream_block_stars = whole_number(input, "stream_block_stars", 1, std::nullopt);
   }
 

@@ -85,6 +85,24 @@ GalaxyData read_galaxy(const Mesh& mesh, const RunConfig& c, bool read_gas) {
   return data;
 }
 
+// The stream of a run with input.stream_block_stars (the config allows it for a synthetic galaxy
+// and a snapshot directory's subhalo only).
+std::unique_ptr<StarStream> open_star_stream(const RunConfig& c) {
+  if (c.synthetic) {
+    spdlog::info("streaming a synthetic galaxy: {} stars, seed {}, z = {}", c.synthetic->n_stars,
+                 c.synthetic->seed, c.synthetic->redshift);
+    return std::make_unique<tng::SyntheticStarStream>(*c.synthetic);
+  }
+  TngReadOptions options;
+  options.path = c.input_file;
+  options.snapshot = c.snapshot;
+  options.subhalo_id = c.subhalo_id;
+  options.read_gas = false;
+  spdlog::info("streaming subhalo {} of IllustrisTNG snapshot {}", c.subhalo_id.value_or(-1),
+               c.input_file);
+  return std::make_unique<TngStarStream>(options);
+}
+
 // Stage parameters from the run config: the stage's own "stages.<name>" object, completed with
 // what the run's other sections say (orientation, template policy, the telescope's PSF).
 nlohmann::json stage_params(const StageConfig& s, const RunConfig& c) {
@@ -242,10 +260,9 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
 
   // 2. The galaxy, sharded over the devices: all of it, or (streamed) its record and the bounds
   // of its stars from a first pass.
-  const std::size_t block_stars = c.stream_block_stars;
-  std::optional<tng::SyntheticStarStream> stream;
-  if (block_stars > 0) stream.emplace(*c.synthetic);
-  const std::size_t n_blocks = stream ? (stream->n_stars() + block_stars - 1) / block_stars : 1;
+  const std::size_t block_rows = c.stream_block_stars;
+  const std::unique_ptr<StarStream> stream = block_rows > 0 ? open_star_stream(c) : nullptr;
+  const std::size_t n_blocks = stream ? (stream->n_rows() + block_rows - 1) / block_rows : 1;
   // Progress steps: the input, then every block of every pass (streamed), then each stage.
   std::size_t n_steps = 1 + stages.size();
   if (stream) {
@@ -257,16 +274,10 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
   if (progress) progress(step, n_steps, "input");
   RunState state(*mesh);
   if (stream) {
-    spdlog::info("streaming a synthetic galaxy: {} stars in {} blocks of up to {}, seed {}, z = {}",
-                 stream->n_stars(), n_blocks, block_stars, c.synthetic->seed,
-                 c.synthetic->redshift);
-    state.data = stream->first_pass(*mesh, block_stars);
+    spdlog::info("streaming the stars: {} rows in {} blocks of up to {}", stream->n_rows(),
+                 n_blocks, block_rows);
+    state.data = stream->first_pass(*mesh, block_rows);
     report.stars_per_device.assign(mesh->size(), 0);
-    for (std::size_t b = 0; b < n_blocks; ++b) {
-      const std::size_t rows = std::min(block_stars, stream->n_stars() - b * block_stars);
-      const auto split = split_evenly(rows, mesh->size());
-      for (std::size_t d = 0; d < split.size(); ++d) report.stars_per_device[d] += split[d].size();
-    }
   } else {
     state.data = read_galaxy(*mesh, c, setup.read_gas);
     state.data.star_bounds = measure_star_bounds(*mesh, state.data.stars);
@@ -301,11 +312,16 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
         if (progress)
           progress(++step, n_steps,
                    what + " " + std::to_string(b + 1) + "/" + std::to_string(n_blocks));
-        const std::size_t first = b * block_stars;
+        const std::size_t first = b * block_rows;
         state.data.stars =
-            stream->read(*mesh, first, std::min(block_stars, stream->n_stars() - first));
+            stream->read(*mesh, first, std::min(block_rows, stream->n_rows() - first));
+        if (state.data.stars.count() == 0) continue;  // only wind cells
         for (std::size_t i = 0; i < until; ++i) timed(i, [&] { stages[i]->run(state); });
         observe();
+        if (until == streamed)  // the deposit: count where the stars went
+          for (const auto& shard : state.data.stars.mass_msun.shards())
+            report.stars_per_device[static_cast<std::size_t>(shard.device->id)] +=
+                shard.range.size();
       }
       state.data.stars = {};
     };

@@ -15,7 +15,9 @@
 
 #include "io/config_error.h"
 #include "io/run_config.h"
+#include "io/tng/synthetic_galaxy.h"
 #include "io/tng/synthetic_source.h"
+#include "io/tng/tng_reader.h"
 #include "pipeline/devices.h"
 #include "pipeline/plan.h"
 #include "pipeline/runner.h"
@@ -110,7 +112,7 @@ TEST_CASE("streaming: the stream's blocks are the in-memory galaxy's rows, bit f
   const auto mesh = make_mesh(Backend::cpu, 2);
   const GalaxyData held = tng::make_synthetic_galaxy(*mesh, *c.synthetic, false);
   const tng::SyntheticStarStream stream(*c.synthetic);
-  REQUIRE(stream.n_stars() == 30000);
+  REQUIRE(stream.n_rows() == 30000);
   const GalaxyData record = stream.first_pass(*mesh, 4096);
   CHECK(record.stars.count() == 0);
   CHECK(record.galaxy.halfmass_radius_stars_kpc == held.galaxy.halfmass_radius_stars_kpc);
@@ -130,6 +132,51 @@ TEST_CASE("streaming: the stream's blocks are the in-memory galaxy's rows, bit f
   const auto block_pos = test::host(block.position_kpc);
   CHECK(std::memcmp(block_ages.data(), all_ages.data() + 12000, 5001 * sizeof(float)) == 0);
   CHECK(std::memcmp(block_pos.data(), all_pos.data() + 3 * 12000, 3 * 5001 * sizeof(float)) == 0);
+}
+
+TEST_CASE("streaming: a subhalo of a chunked TNG snapshot, bitwise the cube of read_tng",
+          "[streaming][tng]") {
+  // A central of 6000 PartType4 rows (wind cells among them) over 4 chunk files, and two
+  // satellites: blocks of 1001 rows cross the chunk files' ends.
+  const test::ScratchDir dir("streaming_snapshot");
+  tng::SyntheticGalaxySpec central;
+  central.n_stars = 6000;
+  central.n_gas = 0;
+  central.seed = 5;
+  central.redshift = 0.05;
+  central.inclination_deg = 40;
+  central.center_ckpc_h = {74999.0, 20000.0, 0.5};
+  central.bulk_velocity_kms = {120.0, -80.0, 35.0};
+  const auto spec = tng::make_snapshot_spec(central, 3, 2, 4);
+  tng::write_tng_snapshot(dir.path().string(), spec);
+  tng::write_tng_cutout(dir.file("cutout.hdf5"), spec.subhalos[0]);
+  const std::vector<std::string> input = {
+      "input={\"file\": \"" + dir.path().string() + "\", \"snapshot\": " +
+          std::to_string(spec.snapshot) + ", \"subhalo\": 0}",
+      "galaxy.redshift=0.05", "devices.oversubscribe=true"};
+  const RunConfig held_config = load_run_config(example("muse_tng_mastar"), input);
+  const RunReport held = run(held_config, 1);
+  std::size_t held_stars = held.summary.at("n_stars");
+  CHECK(held_stars < 6000);  // the wind cells are dropped
+  CHECK(held_stars > 5000);
+  for (const int devices : {1, 3}) {
+    INFO(devices << " device(s)");
+    auto streamed_input = input;
+    streamed_input.push_back("input.stream_block_stars=1001");
+    const RunReport streamed =
+        run(load_run_config(example("muse_tng_mastar"), streamed_input), devices);
+    check_same_cube(held.cube, streamed.cube);
+    CHECK(streamed.summary.at("n_stars") == held_stars);
+    std::size_t stars = 0;
+    for (auto n : streamed.stars_per_device) stars += n;
+    CHECK(stars == held_stars);
+  }
+  // A cutout's centre needs all its stars: refused by name.
+  CHECK_THROWS_WITH(
+      load_run_config(example("muse_tng_mastar"),
+                      {"input.file=\"" + dir.file("cutout.hdf5") + "\"",
+                       "input.stream_block_stars=1000"}),
+      Catch::Contains("input.stream_block_stars: streaming reads input.synthetic or a subhalo"));
 }
 
 TEST_CASE("streaming: the plan holds one block of particles", "[streaming][plan]") {
@@ -179,5 +226,5 @@ TEST_CASE("streaming: what cannot stream is refused, naming the key, before anyt
   // A file input cannot stream yet: the key is refused by name.
   CHECK_THROWS_WITH(
       load_run_config(example("muse_tng_mastar"), {"input.stream_block_stars=1000"}),
-      Catch::Contains("input.stream_block_stars: streaming is built for input.synthetic only"));
+      Catch::Contains("input.stream_block_stars: streaming reads input.synthetic or a subhalo"));
 }

@@ -229,23 +229,21 @@ GalaxyData make_synthetic_galaxy(const Mesh& mesh, const SyntheticGalaxySpec& sp
 struct SyntheticStarStream::Impl : SyntheticStars {
   using SyntheticStars::SyntheticStars;
 };
+
 SyntheticStarStream::SyntheticStarStream(const SyntheticGalaxySpec& spec)
     : impl_(std::make_unique<Impl>(spec)) {}
 SyntheticStarStream::~SyntheticStarStream() = default;
 
-std::size_t SyntheticStarStream::n_stars() const {
-  return impl_->spec.n_stars;
-}
+std::size_t SyntheticStarStream::n_rows() const { return impl_->spec.n_stars; }
 
-GalaxyData SyntheticStarStream::first_pass(const Mesh& mesh, std::size_t block_stars) const {
-  if (block_stars < 1) throw std::invalid_argument("SyntheticStarStream: block_stars < 1");
+GalaxyData SyntheticStarStream::first_pass(const Mesh& mesh, std::size_t block_rows) const {
   GalaxyData data;
   data.galaxy = impl_->record;
   std::vector<std::int64_t> radius_bins(kRadiusBins, 0);
   StarBounds bounds;
-  for (std::size_t first = 0; first < n_stars(); first += block_stars) {
+  for (std::size_t first = 0; first < n_rows(); first += block_rows) {
     const Stars block =
-        impl_->make(mesh, first, std::min(block_stars, n_stars() - first), &radius_bins);
+        impl_->make(mesh, first, std::min(block_rows, n_rows() - first), &radius_bins);
     bounds.merge(measure_star_bounds(mesh, block));
   }
   data.galaxy.halfmass_radius_stars_kpc = impl_->half_mass_radius_kpc(radius_bins);

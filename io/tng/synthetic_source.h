@@ -22,6 +22,7 @@
 
 #include "data/galaxy_data.h"
 #include "data/mesh.h"
+#include "io/star_stream.h"
 #include "io/tng/synthetic_galaxy.h"
 
 namespace ifusim::tng {
@@ -31,19 +32,16 @@ namespace ifusim::tng {
 GalaxyData make_synthetic_galaxy(const Mesh& mesh, const SyntheticGalaxySpec& spec,
                                  bool with_gas = true);
 
-// The same galaxy's stars for a streamed run (input.stream_block_stars): never all at once, any
-// block of rows made on its own, bitwise the rows make_synthetic_galaxy makes. Its gas is not
-// made (a streamed run has no stage that uses gas).
-class SyntheticStarStream {
+// The same galaxy's stars for a streamed run (io/star_stream.h): any block of rows made on its
+// own, bitwise the rows make_synthetic_galaxy makes. Its gas is not made (a streamed run has no
+// stage that uses gas).
+class SyntheticStarStream final : public StarStream {
  public:
   explicit SyntheticStarStream(const SyntheticGalaxySpec& spec);  // validates, as above
-  ~SyntheticStarStream();
-  std::size_t n_stars() const;
-  // The galaxy record with its half-mass radius and its stars' bounds (GalaxyData::star_bounds),
-  // no particles: one pass making every star once, block_stars at a time.
-  GalaxyData first_pass(const Mesh& mesh, std::size_t block_stars) const;
-  // Stars [first_row, first_row + n_rows), sharded over the mesh: each device makes its share.
-  Stars read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const;
+  ~SyntheticStarStream() override;
+  std::size_t n_rows() const override;
+  GalaxyData first_pass(const Mesh& mesh, std::size_t block_rows) const override;
+  Stars read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const override;
 
  private:
   struct Impl;

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "data/collectives/reductions.h"
 #include "io/hdf5.h"
 #include "io/tng/tng_convert.h"
 #include "io/tng/tng_fields.h"
@@ -714,6 +715,35 @@ OpenedSubhalo open_subhalo(const TngReadOptions& options, TngIngestReport& rep) 
   return o;
 }
 
+// The galaxy record of the subhalo: the header's, the centre's, the ids asked for.
+Galaxy galaxy_record(const Header& hdr, const TngReadOptions& options, const Centre& centre,
+                     const std::vector<PresentField>& star_fields) {
+  Galaxy g;
+  g.simulation = hdr.simulation;
+  g.snapshot = hdr.snapshot;
+  g.subhalo_id = options.subhalo_id ? *options.subhalo_id : hdr.cutout_id;
+  g.redshift = hdr.redshift;
+  g.scale_factor = hdr.time;
+  g.cosmology.name = hdr.simulation.empty() ? "snapshot header" : hdr.simulation;
+  g.cosmology.hubble_param = hdr.hubble;
+  g.cosmology.omega_matter = hdr.omega0;
+  g.cosmology.omega_lambda = hdr.omega_lambda;
+  const double pos_factor = find_field(star_fields, "Coordinates")->factor;
+  for (int c = 0; c < 3; ++c) g.center_kpc[c] = centre.center_code[c] * pos_factor;
+  g.halfmass_radius_stars_kpc = centre.halfmass_radius_kpc;
+  return g;
+}
+
+Frame conversion_frame(const Galaxy& g, const Header& hdr, const Centre& centre) {
+  Frame frame;
+  frame.center_code = centre.center_code;
+  frame.box_size = hdr.box_size;
+  frame.bulk_velocity_kms = centre.bulk_velocity_kms;
+  frame.cosmology = g.cosmology;
+  frame.time_snapshot_gyr = g.cosmology.cosmic_time_gyr(hdr.time);
+  return frame;
+}
+
 }  // namespace
 
 TngCounts count_tng(const TngReadOptions& options) {
@@ -750,26 +780,8 @@ GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options, TngIngestRe
   }
 
   GalaxyData data;
-  Galaxy& g = data.galaxy;
-  g.simulation = hdr.simulation;
-  g.snapshot = hdr.snapshot;
-  g.subhalo_id = options.subhalo_id ? *options.subhalo_id : hdr.cutout_id;
-  g.redshift = hdr.redshift;
-  g.scale_factor = hdr.time;
-  g.cosmology.name = hdr.simulation.empty() ? "snapshot header" : hdr.simulation;
-  g.cosmology.hubble_param = hdr.hubble;
-  g.cosmology.omega_matter = hdr.omega0;
-  g.cosmology.omega_lambda = hdr.omega_lambda;
-  const double pos_factor = find_field(star_fields, "Coordinates")->factor;
-  for (int c = 0; c < 3; ++c) g.center_kpc[c] = centre.center_code[c] * pos_factor;
-  g.halfmass_radius_stars_kpc = centre.halfmass_radius_kpc;
-
-  Frame frame;
-  frame.center_code = centre.center_code;
-  frame.box_size = hdr.box_size;
-  frame.bulk_velocity_kms = centre.bulk_velocity_kms;
-  frame.cosmology = g.cosmology;
-  frame.time_snapshot_gyr = g.cosmology.cosmic_time_gyr(hdr.time);
+  data.galaxy = galaxy_record(hdr, options, centre, star_fields);
+  const Frame frame = conversion_frame(data.galaxy, hdr, centre);
 
   read_species(mesh, stars_src, star_fields, stars_sel.rows, frame, data.stars);
   if (!gas_src.segments.empty()) {
@@ -788,6 +800,71 @@ GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options, TngIngestRe
     for (const auto& s : src->segments) touched.insert(s.file);
   rep.n_files_read = touched.size();
   if (report) *report = rep;
+  return data;
+}
+
+}  // namespace ifusim
+
+namespace ifusim {
+
+struct TngStarStream::Impl {
+  OpenedSubhalo opened;
+  std::vector<PresentField> fields;
+  Galaxy record;
+  Frame frame;
+};
+
+TngStarStream::TngStarStream(const TngReadOptions& options) : impl_(std::make_unique<Impl>()) {
+  if (!fs::is_directory(options.path))
+    throw InputError(options.path +
+                     ": streaming reads a subhalo of a snapshot directory; a cutout is read whole "
+                     "(its centre is found from all its stars)");
+  if (options.drop_nonfinite)
+    throw InputError(options.path + ": drop_nonfinite is not available while streaming");
+  TngIngestReport rep;
+  impl_->opened = open_subhalo(options, rep);
+  const OpenedSubhalo& o = impl_->opened;
+  impl_->fields = check_fields(o.stars_src, o.hdr);
+  impl_->record = galaxy_record(o.hdr, options, o.catalog->centre, impl_->fields);
+  impl_->frame = conversion_frame(impl_->record, o.hdr, o.catalog->centre);
+}
+TngStarStream::~TngStarStream() = default;
+
+std::size_t TngStarStream::n_rows() const {
+  return impl_->opened.stars_src.rows;
+}
+
+Stars TngStarStream::read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const {
+  // The block's wind cells (GFM_StellarFormationTime <= 0) are dropped, as read_tng drops them.
+  const TypeSource& src = impl_->opened.stars_src;
+  std::vector<double> sft(n_rows);
+  src.read("GFM_StellarFormationTime", first_row, first_row + n_rows, 1, sft.data());
+  std::vector<std::size_t> rows;
+  std::size_t bad = 0, first_bad = 0;
+  for (std::size_t i = 0; i < n_rows; ++i) {
+    if (!std::isfinite(sft[i])) {
+      if (bad++ == 0) first_bad = first_row + i;
+    } else if (sft[i] > 0) {
+      rows.push_back(first_row + i);
+    }
+  }
+  if (bad) throw_nonfinite(src, "GFM_StellarFormationTime", bad, first_bad);
+  GalaxyData block;
+  if (!rows.empty()) read_species(mesh, src, impl_->fields, rows, impl_->frame, block.stars);
+  return std::move(block.stars);
+}
+
+GalaxyData TngStarStream::first_pass(const Mesh& mesh, std::size_t block_rows) const {
+  GalaxyData data;
+  data.galaxy = impl_->record;
+  StarBounds bounds;
+  for (std::size_t first = 0; first < n_rows(); first += block_rows)
+    bounds.merge(
+        measure_star_bounds(mesh, read(mesh, first, std::min(block_rows, n_rows() - first))));
+  if (bounds.count == 0)
+    throw InputError(impl_->opened.stars_src.describe("GFM_StellarFormationTime") +
+                     ": no star particles (all wind cells)");
+  data.star_bounds = bounds;
   return data;
 }
 

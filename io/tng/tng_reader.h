@@ -22,11 +22,13 @@
 // mu = 4 / (1 + 3 X_H + 4 X_H x_e), X_H = 0.76, gamma = 5/3 (TNG FAQ).
 #include <array>
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "data/galaxy_data.h"
 #include "data/mesh.h"
+#include "io/star_stream.h"
 
 namespace ifusim {
 
@@ -61,5 +63,22 @@ TngCounts count_tng(const TngReadOptions& options);
 // Throws InputError naming the file and the dataset or attribute on bad input.
 GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options,
                     TngIngestReport* report = nullptr);
+
+// The stars of a subhalo of a snapshot directory, block by block (io/star_stream.h): the centre,
+// bulk velocity and half-mass radius from the group catalog, as read_tng takes them; each block's
+// wind cells dropped; bitwise read_tng's stars. A cutout (whose centre needs all its stars) and
+// drop_nonfinite are refused. Gas is not read.
+class TngStarStream final : public StarStream {
+ public:
+  explicit TngStarStream(const TngReadOptions& options);
+  ~TngStarStream() override;
+  std::size_t n_rows() const override;  // PartType4 rows, wind cells included
+  GalaxyData first_pass(const Mesh& mesh, std::size_t block_rows) const override;
+  Stars read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace ifusim

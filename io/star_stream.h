@@ -1,0 +1,24 @@
+#pragma once
+// A galaxy whose stars are read block by block and never held all at once (a streamed run,
+// input.stream_block_stars, docs/streaming.md). Rows are the source's: a block of rows may hold
+// fewer stars (a TNG snapshot's wind cells are dropped), never more.
+#include <cstddef>
+
+#include "data/galaxy_data.h"
+#include "data/mesh.h"
+
+namespace ifusim {
+
+class StarStream {
+ public:
+  virtual ~StarStream() = default;
+  virtual std::size_t n_rows() const = 0;
+  // The galaxy record, with its stellar half-mass radius, and the bounds of its stars
+  // (GalaxyData::star_bounds); no particles. One pass over all the rows, block_rows at a time.
+  virtual GalaxyData first_pass(const Mesh& mesh, std::size_t block_rows) const = 0;
+  // The stars of rows [first_row, first_row + n_rows), sharded over the mesh: each device reads
+  // (or makes) its share. Bitwise the rows of the galaxy read at once.
+  virtual Stars read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const = 0;
+};
+
+}  // namespace ifusim
