@@ -184,6 +184,29 @@ def test_three_devices_equal_one():
     assert len(three.summary["devices"]) == 3
 
 
+def test_a_streamed_galaxy_gives_the_held_galaxys_cube():
+    config = {
+        "input": {"synthetic": {"stars": 20000, "gas": 0, "seed": 3}},
+        "galaxy": {"redshift": 0.05, "orientation": {"alpha_deg": 60}},
+        "telescope": "MUSE",
+        "ssp": {"library": MASTAR},
+        "pipeline": ["orient", "aperture", "stellar_spectra", "psum"],
+        "devices": {"oversubscribe": True},
+    }
+    held = ifusim.run(config)
+    steps = []
+    streamed = ifusim.run(config, devices=2, overrides={"input.stream_block_stars": 3000},
+                          progress=lambda done, total, step: steps.append(step))
+    assert_has_light(held)
+    assert np.array_equal(held.data, streamed.data)
+    assert np.array_equal(held.maps["velocity_light_kms"], streamed.maps["velocity_light_kms"],
+                          equal_nan=True)
+    assert streamed.summary["n_stars"] == 20000
+    # One step per block of each pass (orient's, then the deposit): 7 blocks each.
+    assert sum(step.startswith("orient pass") for step in steps) == 7
+    assert sum(step.startswith("block ") for step in steps) == 7
+
+
 def test_quantities_are_converted_to_the_fields_units():
     units = pytest.importorskip("astropy.units")
     stars = one_star(1.0, 0.5, 100.0)
