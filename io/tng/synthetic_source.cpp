@@ -131,7 +131,7 @@ struct SyntheticStars {
   std::size_t position = 0, mass = 0;  // indices into fields
   double counts_per_msun = 0.0;        // of the half-mass radius bins
 
-  explicit SyntheticStars(const SyntheticGalaxySpec& s) : spec(s), generator(s) {
+  explicit SyntheticStars(const SyntheticGalaxySpec& s) : spec(s), generator(spec) {
     if (spec.n_stars < 1)
       throw ConfigError("synthetic galaxy: n_stars: expected at least one star particle");
     if (spec.wind_fraction != 0)

@@ -509,7 +509,6 @@ class StellarSpectraStage final : public Stage {
   void run(RunState& state) const override {
     const Mesh& mesh = state.mesh;
     const Stars& stars = state.data.stars;
-    state.star_bounds();
     // A streamed galaxy's first block declares the partials; every block adds to them.
     auto* mass_moments = find_partial<PartialArray>(state, this, "mass moments");
     const bool first_block = mass_moments == nullptr;
@@ -590,6 +589,9 @@ class StellarSpectraStage final : public Stage {
     tile.n_nodes = static_cast<int>(tables.log_age.size() * tables.log_z.size());
     tile.velocity = velocity_bins(setup.speed_bound_kms, params_.velocity_bin_kms);
     if (!stars.dust_av.empty()) {
+      // The A_V range of the stars held: all of them (the dust stage does not stream).
+      if (state.stars_are_a_block())
+        throw std::logic_error("stellar_spectra: the A_V range of a streamed galaxy");
       tile.dust.dav_mag = params_.dust_av_bin_mag;
       tile.dust.n = static_cast<int>(
                         std::floor(global_max_abs(state.mesh, stars.dust_av) / tile.dust.dav_mag)) +
