@@ -234,7 +234,9 @@ SyntheticStarStream::SyntheticStarStream(const SyntheticGalaxySpec& spec)
     : impl_(std::make_unique<Impl>(spec)) {}
 SyntheticStarStream::~SyntheticStarStream() = default;
 
-std::size_t SyntheticStarStream::n_rows() const { return impl_->spec.n_stars; }
+std::size_t SyntheticStarStream::n_rows() const {
+  return impl_->spec.n_stars;
+}
 
 GalaxyData SyntheticStarStream::first_pass(const Mesh& mesh, std::size_t block_rows) const {
   GalaxyData data;
