@@ -318,10 +318,6 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
         if (state.data.stars.count() == 0) continue;  // only wind cells
         for (std::size_t i = 0; i < until; ++i) timed(i, [&] { stages[i]->run(state); });
         observe();
-        if (until == streamed)  // the deposit: count where the stars went
-          for (const auto& shard : state.data.stars.mass_msun.shards())
-            report.stars_per_device[static_cast<std::size_t>(shard.device->id)] +=
-                shard.range.size();
       }
       state.data.stars = {};
     };
@@ -331,7 +327,11 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
                      [&] { timed(k, [&] { stages[k]->observe(state); }); });
       timed(k, [&] { stages[k]->end_pass(state); });
     }
-    for_each_block(streamed, "block", [] {});
+    // The deposit: every streamed stage runs on the block; count where its stars went.
+    for_each_block(streamed, "block", [&] {
+      for (const auto& shard : state.data.stars.mass_msun.shards())
+        report.stars_per_device[static_cast<std::size_t>(shard.device->id)] += shard.range.size();
+    });
     first_whole = streamed;
     if (progress) progress(++step, n_steps, "streamed");
   }

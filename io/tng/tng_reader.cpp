@@ -601,30 +601,38 @@ struct Selection {
   std::size_t nonfinite = 0;
 };
 
+// The rows of [begin, end) of the source (default: all) that are particles: a star's wind cells
+// (GFM_StellarFormationTime <= 0) are dropped, and with drop_nonfinite (which scans the whole
+// source) the rows holding a NaN or Inf; without it such a formation time is an error.
 Selection select_rows(const TypeSource& src, const std::vector<PresentField>& fields,
-                      bool drop_nonfinite) {
+                      bool drop_nonfinite, std::size_t begin = 0,
+                      std::size_t end = std::numeric_limits<std::size_t>::max()) {
+  end = std::min(end, src.rows);
+  if (drop_nonfinite && (begin != 0 || end != src.rows))
+    throw std::logic_error("select_rows: drop_nonfinite takes the whole source");
   Selection sel;
   std::vector<char> bad;
   if (drop_nonfinite) bad = scan_nonfinite(src, fields);
   std::vector<double> sft;
   if (src.species == Species::stars) {
-    sft.resize(src.rows);
-    src.read("GFM_StellarFormationTime", 0, src.rows, 1, sft.data());
+    sft.resize(end - begin);
+    src.read("GFM_StellarFormationTime", begin, end, 1, sft.data());
     if (!drop_nonfinite) {
       std::size_t count = 0, first = 0;
       for (std::size_t i = 0; i < sft.size(); ++i)
-        if (!std::isfinite(sft[i]) && count++ == 0) first = i;
+        if (!std::isfinite(sft[i]) && count++ == 0) first = begin + i;
       if (count) throw_nonfinite(src, "GFM_StellarFormationTime", count, first);
     }
   }
-  sel.rows.reserve(src.rows);
-  for (std::size_t i = 0; i < src.rows; ++i) {
+  sel.rows.reserve(end - begin);
+  for (std::size_t row = begin; row < end; ++row) {
+    const std::size_t i = row - begin;
     if (!sft.empty() && std::isfinite(sft[i]) && sft[i] <= 0) {
       ++sel.wind;  // GFM_StellarFormationTime <= 0: a wind cell, not a star
-    } else if (drop_nonfinite && bad[i]) {
+    } else if (drop_nonfinite && bad[row]) {
       ++sel.nonfinite;
     } else {
-      sel.rows.push_back(i);
+      sel.rows.push_back(row);
     }
   }
   return sel;
@@ -835,20 +843,10 @@ std::size_t TngStarStream::n_rows() const {
 }
 
 Stars TngStarStream::read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const {
-  // The block's wind cells (GFM_StellarFormationTime <= 0) are dropped, as read_tng drops them.
+  // The block's wind cells are dropped, as read_tng drops them.
   const TypeSource& src = impl_->opened.stars_src;
-  std::vector<double> sft(n_rows);
-  src.read("GFM_StellarFormationTime", first_row, first_row + n_rows, 1, sft.data());
-  std::vector<std::size_t> rows;
-  std::size_t bad = 0, first_bad = 0;
-  for (std::size_t i = 0; i < n_rows; ++i) {
-    if (!std::isfinite(sft[i])) {
-      if (bad++ == 0) first_bad = first_row + i;
-    } else if (sft[i] > 0) {
-      rows.push_back(first_row + i);
-    }
-  }
-  if (bad) throw_nonfinite(src, "GFM_StellarFormationTime", bad, first_bad);
+  const std::vector<std::size_t> rows =
+      select_rows(src, impl_->fields, false, first_row, first_row + n_rows).rows;
   GalaxyData block;
   if (!rows.empty()) read_species(mesh, src, impl_->fields, rows, impl_->frame, block.stars);
   return std::move(block.stars);
