@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "io/json_params.h"
+#include "io/rubix/rubix_galaxy.h"
 #include "io/telescope.h"
 
 namespace ifusim {
@@ -134,6 +135,11 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
   }
 }
 
+bool RunConfig::input_is_rubix() const {
+  return !input_file.empty() &&
+         (input_format == "rubix" || (input_format == "auto" && is_rubix_galaxy(input_file)));
+}
+
 RunConfig parse_run_config(const nlohmann::json& document, const std::string& config_path,
                            std::shared_ptr<const HostGalaxy> host_galaxy) {
   RunConfig c;
@@ -160,17 +166,8 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
     c.drop_nonfinite = input.boolean("drop_nonfinite", false);
   }
   c.read_gas = input.boolean("read_gas", true);
-  if (!c.galaxy && input.has("stream_block_stars")) {
-    if (has_file && (c.input_format == "rubix" || !fs::is_directory(c.input_file)))
-      throw ConfigError(
-          "input.stream_block_stars: streaming reads input.synthetic or a subhalo of a TNG "
-          "snapshot directory; " +
-          c.input_file + " is a file, read whole (remove the key)");
-    if (c.drop_nonfinite)
-      throw ConfigError(
-          "input.stream_block_stars: input.drop_nonfinite is not available while streaming");
+  if (!c.galaxy && input.has("stream_block_stars"))
     c.stream_block_stars = whole_number(input, "stream_block_stars", 1, std::nullopt);
-  }
 
   if (root.has("cosmology") && !root.raw("cosmology").is_object()) {
     c.cosmology_source = root.choice("cosmology", {"planck2015", "snapshot"});

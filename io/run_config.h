@@ -32,12 +32,15 @@ struct RunConfig {
   std::optional<tng::SyntheticGalaxySpec> synthetic;
   std::shared_ptr<const HostGalaxy> galaxy;
   std::string input_format;  // "tng", "rubix" or "auto"
+  // Whether input_file is read as a RUBIX galaxy: input.format "rubix", or "auto" and the file
+  // has RUBIX's layout.
+  bool input_is_rubix() const;
   std::optional<long long> subhalo_id;
   std::optional<int> snapshot;
   bool drop_nonfinite = false;
   bool read_gas = true;
   // Stars streamed through the stages in blocks of this many rows, never all held (0: the
-  // galaxy is held at once). Synthetic input only, for now (docs/streaming.md).
+  // galaxy is held at once; docs/streaming.md). Not for a galaxy the caller holds.
   std::size_t stream_block_stars = 0;
 
   // galaxy

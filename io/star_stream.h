@@ -19,6 +19,10 @@ class StarStream {
   // The stars of rows [first_row, first_row + n_rows), sharded over the mesh: each device reads
   // (or makes) its share. Bitwise the rows of the galaxy read at once.
   virtual Stars read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const = 0;
+
+ protected:
+  // The bounds of all the stars, read block_rows rows at a time (a file's first pass).
+  StarBounds read_bounds(const Mesh& mesh, std::size_t block_rows) const;
 };
 
 }  // namespace ifusim

@@ -30,8 +30,7 @@ Counts count_particles(const RunConfig& c, bool read_gas) {
     n.stars = c.synthetic->n_stars;
     n.gas = read_gas ? c.synthetic->n_gas : 0;
     n.note = "input.synthetic";
-  } else if (c.input_format == "rubix" ||
-             (c.input_format == "auto" && is_rubix_galaxy(c.input_file))) {
+  } else if (c.input_is_rubix()) {
     const auto counts = count_rubix_galaxy(c.input_file);
     n.stars = counts[0];
     n.gas = read_gas ? counts[1] : 0;
@@ -222,8 +221,8 @@ RunPlan plan_run(const RunConfig& c, const Mesh& mesh,
         {c.stream_block_stars > 0 ? "particle fields (one block)" : "particle fields",
          static_cast<std::size_t>(particles), true,
          c.stream_block_stars > 0 ? "a smaller input.stream_block_stars"
-         : c.synthetic            ? "input.stream_block_stars"
-                                  : ""});
+         : c.galaxy               ? ""
+                                  : "input.stream_block_stars"});
     std::vector<const MemoryItem*> parts{&particle_items.back()};
     for (const auto& item : items)
       if (item.per_memory_space) parts.push_back(&item);

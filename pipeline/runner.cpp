@@ -12,7 +12,6 @@
 #include "io/config_error.h"
 #include "io/cube/cube_io.h"
 #include "io/cube/quicklook.h"
-#include "io/hdf5.h"
 #include "io/output_folder.h"
 #include "io/rubix/rubix_galaxy.h"
 #include "io/ssp/ssp_library.h"
@@ -40,15 +39,6 @@ void reset_peak_rss() {
   std::ofstream("/proc/self/clear_refs") << "5";
 }
 
-bool is_rubix_file(const std::string& path) {
-  if (fs::is_directory(path)) return false;
-  try {
-    return h5::File(path).exists("particles/stars");
-  } catch (const InputError&) {
-    return false;
-  }
-}
-
 // `read_gas`: whether any stage of the run uses the gas (the config can only turn it off).
 GalaxyData read_galaxy(const Mesh& mesh, const RunConfig& c, bool read_gas) {
   if (c.galaxy) {
@@ -64,9 +54,7 @@ GalaxyData read_galaxy(const Mesh& mesh, const RunConfig& c, bool read_gas) {
         s.n_stars, read_gas ? s.n_gas : 0, s.seed, s.redshift, s.block_rows);
     return tng::make_synthetic_galaxy(mesh, s, read_gas);
   }
-  const bool rubix =
-      c.input_format == "rubix" || (c.input_format == "auto" && is_rubix_file(c.input_file));
-  if (rubix) {
+  if (c.input_is_rubix()) {
     spdlog::info("reading RUBIX galaxy {}", c.input_file);
     return read_rubix_galaxy(mesh, c.input_file);
   }
@@ -85,21 +73,29 @@ GalaxyData read_galaxy(const Mesh& mesh, const RunConfig& c, bool read_gas) {
   return data;
 }
 
-// The stream of a run with input.stream_block_stars (the config allows it for a synthetic galaxy
-// and a snapshot directory's subhalo only).
+// The stream of a run with input.stream_block_stars.
 std::unique_ptr<StarStream> open_star_stream(const RunConfig& c) {
   if (c.synthetic) {
     spdlog::info("streaming a synthetic galaxy: {} stars, seed {}, z = {}", c.synthetic->n_stars,
                  c.synthetic->seed, c.synthetic->redshift);
     return std::make_unique<tng::SyntheticStarStream>(*c.synthetic);
   }
+  if (c.input_is_rubix()) {
+    spdlog::info("streaming RUBIX galaxy {}", c.input_file);
+    return std::make_unique<RubixStarStream>(c.input_file);
+  }
   TngReadOptions options;
   options.path = c.input_file;
   options.snapshot = c.snapshot;
   options.subhalo_id = c.subhalo_id;
+  options.drop_nonfinite = c.drop_nonfinite;
   options.read_gas = false;
-  spdlog::info("streaming subhalo {} of IllustrisTNG snapshot {}", c.subhalo_id.value_or(-1),
-               c.input_file);
+  if (fs::is_directory(c.input_file))
+    spdlog::info("streaming subhalo {} of IllustrisTNG snapshot {}", c.subhalo_id.value_or(-1),
+                 c.input_file);
+  else
+    spdlog::info("streaming IllustrisTNG cutout {} (centre by shrinking spheres in passes)",
+                 c.input_file);
   return std::make_unique<TngStarStream>(options);
 }
 

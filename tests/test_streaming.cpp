@@ -1,4 +1,4 @@
-// Streaming (input.stream_block_stars, docs/streaming.md): a synthetic galaxy's stars pass through
+// Streaming (input.stream_block_stars, docs/streaming.md): a galaxy's stars pass through
 // the stages block by block. The cube, its variance and every map are bitwise those of the run that
 // holds the galaxy, for any block size and device count, with either spectral method and either
 // histogram storage; the stream's blocks are bitwise the in-memory galaxy's rows; the plan holds
@@ -10,10 +10,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "io/config_error.h"
+#include "io/hdf5.h"
+#include "io/rubix/rubix_galaxy.h"
 #include "io/run_config.h"
 #include "io/tng/synthetic_galaxy.h"
 #include "io/tng/synthetic_source.h"
@@ -171,11 +174,76 @@ TEST_CASE("streaming: a subhalo of a chunked TNG snapshot, bitwise the cube of r
     for (auto n : streamed.stars_per_device) stars += n;
     CHECK(stars == held_stars);
   }
-  // A cutout's centre needs all its stars: refused by name.
-  CHECK_THROWS_WITH(
-      load_run_config(example("muse_tng_mastar"), {"input.file=\"" + dir.file("cutout.hdf5") + "\"",
-                                                   "input.stream_block_stars=1000"}),
-      Catch::Contains("input.stream_block_stars: streaming reads input.synthetic or a subhalo"));
+}
+
+TEST_CASE("streaming: a TNG cutout, centred in passes, bitwise the cube of read_tng",
+          "[streaming][tng]") {
+  // The TNG100 cutout: blocks of 97 rows centre it in many passes, holding 97 stars at a time.
+  const RunConfig held_config =
+      load_run_config(example("muse_tng_mastar"), {"devices.oversubscribe=true"});
+  const RunReport held = run(held_config, 1);
+  for (const auto& [block, devices] : {std::pair{"97", 1}, {"1001", 3}}) {
+    INFO("blocks of " << block << " rows on " << devices << " device(s)");
+    const RunReport streamed =
+        run(load_run_config(
+                example("muse_tng_mastar"),
+                {"devices.oversubscribe=true", std::string("input.stream_block_stars=") + block}),
+            devices);
+    check_same_cube(held.cube, streamed.cube);
+    CHECK(streamed.summary.at("n_stars") == held.summary.at("n_stars"));
+  }
+
+  // drop_nonfinite: a made cutout with three non-finite masses drops the same rows block by
+  // block.
+  const test::ScratchDir dir("streaming_cutout");
+  tng::SyntheticGalaxySpec spec;
+  spec.n_stars = 4000;
+  spec.n_gas = 0;
+  spec.seed = 9;
+  spec.redshift = 0.05;
+  spec.center_ckpc_h = {74999.0, 20000.0, 0.5};
+  const std::string cutout = dir.file("cutout.hdf5");
+  tng::write_tng_cutout(cutout, tng::make_snapshot_spec(spec, 1, 1, 1).subhalos[0]);
+  {
+    h5::File f(cutout, h5::File::Mode::read_write);
+    auto m = f.read<float>("PartType4/Masses");
+    for (const std::size_t i : {10, 1500, 3999}) m[i] = std::numeric_limits<float>::quiet_NaN();
+    f.write_rows<float>("PartType4/Masses", 0, m.data(), m.size());
+  }
+  const std::vector<std::string> input = {
+      "input={\"file\": \"" + cutout + "\", \"drop_nonfinite\": true}", "galaxy.redshift=0.05",
+      "devices.oversubscribe=true"};
+  const RunReport held_dropped = run(load_run_config(example("muse_tng_mastar"), input), 1);
+  auto streamed_input = input;
+  streamed_input.push_back("input.stream_block_stars=1000");
+  const RunReport streamed_dropped =
+      run(load_run_config(example("muse_tng_mastar"), streamed_input), 2);
+  check_same_cube(held_dropped.cube, streamed_dropped.cube);
+  CHECK(streamed_dropped.summary.at("n_stars") == held_dropped.summary.at("n_stars"));
+  // Without drop_nonfinite, the first pass names the dataset.
+  streamed_input.push_back("input.drop_nonfinite=false");
+  CHECK_THROWS_WITH(run(load_run_config(example("muse_tng_mastar"), streamed_input), 1),
+                    Catch::Contains(":/PartType4/Masses: 3 non-finite value(s)"));
+}
+
+TEST_CASE("streaming: a RUBIX galaxy, bitwise the cube of read_rubix_galaxy",
+          "[streaming][rubix]") {
+  const test::ScratchDir dir("streaming_rubix");
+  const std::string path = dir.file("galaxy.h5");
+  {
+    const auto mesh = make_mesh(Backend::cpu, 1);
+    TngReadOptions options;
+    options.path = test::tng100_cutout();
+    write_rubix_galaxy(read_tng(*mesh, options), path);
+  }
+  const std::vector<std::string> input = {"input={\"file\": \"" + path + "\"}",
+                                          "devices.oversubscribe=true"};
+  const RunReport held = run(load_run_config(example("muse_tng_mastar"), input), 1);
+  auto streamed_input = input;
+  streamed_input.push_back("input.stream_block_stars=300");
+  const RunReport streamed = run(load_run_config(example("muse_tng_mastar"), streamed_input), 3);
+  check_same_cube(held.cube, streamed.cube);
+  CHECK(streamed.summary.at("n_stars") == held.summary.at("n_stars"));
 }
 
 TEST_CASE("streaming: the plan holds one block of particles", "[streaming][plan]") {
@@ -222,8 +290,4 @@ TEST_CASE("streaming: what cannot stream is refused, naming the key, before anyt
     CHECK_THROWS_WITH(run_it(), Catch::Contains(message));
     CHECK_FALSE(fs::exists(dir.file("out")));
   }
-  // A file input cannot stream yet: the key is refused by name.
-  CHECK_THROWS_WITH(
-      load_run_config(example("muse_tng_mastar"), {"input.stream_block_stars=1000"}),
-      Catch::Contains("input.stream_block_stars: streaming reads input.synthetic or a subhalo"));
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -150,21 +151,24 @@ std::array<std::size_t, 2> count_rubix_galaxy(const std::string& path) {
   return counts;
 }
 
-GalaxyData read_rubix_galaxy(const Mesh& mesh, const std::string& path) {
-  h5::File f(path);
-  GalaxyData data;
-  Galaxy& g = data.galaxy;
-  auto check_unit = [&](const h5::Location& loc, const std::string& ds, const char* unit) {
-    const std::string got = loc.has_attribute("unit", ds) ? loc.string_attribute("unit", ds) : "";
-    if (!loc.has_attribute("unit", ds) || got != unit)
-      throw InputError(loc.describe(ds) + ": unit \"" + got + "\", expected \"" + unit + "\"");
-  };
+namespace {
+
+void check_unit(const h5::Location& loc, const std::string& ds, const char* unit) {
+  const std::string got = loc.has_attribute("unit", ds) ? loc.string_attribute("unit", ds) : "";
+  if (!loc.has_attribute("unit", ds) || got != unit)
+    throw InputError(loc.describe(ds) + ": unit \"" + got + "\", expected \"" + unit + "\"");
+}
+
+double scalar(const h5::Location& loc, const std::string& ds) {
+  const auto v = loc.read<double>(ds);
+  if (v.size() != 1) throw InputError(loc.describe(ds) + ": expected a single value");
+  return v[0];
+}
+
+// galaxy/ and meta/: the record, with its centre and half-mass radius.
+Galaxy read_record(const h5::File& f) {
+  Galaxy g;
   const auto galaxy = f.group("galaxy");
-  auto scalar = [&](const h5::Location& loc, const std::string& ds) {
-    const auto v = loc.read<double>(ds);
-    if (v.size() != 1) throw InputError(loc.describe(ds) + ": expected a single value");
-    return v[0];
-  };
   check_unit(galaxy, "center", "kpc");
   const auto center = galaxy.read<double>("center");
   if (center.size() != 3) throw InputError(galaxy.describe("center") + ": expected 3 values");
@@ -186,49 +190,110 @@ GalaxyData read_rubix_galaxy(const Mesh& mesh, const std::string& path) {
     if (meta.exists("OmegaLambda")) g.cosmology.omega_lambda = scalar(meta, "OmegaLambda");
     g.cosmology.name = g.simulation.empty() ? "rubix meta" : g.simulation;
   }
+  return g;
+}
 
+// The datasets of one species' group present in the file, checked (unit, rows, components).
+struct PresentSpecies {
+  Species species;
+  hsize_t rows = 0;
+  std::vector<const RubixField*> fields;
+};
+
+std::optional<PresentSpecies> check_species(const h5::File& f, Species species) {
   const auto particles = f.group("particles");
-  if (!particles.exists("stars"))
+  if (species == Species::stars && !particles.exists("stars"))
     throw InputError(particles.describe("stars") + ": group not found (no star particles)");
-  for (const Species species : {Species::stars, Species::gas}) {
-    if (!particles.exists(group_name(species))) continue;
-    const auto grp = particles.group(group_name(species));
-    if (!grp.exists("coords"))
-      throw InputError(grp.describe("coords") + ": required dataset missing");
-    const hsize_t rows = grp.shape("coords").at(0);
-    for (const auto& rf : rubix_table()) {
-      if (rf.species != species) continue;
-      if (!grp.exists(rf.name)) {
-        if (rf.required) throw InputError(grp.describe(rf.name) + ": required dataset missing");
-        continue;
-      }
-      check_unit(grp, rf.name, rf.unit);
-      const auto shape = grp.shape(rf.name);
-      hsize_t comps = 1;
-      for (std::size_t d = 1; d < shape.size(); ++d) comps *= shape[d];
-      if (shape.empty() || shape[0] != rows || comps != static_cast<hsize_t>(rf.components))
-        throw InputError(grp.describe(rf.name) + ": shape mismatch: expected " +
-                         std::to_string(rows) + " rows of " + std::to_string(rf.components) +
-                         " component(s) (the rows of coords)");
-      const std::size_t k = static_cast<std::size_t>(rf.components);
-      auto read = [&](IndexRange r, float* out) {
-        h5::File file(path);
-        const auto dataset = std::string("particles/") + group_name(species) + "/" + rf.name;
-        const auto values = file.read_rows<double>(dataset, r.begin, r.end, k);
-        for (std::size_t i = 0; i < values.size(); ++i) {
-          if (!std::isfinite(values[i]))
-            throw InputError(file.describe(dataset) + ": non-finite value in row " +
-                             std::to_string(r.begin + i / k));
-          out[i] = static_cast<float>(values[i] / rf.to_rubix -
-                                      (rf.position ? g.center_kpc[i % k] : 0.0));
-        }
-      };
-      *target_of(data, rf) =
-          from_callback<float>(mesh, rows, rf.components, Sharding::sharded(), read);
-      if (species == Species::stars && std::string(rf.name) == "mass")
-        data.stars.mass_msun = from_callback<float>(mesh, rows, 1, Sharding::sharded(), read);
+  if (!particles.exists(group_name(species))) return std::nullopt;
+  const auto grp = particles.group(group_name(species));
+  if (!grp.exists("coords"))
+    throw InputError(grp.describe("coords") + ": required dataset missing");
+  PresentSpecies out{species, grp.shape("coords").at(0), {}};
+  for (const auto& rf : rubix_table()) {
+    if (rf.species != species) continue;
+    if (!grp.exists(rf.name)) {
+      if (rf.required) throw InputError(grp.describe(rf.name) + ": required dataset missing");
+      continue;
     }
+    check_unit(grp, rf.name, rf.unit);
+    const auto shape = grp.shape(rf.name);
+    hsize_t comps = 1;
+    for (std::size_t d = 1; d < shape.size(); ++d) comps *= shape[d];
+    if (shape.empty() || shape[0] != out.rows || comps != static_cast<hsize_t>(rf.components))
+      throw InputError(grp.describe(rf.name) + ": shape mismatch: expected " +
+                       std::to_string(out.rows) + " rows of " + std::to_string(rf.components) +
+                       " component(s) (the rows of coords)");
+    out.fields.push_back(&rf);
   }
+  return out;
+}
+
+// Rows [first_row, first_row + n_rows) of the species' fields into `data`, sharded over the
+// mesh: each device reads its share by hyperslab. Positions are made relative to the centre.
+void read_species(const Mesh& mesh, const std::string& path, const PresentSpecies& present,
+                  const Galaxy& g, std::size_t first_row, std::size_t n_rows, GalaxyData& data) {
+  for (const RubixField* rf : present.fields) {
+    const std::size_t k = static_cast<std::size_t>(rf->components);
+    auto read = [&](IndexRange r, float* out) {
+      h5::File file(path);
+      const auto dataset = std::string("particles/") + group_name(rf->species) + "/" + rf->name;
+      const auto values =
+          file.read_rows<double>(dataset, first_row + r.begin, first_row + r.end, k);
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        if (!std::isfinite(values[i]))
+          throw InputError(file.describe(dataset) + ": non-finite value in row " +
+                           std::to_string(first_row + r.begin + i / k));
+        out[i] = static_cast<float>(values[i] / rf->to_rubix -
+                                    (rf->position ? g.center_kpc[i % k] : 0.0));
+      }
+    };
+    *target_of(data, *rf) =
+        from_callback<float>(mesh, n_rows, rf->components, Sharding::sharded(), read);
+    if (rf->species == Species::stars && std::string(rf->name) == "mass")
+      data.stars.mass_msun = from_callback<float>(mesh, n_rows, 1, Sharding::sharded(), read);
+  }
+}
+
+}  // namespace
+
+GalaxyData read_rubix_galaxy(const Mesh& mesh, const std::string& path) {
+  h5::File f(path);
+  GalaxyData data;
+  data.galaxy = read_record(f);
+  for (const Species species : {Species::stars, Species::gas})
+    if (const auto present = check_species(f, species))
+      read_species(mesh, path, *present, data.galaxy, 0, present->rows, data);
+  return data;
+}
+
+struct RubixStarStream::Impl {
+  std::string path;
+  Galaxy record;
+  PresentSpecies stars;
+};
+
+RubixStarStream::RubixStarStream(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  h5::File f(path);
+  impl_->path = path;
+  impl_->record = read_record(f);
+  impl_->stars = *check_species(f, Species::stars);
+}
+RubixStarStream::~RubixStarStream() = default;
+
+std::size_t RubixStarStream::n_rows() const {
+  return impl_->stars.rows;
+}
+
+Stars RubixStarStream::read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const {
+  GalaxyData block;
+  read_species(mesh, impl_->path, impl_->stars, impl_->record, first_row, n_rows, block);
+  return std::move(block.stars);
+}
+
+GalaxyData RubixStarStream::first_pass(const Mesh& mesh, std::size_t block_rows) const {
+  GalaxyData data;
+  data.galaxy = impl_->record;
+  data.star_bounds = read_bounds(mesh, block_rows);
   return data;
 }
 

@@ -12,10 +12,12 @@
 // subtracted the bulk velocity; RUBIX re-centres velocities itself).
 // RUBIX has no current stellar mass: reading sets Stars::mass_msun to the initial mass.
 #include <array>
+#include <memory>
 #include <string>
 
 #include "data/galaxy_data.h"
 #include "data/mesh.h"
+#include "io/star_stream.h"
 
 namespace ifusim {
 
@@ -30,5 +32,20 @@ bool is_rubix_galaxy(const std::string& path);
 
 // The file's star and gas counts, from its datasets' shapes (no particle value read).
 std::array<std::size_t, 2> count_rubix_galaxy(const std::string& path);
+
+// The stars of a RUBIX file, block by block (io/star_stream.h): the record (centre, half-mass
+// radius) from galaxy/, each block's rows by hyperslab; bitwise read_rubix_galaxy's stars.
+class RubixStarStream final : public StarStream {
+ public:
+  explicit RubixStarStream(const std::string& path);
+  ~RubixStarStream() override;
+  std::size_t n_rows() const override;
+  GalaxyData first_pass(const Mesh& mesh, std::size_t block_rows) const override;
+  Stars read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace ifusim

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <numeric>
@@ -13,6 +14,7 @@
 
 #include "data/collectives/reductions.h"
 #include "io/hdf5.h"
+#include "io/tng/stellar_centre.h"
 #include "io/tng/tng_convert.h"
 #include "io/tng/tng_fields.h"
 
@@ -24,13 +26,6 @@ using tng::CgsFactor;
 using tng::FieldRule;
 using tng::Species;
 using tng::target_factor;
-
-// Shrinking spheres (Power et al. 2003, MNRAS 338, 14, sect. 2.5): shrink by 2.5 % a step and
-// stop before fewer than min(1000, 1 % of N) stars remain, with a floor of 50 so that a small
-// (subsampled) cutout is not centred on a handful of particles.
-constexpr double kShrinkFactor = 0.975;
-constexpr std::size_t kShrinkStopMax = 1000;
-constexpr std::size_t kShrinkStopFloor = 50;
 
 struct Header {
   std::string file;
@@ -206,19 +201,21 @@ const PresentField* find_field(const std::vector<PresentField>& fields, const ch
 using Frame = tng::ConversionFrame;
 using tng::periodic_offset;
 
-// Rows (of the source) with a non-finite value in any present field: only for drop_nonfinite.
-std::vector<char> scan_nonfinite(const TypeSource& src, const std::vector<PresentField>& fields) {
-  std::vector<char> bad(src.rows, 0);
+// Which rows of [begin, end) of the source hold a non-finite value in any present field: only
+// for drop_nonfinite.
+std::vector<char> scan_nonfinite(const TypeSource& src, const std::vector<PresentField>& fields,
+                                 std::size_t begin, std::size_t end) {
+  std::vector<char> bad(end - begin, 0);
   constexpr std::size_t kBlock = 1 << 16;
   for (const auto& f : fields) {
     const int k = f.rule->components;
     std::vector<double> block;
-    for (std::size_t b = 0; b < src.rows; b += kBlock) {
-      const std::size_t e = std::min(src.rows, b + kBlock);
+    for (std::size_t b = begin; b < end; b += kBlock) {
+      const std::size_t e = std::min(end, b + kBlock);
       block.resize((e - b) * static_cast<std::size_t>(k));
       src.read(f.rule->dataset, b, e, k, block.data());
       for (std::size_t i = 0; i < block.size(); ++i)
-        if (!std::isfinite(block[i])) bad[b + i / static_cast<std::size_t>(k)] = 1;
+        if (!std::isfinite(block[i])) bad[b - begin + i / static_cast<std::size_t>(k)] = 1;
     }
   }
   return bad;
@@ -276,116 +273,54 @@ struct Centre {
   double halfmass_radius_kpc = 0;
 };
 
-// Shrinking spheres on current stellar mass (periodic), half-mass radius and bulk velocity
-// from the selected stars, read once on the host in double precision.
-Centre centre_from_stars(const TypeSource& src, const std::vector<PresentField>& fields,
-                         const std::vector<std::size_t>& selected, double box) {
-  const std::size_t n = selected.size();
-  const std::size_t raw_b = selected.front(), raw_e = selected.back() + 1;
-  auto read_selected = [&](const char* dataset, int k) {
-    std::vector<double> raw((raw_e - raw_b) * static_cast<std::size_t>(k)), out;
-    src.read(dataset, raw_b, raw_e, k, raw.data());
-    out.reserve(n * static_cast<std::size_t>(k));
-    for (const std::size_t row : selected)
-      for (int c = 0; c < k; ++c)
-        out.push_back(
-            raw[(row - raw_b) * static_cast<std::size_t>(k) + static_cast<std::size_t>(c)]);
-    return out;
+// Passes over the stars of a source: each block of `block_rows` source rows gives its selected
+// rows (`rows_in`), whose Coordinates, Masses (and Velocities) are read raw in double. A pass
+// that saw a non-finite value throws at its end, naming the dataset, the count and the first row.
+tng::VisitStarBlocks visit_star_rows(
+    const TypeSource& src,
+    std::function<std::vector<std::size_t>(std::size_t begin, std::size_t end)> rows_in,
+    std::size_t block_rows) {
+  return [&src, rows_in = std::move(rows_in), block_rows](
+             bool velocities, const std::function<void(const tng::CentreBlock&)>& block) {
+    struct Field {
+      const char* dataset;
+      int k;
+      std::vector<double> raw, values;
+      std::size_t bad = 0, first_bad = 0;
+    };
+    Field fields[3] = {
+        {"Coordinates", 3, {}, {}}, {"Masses", 1, {}, {}}, {"Velocities", 3, {}, {}}};
+    for (std::size_t b = 0; b < src.rows; b += block_rows) {
+      const std::vector<std::size_t> rows = rows_in(b, std::min(src.rows, b + block_rows));
+      if (rows.empty()) continue;
+      for (Field& f : fields) {
+        if (!velocities && &f == &fields[2]) continue;
+        const auto k = static_cast<std::size_t>(f.k);
+        f.raw.resize((rows.back() + 1 - rows.front()) * k);
+        src.read(f.dataset, rows.front(), rows.back() + 1, f.k, f.raw.data());
+        f.values.clear();
+        for (const std::size_t row : rows)
+          for (std::size_t c = 0; c < k; ++c) {
+            const double v = f.raw[(row - rows.front()) * k + c];
+            if (!std::isfinite(v) && f.bad++ == 0) f.first_bad = row;
+            f.values.push_back(v);
+          }
+      }
+      block({fields[0].values.data(), fields[1].values.data(),
+             velocities ? fields[2].values.data() : nullptr, rows.size()});
+    }
+    for (const Field& f : fields)
+      if (f.bad) throw_nonfinite(src, f.dataset, f.bad, f.first_bad);
   };
-  const auto x = read_selected("Coordinates", 3);
-  const auto m = read_selected("Masses", 1);
-  const auto v = read_selected("Velocities", 3);
-  auto check_finite = [&](const std::vector<double>& values, int k, const char* dataset) {
-    std::size_t count = 0, first = 0;
-    for (std::size_t i = 0; i < values.size(); ++i)
-      if (!std::isfinite(values[i]) && count++ == 0)
-        first = selected[i / static_cast<std::size_t>(k)];
-    if (count) throw_nonfinite(src, dataset, count, first);
-  };
-  check_finite(x, 3, "Coordinates");
-  check_finite(m, 1, "Masses");
-  check_finite(v, 3, "Velocities");
+}
 
-  // Unwrapped separations from the first star, then the iteration in comoving code units.
-  std::vector<double> d(3 * n);
-  for (std::size_t i = 0; i < n; ++i)
-    for (int c = 0; c < 3; ++c) d[3 * i + c] = periodic_offset(x[3 * i + c] - x[c], box);
-  auto centre_of_mass = [&](const std::array<double, 3>& c0, double radius, std::size_t* count) {
-    std::array<double, 3> sum{0, 0, 0};
-    double mass = 0;
-    std::size_t inside = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const double dx = d[3 * i] - c0[0], dy = d[3 * i + 1] - c0[1], dz = d[3 * i + 2] - c0[2];
-      if (!(std::sqrt(dx * dx + dy * dy + dz * dz) <= radius)) continue;  // NaN: outside
-      ++inside;
-      mass += m[i];
-      for (int c = 0; c < 3; ++c) sum[c] += m[i] * d[3 * i + c];
-    }
-    *count = inside;
-    if (mass > 0)
-      for (auto& s : sum) s /= mass;
-    return sum;
-  };
-  std::size_t count = 0;
-  std::array<double, 3> c =
-      centre_of_mass({0, 0, 0}, std::numeric_limits<double>::infinity(), &count);
-  double radius = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const double dx = d[3 * i] - c[0], dy = d[3 * i + 1] - c[1], dz = d[3 * i + 2] - c[2];
-    radius = std::max(radius, std::sqrt(dx * dx + dy * dy + dz * dz));
-  }
-  const std::size_t n_stop = std::min(
-      n, std::min(kShrinkStopMax,
-                  std::max(kShrinkStopFloor, static_cast<std::size_t>(std::ceil(0.01 * n)))));
-  for (;;) {
-    const double shrunk = kShrinkFactor * radius;
-    // Stars at one point (radius 0) would never leave the sphere: stop there too.
-    if (!(shrunk > 0.0)) break;
-    const auto next = centre_of_mass(c, shrunk, &count);
-    if (count < n_stop) break;
-    c = next;
-    radius = shrunk;
-  }
-  Centre out;
-  for (int i = 0; i < 3; ++i) {
-    const double p = x[i] + c[i];
-    out.center_code[i] = p - box * std::floor(p / box);
-  }
-
-  // Half-mass radius (the smallest distance at which the cumulative current mass reaches half)
-  // and the mass-weighted velocity of the stars within it.
-  const double pos_factor = find_field(fields, "Coordinates")->factor;
-  const double vel_factor = find_field(fields, "Velocities")->factor;
-  std::vector<double> r(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    double s = 0;
-    for (int k = 0; k < 3; ++k) {
-      const double dk = periodic_offset(x[3 * i + k] - out.center_code[k], box) * pos_factor;
-      s += dk * dk;
-    }
-    r[i] = std::sqrt(s);
-  }
-  std::vector<std::size_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return r[a] < r[b]; });
-  const double total = std::accumulate(m.begin(), m.end(), 0.0);
-  double cum = 0;
-  for (const std::size_t i : order) {
-    cum += m[i];
-    if (cum >= 0.5 * total) {
-      out.halfmass_radius_kpc = r[i];
-      break;
-    }
-  }
-  double mass = 0;
-  std::array<double, 3> mv{0, 0, 0};
-  for (std::size_t i = 0; i < n; ++i) {
-    if (r[i] > out.halfmass_radius_kpc) continue;
-    mass += m[i];
-    for (int k = 0; k < 3; ++k) mv[k] += m[i] * v[3 * i + k] * vel_factor;
-  }
-  for (int k = 0; k < 3; ++k) out.bulk_velocity_kms[k] = mv[k] / mass;
-  return out;
+// The centre of a cutout (io/tng/stellar_centre.h); `budget`: the stars one step may hold.
+Centre centre_from_stars(const std::vector<PresentField>& fields, const tng::VisitStarBlocks& visit,
+                         double box, std::size_t budget) {
+  const tng::StellarCentre found =
+      tng::find_stellar_centre(visit, box, find_field(fields, "Coordinates")->factor,
+                               find_field(fields, "Velocities")->factor, budget);
+  return {found.center_code, found.bulk_velocity_kms, found.halfmass_radius_kpc};
 }
 
 // ---- full snapshots -----------------------------------------------------------------------
@@ -602,17 +537,15 @@ struct Selection {
 };
 
 // The rows of [begin, end) of the source (default: all) that are particles: a star's wind cells
-// (GFM_StellarFormationTime <= 0) are dropped, and with drop_nonfinite (which scans the whole
-// source) the rows holding a NaN or Inf; without it such a formation time is an error.
+// (GFM_StellarFormationTime <= 0) are dropped, and with drop_nonfinite the rows holding a NaN or
+// Inf in any present field; without it such a formation time is an error.
 Selection select_rows(const TypeSource& src, const std::vector<PresentField>& fields,
                       bool drop_nonfinite, std::size_t begin = 0,
                       std::size_t end = std::numeric_limits<std::size_t>::max()) {
   end = std::min(end, src.rows);
-  if (drop_nonfinite && (begin != 0 || end != src.rows))
-    throw std::logic_error("select_rows: drop_nonfinite takes the whole source");
   Selection sel;
   std::vector<char> bad;
-  if (drop_nonfinite) bad = scan_nonfinite(src, fields);
+  if (drop_nonfinite) bad = scan_nonfinite(src, fields, begin, end);
   std::vector<double> sft;
   if (src.species == Species::stars) {
     sft.resize(end - begin);
@@ -629,13 +562,22 @@ Selection select_rows(const TypeSource& src, const std::vector<PresentField>& fi
     const std::size_t i = row - begin;
     if (!sft.empty() && std::isfinite(sft[i]) && sft[i] <= 0) {
       ++sel.wind;  // GFM_StellarFormationTime <= 0: a wind cell, not a star
-    } else if (drop_nonfinite && bad[row]) {
+    } else if (drop_nonfinite && bad[i]) {
       ++sel.nonfinite;
     } else {
       sel.rows.push_back(row);
     }
   }
   return sel;
+}
+
+// No star among the rows (all wind cells or, with drop_nonfinite, non-finite); the counts when
+// known.
+[[noreturn]] void throw_no_stars(const TypeSource& src, const Selection* sel = nullptr) {
+  throw InputError(src.describe("GFM_StellarFormationTime") + ": no star particles" +
+                   (sel ? " (" + std::to_string(sel->wind) + " wind cells, " +
+                              std::to_string(sel->nonfinite) + " non-finite)"
+                        : " (wind cells or non-finite rows only)"));
 }
 
 template <class Set>
@@ -771,10 +713,7 @@ GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options, TngIngestRe
   const auto gas_fields =
       gas_src.segments.empty() ? std::vector<PresentField>{} : check_fields(gas_src, hdr);
   const Selection stars_sel = select_rows(stars_src, star_fields, options.drop_nonfinite);
-  if (stars_sel.rows.empty())
-    throw InputError(stars_src.describe("GFM_StellarFormationTime") + ": no star particles (" +
-                     std::to_string(stars_sel.wind) + " wind cells, " +
-                     std::to_string(stars_sel.nonfinite) + " non-finite)");
+  if (stars_sel.rows.empty()) throw_no_stars(stars_src, &stars_sel);
   Selection gas_sel;
   if (!gas_src.segments.empty()) gas_sel = select_rows(gas_src, gas_fields, options.drop_nonfinite);
 
@@ -783,7 +722,14 @@ GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options, TngIngestRe
     centre = catalog->centre;
     rep.center_method = "SubhaloPos";
   } else {
-    centre = centre_from_stars(stars_src, star_fields, stars_sel.rows, hdr.box_size);
+    // Held at once: one block of all the rows, and every star fits the budget.
+    const std::vector<std::size_t>& selected = stars_sel.rows;
+    auto rows_in = [&selected](std::size_t begin, std::size_t end) {
+      return std::vector<std::size_t>(std::lower_bound(selected.begin(), selected.end(), begin),
+                                      std::lower_bound(selected.begin(), selected.end(), end));
+    };
+    centre = centre_from_stars(star_fields, visit_star_rows(stars_src, rows_in, stars_src.rows),
+                               hdr.box_size, selected.size());
     rep.center_method = "shrinking spheres";
   }
 
@@ -816,25 +762,29 @@ GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options, TngIngestRe
 namespace ifusim {
 
 struct TngStarStream::Impl {
+  TngReadOptions options;
   OpenedSubhalo opened;
   std::vector<PresentField> fields;
   Galaxy record;
   Frame frame;
+  bool centred = false;  // a cutout's centre is known after the first pass
+
+  void centre_at(const Centre& centre) {
+    record = galaxy_record(opened.hdr, options, centre, fields);
+    frame = conversion_frame(record, opened.hdr, centre);
+    centred = true;
+  }
+  std::vector<std::size_t> rows_in(std::size_t begin, std::size_t end) const {
+    return select_rows(opened.stars_src, fields, options.drop_nonfinite, begin, end).rows;
+  }
 };
 
 TngStarStream::TngStarStream(const TngReadOptions& options) : impl_(std::make_unique<Impl>()) {
-  if (!fs::is_directory(options.path))
-    throw InputError(options.path +
-                     ": streaming reads a subhalo of a snapshot directory; a cutout is read whole "
-                     "(its centre is found from all its stars)");
-  if (options.drop_nonfinite)
-    throw InputError(options.path + ": drop_nonfinite is not available while streaming");
   TngIngestReport rep;
+  impl_->options = options;
   impl_->opened = open_subhalo(options, rep);
-  const OpenedSubhalo& o = impl_->opened;
-  impl_->fields = check_fields(o.stars_src, o.hdr);
-  impl_->record = galaxy_record(o.hdr, options, o.catalog->centre, impl_->fields);
-  impl_->frame = conversion_frame(impl_->record, o.hdr, o.catalog->centre);
+  impl_->fields = check_fields(impl_->opened.stars_src, impl_->opened.hdr);
+  if (impl_->opened.catalog) impl_->centre_at(impl_->opened.catalog->centre);
 }
 TngStarStream::~TngStarStream() = default;
 
@@ -843,26 +793,34 @@ std::size_t TngStarStream::n_rows() const {
 }
 
 Stars TngStarStream::read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const {
-  // The block's wind cells are dropped, as read_tng drops them.
-  const TypeSource& src = impl_->opened.stars_src;
-  const std::vector<std::size_t> rows =
-      select_rows(src, impl_->fields, false, first_row, first_row + n_rows).rows;
+  if (!impl_->centred) throw std::logic_error("TngStarStream::read before first_pass");
+  // The block's wind cells (and with drop_nonfinite its non-finite rows) are dropped, as
+  // read_tng drops them.
+  const std::vector<std::size_t> rows = impl_->rows_in(first_row, first_row + n_rows);
   GalaxyData block;
-  if (!rows.empty()) read_species(mesh, src, impl_->fields, rows, impl_->frame, block.stars);
+  if (!rows.empty())
+    read_species(mesh, impl_->opened.stars_src, impl_->fields, rows, impl_->frame, block.stars);
   return std::move(block.stars);
 }
 
 GalaxyData TngStarStream::first_pass(const Mesh& mesh, std::size_t block_rows) const {
+  const TypeSource& src = impl_->opened.stars_src;
+  if (!impl_->centred) {
+    // A cutout: shrinking spheres in passes of block_rows rows, holding at most block_rows stars.
+    auto rows_in = [this](std::size_t begin, std::size_t end) {
+      return impl_->rows_in(begin, end);
+    };
+    bool any = false;
+    for (std::size_t first = 0; first < n_rows() && !any; first += block_rows)
+      any = !rows_in(first, std::min(n_rows(), first + block_rows)).empty();
+    if (!any) throw_no_stars(src);
+    impl_->centre_at(centre_from_stars(impl_->fields, visit_star_rows(src, rows_in, block_rows),
+                                       impl_->opened.hdr.box_size, block_rows));
+  }
   GalaxyData data;
   data.galaxy = impl_->record;
-  StarBounds bounds;
-  for (std::size_t first = 0; first < n_rows(); first += block_rows)
-    bounds.merge(
-        measure_star_bounds(mesh, read(mesh, first, std::min(block_rows, n_rows() - first))));
-  if (bounds.count == 0)
-    throw InputError(impl_->opened.stars_src.describe("GFM_StellarFormationTime") +
-                     ": no star particles (all wind cells)");
-  data.star_bounds = bounds;
+  data.star_bounds = read_bounds(mesh, block_rows);
+  if (data.star_bounds->count == 0) throw_no_stars(src);
   return data;
 }
 

@@ -6,7 +6,8 @@
 // - a subhalo cutout: `path` is the one HDF5 file (Header, PartType0, PartType4), as the TNG web
 //   API returns it. Counts come from dataset shapes (never Header/NumPart_ThisFile). No centre is
 //   stored: it is found by shrinking spheres on the stars' current mass (Power et al. 2003), the
-//   bulk velocity is the mass-weighted velocity of the stars within the stellar half-mass radius.
+//   bulk velocity is the mass-weighted velocity of the stars within the stellar half-mass radius
+//   (io/tng/stellar_centre.h).
 // - a full snapshot: `path` is the directory that holds snapdir_NNN/snap_NNN.K.hdf5,
 //   groups_NNN/fof_subhalo_tab_NNN.K.hdf5 and offsets_NNN.hdf5 (or
 //   postprocessing/offsets/offsets_NNN.hdf5); `snapshot` and `subhalo_id` are required. The
@@ -64,10 +65,11 @@ TngCounts count_tng(const TngReadOptions& options);
 GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options,
                     TngIngestReport* report = nullptr);
 
-// The stars of a subhalo of a snapshot directory, block by block (io/star_stream.h): the centre,
-// bulk velocity and half-mass radius from the group catalog, as read_tng takes them; each block's
-// wind cells dropped; bitwise read_tng's stars. A cutout (whose centre needs all its stars) and
-// drop_nonfinite are refused. Gas is not read.
+// The stars of a subhalo, block by block (io/star_stream.h), bitwise read_tng's stars. A snapshot
+// subhalo's centre, bulk velocity and half-mass radius come from the group catalog; a cutout's
+// from shrinking spheres in passes over its stars that hold at most a block of them
+// (io/tng/stellar_centre.h), during first_pass. Each block's wind cells (and with drop_nonfinite
+// its non-finite rows) are dropped. Gas is not read.
 class TngStarStream final : public StarStream {
  public:
   explicit TngStarStream(const TngReadOptions& options);

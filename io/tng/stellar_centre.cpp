@@ -1,0 +1,285 @@
+#include "io/tng/stellar_centre.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "io/tng/tng_convert.h"
+
+namespace ifusim::tng {
+namespace {
+
+constexpr double kShrinkFactor = 0.975;
+constexpr std::size_t kShrinkStopMax = 1000;
+constexpr std::size_t kShrinkStopFloor = 50;
+// A sphere counts as held when it lies inside the held stars' sphere by this relative margin,
+// far above the rounding of distances measured from two different centres.
+constexpr double kHeldMargin = 1e-9;
+// Masses as integers in 2^-30 of the largest: exact, order-free sums of up to 2^34 stars.
+constexpr double kMassQuanta = 1073741824.0;
+constexpr std::size_t kRadiusBins = 4096;
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+using Vec3 = std::array<double, 3>;
+
+double distance(const double* d, const Vec3& c) {
+  const double dx = d[0] - c[0], dy = d[1] - c[1], dz = d[2] - c[2];
+  return std::sqrt(dx * dx + dy * dy + dz * dz);
+}
+
+// The mass-weighted mean offset of the stars within `radius` of `c`, summed in the order they
+// are added.
+struct CentreOfMass {
+  Vec3 c;
+  double radius;
+  Vec3 sum{0, 0, 0};
+  double mass = 0;
+  std::size_t count = 0;
+
+  void add(const double* d, double m) {
+    if (!(distance(d, c) <= radius)) return;  // NaN: outside
+    ++count;
+    mass += m;
+    for (int k = 0; k < 3; ++k) sum[k] += m * d[k];
+  }
+  Vec3 centre() const {
+    Vec3 out = sum;
+    if (mass > 0)
+      for (auto& s : out) s /= mass;
+    return out;
+  }
+};
+
+// The stars nearest a centre, in row order: every star within radius() of it, and at most
+// `budget` of them (more only on ties). Stars are offered one by one; whenever twice the budget
+// are held, the radius drops to the budget-th smallest distance and the farther stars go.
+class NearStars {
+ public:
+  NearStars(const Vec3& centre, std::size_t budget) : centre_(centre), budget_(budget) {}
+
+  void add(const double* d, double m) {
+    const double r = distance(d, centre_);
+    if (!(r <= radius_)) return;
+    distances_.push_back(r);
+    offsets_.insert(offsets_.end(), d, d + 3);
+    masses_.push_back(m);
+    if (distances_.size() > 2 * budget_) trim();
+  }
+
+  void trim() {
+    if (distances_.size() <= budget_) return;
+    std::vector<double> sorted = distances_;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(budget_ - 1),
+                     sorted.end());
+    radius_ = sorted[budget_ - 1];
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < distances_.size(); ++i) {
+      if (!(distances_[i] <= radius_)) continue;
+      distances_[kept] = distances_[i];
+      std::copy_n(offsets_.begin() + static_cast<std::ptrdiff_t>(3 * i), 3,
+                  offsets_.begin() + static_cast<std::ptrdiff_t>(3 * kept));
+      masses_[kept++] = masses_[i];
+    }
+    distances_.resize(kept);
+    offsets_.resize(3 * kept);
+    masses_.resize(kept);
+  }
+
+  // Whether every star within `radius` of `c` is held: the stars not held lie farther than
+  // radius_ from centre_, so farther than radius_ - |c - centre_| from c.
+  bool holds(const Vec3& c, double radius) const {
+    if (radius_ == kInfinity) return true;
+    return distance(c.data(), centre_) + radius <= radius_ * (1.0 - kHeldMargin);
+  }
+
+  template <class Fn>
+  void for_each(Fn&& fn) const {
+    for (std::size_t i = 0; i < masses_.size(); ++i) fn(offsets_.data() + 3 * i, masses_[i]);
+  }
+
+ private:
+  Vec3 centre_;
+  std::size_t budget_;
+  double radius_ = kInfinity;
+  std::vector<double> distances_, offsets_, masses_;
+};
+
+struct RadiusMass {
+  double r;
+  std::uint64_t q;
+};
+
+// The radius at which the sorted cumulative mass, from `below` (the mass at smaller radii),
+// first reaches half of `total`. The crossing must lie among `stars`.
+double crossing_radius(std::vector<RadiusMass>& stars, std::uint64_t below, std::uint64_t total) {
+  std::sort(stars.begin(), stars.end(), [](auto a, auto b) { return a.r < b.r; });
+  std::uint64_t cumulative = below;
+  for (const auto& s : stars) {
+    cumulative += s.q;
+    if (2 * cumulative >= total) return s.r;
+  }
+  return stars.empty() ? 0.0 : stars.back().r;
+}
+
+}  // namespace
+
+StellarCentre find_stellar_centre(const VisitStarBlocks& visit, double box_size, double pos_factor,
+                                  double vel_factor, std::size_t budget) {
+  StellarCentre out;
+  budget = std::max<std::size_t>(budget, 1);
+  // Offsets from the first star, unwrapped in the periodic box.
+  bool have_origin = false;
+  Vec3 origin{0, 0, 0};
+  auto offset = [&](const double* x, double* d) {
+    for (int k = 0; k < 3; ++k) d[k] = periodic_offset(x[k] - origin[k], box_size);
+  };
+  auto pass = [&](bool velocities, auto&& per_star) {
+    ++out.passes;
+    visit(velocities, [&](const CentreBlock& b) {
+      for (std::size_t i = 0; i < b.n; ++i) per_star(b, i);
+    });
+  };
+
+  // Pass 1: the centre of mass of all the stars, their count and the largest mass.
+  CentreOfMass all{{0, 0, 0}, kInfinity};
+  double max_mass = 0;
+  pass(true, [&](const CentreBlock& b, std::size_t i) {
+    if (!have_origin) {
+      std::copy_n(b.coordinates + 3 * i, 3, origin.begin());
+      have_origin = true;
+    }
+    double d[3];
+    offset(b.coordinates + 3 * i, d);
+    all.add(d, b.masses[i]);
+    max_mass = std::max(max_mass, b.masses[i]);
+  });
+  const std::size_t n = all.count;
+  Vec3 c = all.centre();
+  const std::size_t n_stop = std::min(
+      n, std::min(kShrinkStopMax,
+                  std::max(kShrinkStopFloor, static_cast<std::size_t>(std::ceil(0.01 * n)))));
+
+  // Pass 2: the radius that holds them all, and the stars nearest the centre.
+  double radius = 0;
+  NearStars near(c, budget);
+  pass(false, [&](const CentreBlock& b, std::size_t i) {
+    double d[3];
+    offset(b.coordinates + 3 * i, d);
+    radius = std::max(radius, distance(d, c));
+    near.add(d, b.masses[i]);
+  });
+  near.trim();
+
+  // Shrinking spheres: a step runs on the held stars while they hold its sphere, else it is a
+  // pass that also takes the stars nearest the new centre.
+  for (;;) {
+    const double shrunk = kShrinkFactor * radius;
+    // Stars at one point (radius 0) would never leave the sphere: stop there too.
+    if (!(shrunk > 0.0)) break;
+    CentreOfMass next{c, shrunk};
+    if (near.holds(c, shrunk)) {
+      near.for_each([&](const double* d, double m) { next.add(d, m); });
+    } else {
+      NearStars fresh(c, budget);
+      pass(false, [&](const CentreBlock& b, std::size_t i) {
+        double d[3];
+        offset(b.coordinates + 3 * i, d);
+        next.add(d, b.masses[i]);
+        fresh.add(d, b.masses[i]);
+      });
+      fresh.trim();
+      near = std::move(fresh);
+    }
+    if (next.count < n_stop) break;
+    c = next.centre();
+    radius = shrunk;
+  }
+  for (int k = 0; k < 3; ++k) {
+    const double p = origin[k] + c[k];
+    out.center_code[k] = p - box_size * std::floor(p / box_size);
+  }
+
+  // Half-mass radius: the crossing is narrowed by histograms of mass over radius until the
+  // stars of its bin fit the budget (one pass when they all do), then found among them.
+  auto radius_of = [&](const double* x) {
+    double s = 0;
+    for (int k = 0; k < 3; ++k) {
+      const double dk = periodic_offset(x[k] - out.center_code[k], box_size) * pos_factor;
+      s += dk * dk;
+    }
+    return std::sqrt(s);
+  };
+  auto quanta = [&](double m) {
+    return max_mass > 0 ? static_cast<std::uint64_t>(std::llround(m / max_mass * kMassQuanta)) : 0;
+  };
+  std::uint64_t total = 0;
+  double r_max = 0;
+  std::vector<RadiusMass> held;
+  bool all_held = true;
+  pass(false, [&](const CentreBlock& b, std::size_t i) {
+    const double r = radius_of(b.coordinates + 3 * i);
+    const std::uint64_t q = quanta(b.masses[i]);
+    total += q;
+    r_max = std::max(r_max, r);
+    if (!all_held) return;
+    held.push_back({r, q});
+    if (held.size() > budget) {
+      all_held = false;
+      std::vector<RadiusMass>().swap(held);
+    }
+  });
+  std::uint64_t below = 0;  // the mass at radii < lo
+  double lo = 0, hi = std::nextafter(r_max, kInfinity);
+  while (!all_held) {
+    std::vector<double> edges(kRadiusBins + 1);
+    for (std::size_t k = 0; k < kRadiusBins; ++k)
+      edges[k] = lo + (hi - lo) * static_cast<double>(k) / static_cast<double>(kRadiusBins);
+    edges[kRadiusBins] = hi;
+    std::vector<std::uint64_t> bin_mass(kRadiusBins, 0);
+    std::vector<std::size_t> bin_count(kRadiusBins, 0);
+    std::vector<double> bin_min(kRadiusBins, kInfinity), bin_max(kRadiusBins, -kInfinity);
+    pass(false, [&](const CentreBlock& b, std::size_t i) {
+      const double r = radius_of(b.coordinates + 3 * i);
+      if (!(r >= lo && r < hi)) return;
+      const auto k = static_cast<std::size_t>(std::upper_bound(edges.begin(), edges.end(), r) -
+                                              edges.begin() - 1);
+      bin_mass[k] += quanta(b.masses[i]);
+      ++bin_count[k];
+      bin_min[k] = std::min(bin_min[k], r);
+      bin_max[k] = std::max(bin_max[k], r);
+    });
+    std::size_t k = 0;
+    while (k + 1 < kRadiusBins && 2 * (below + bin_mass[k]) < total) below += bin_mass[k++];
+    lo = edges[k];
+    hi = edges[k + 1];
+    if (bin_count[k] > budget && bin_min[k] == bin_max[k]) {  // more stars than fit, one radius
+      out.halfmass_radius_kpc = bin_min[k];
+      break;
+    }
+    if (bin_count[k] <= budget) {
+      pass(false, [&](const CentreBlock& b, std::size_t i) {
+        const double r = radius_of(b.coordinates + 3 * i);
+        if (r >= lo && r < hi) held.push_back({r, quanta(b.masses[i])});
+      });
+      all_held = true;
+    }
+  }
+  if (all_held) out.halfmass_radius_kpc = crossing_radius(held, below, total);
+
+  // The mass-weighted velocity of the stars within the half-mass radius.
+  double mass = 0;
+  Vec3 mv{0, 0, 0};
+  pass(true, [&](const CentreBlock& b, std::size_t i) {
+    if (radius_of(b.coordinates + 3 * i) > out.halfmass_radius_kpc) return;
+    const double m = b.masses[i];
+    mass += m;
+    for (int k = 0; k < 3; ++k) mv[k] += m * b.velocities[3 * i + k] * vel_factor;
+  });
+  for (int k = 0; k < 3; ++k) out.bulk_velocity_kms[k] = mv[k] / mass;
+  return out;
+}
+
+}  // namespace ifusim::tng
