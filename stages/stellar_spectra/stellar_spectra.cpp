@@ -512,7 +512,8 @@ class StellarSpectraStage final : public Stage {
     // A streamed galaxy's first block declares the partials; every block adds to them.
     auto* mass_moments = find_partial<PartialArray>(state, this, "mass moments");
     const bool first_block = mass_moments == nullptr;
-    SpectralSetup setup = prepare(state, first_block);
+    if (first_block) run_setup_ = prepare(state);
+    SpectralSetup& setup = run_setup_;
     const auto& tables = *setup.tables;
 
     if (params_.method == SpectralMethod::exact) {
@@ -624,8 +625,7 @@ class StellarSpectraStage final : public Stage {
     return std::make_unique<BinnedSpectra>(setup, tile, tile_spaxels, storage);
   }
 
-  // `warn`: say what the templates do not cover (once a run, not once a block).
-  SpectralSetup prepare(RunState& state, bool warn) const {
+  SpectralSetup prepare(RunState& state) const {
     const Mesh& mesh = state.mesh;
     const Observation& obs = state.observation;
     SpectralSetup s;
@@ -655,7 +655,7 @@ class StellarSpectraStage final : public Stage {
     const auto& t = *s.tables;
     const double reach_lo = t.edges.front() * (1.0 + obs.redshift);
     const double reach_hi = t.edges.back() * (1.0 + obs.redshift);
-    if (warn && (reach_lo > s.bins.vacuum_edge(0) || reach_hi < s.bins.vacuum_edge(s.bins.n)))
+    if (reach_lo > s.bins.vacuum_edge(0) || reach_hi < s.bins.vacuum_edge(s.bins.n))
       spdlog::warn(
           "stellar_spectra: the templates ({:.1f}-{:.1f} A at rest, vacuum) cover {:.1f}-{:.1f} A "
           "({}) at z = {}, not all of the telescope's {:.1f}-{:.1f} A: the rest of the cube stays "
@@ -690,6 +690,9 @@ class StellarSpectraStage final : public Stage {
 
   std::shared_ptr<const SspGrid> grid_;
   StellarSpectraParams params_;
+  // The run's set-up, made on its first block (the tables on the devices, the bins, the bounds;
+  // nothing that depends on the stars held): a streamed galaxy's later blocks reuse it.
+  mutable SpectralSetup run_setup_;
 };
 
 }  // namespace
