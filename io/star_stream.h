@@ -3,6 +3,8 @@
 // input.stream_block_stars, docs/streaming.md). Rows are the source's: a block of rows may hold
 // fewer stars (a TNG snapshot's wind cells are dropped), never more.
 #include <cstddef>
+#include <set>
+#include <string>
 
 #include "data/galaxy_data.h"
 #include "data/mesh.h"
@@ -19,6 +21,9 @@ class StarStream {
   // The stars of rows [first_row, first_row + n_rows), sharded over the mesh: each device reads
   // (or makes) its share. Bitwise the rows of the galaxy read at once.
   virtual Stars read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const = 0;
+  // The optional Stars fields every block carries (FieldSpec names: "smoothing_length_kpc" where
+  // a TNG file has StellarHsml), known before any row is read.
+  virtual std::set<std::string> optional_star_fields() const { return {}; }
 
  protected:
   // The bounds of all the stars, read block_rows rows at a time (a file's first pass).

@@ -147,16 +147,20 @@ struct RunSetup {
   std::vector<std::unique_ptr<Stage>> stages;
   bool read_gas = false;  // some stage uses the gas and the config allows it
   CubeMargin margin;      // what the stages simulate beyond the field and the band
-  // Streamed (input.stream_block_stars): the stages [0, streamed) run on every block of stars.
+  // Streamed (input.stream_block_stars): the source, and the stages [0, streamed) that run on
+  // every block of stars.
+  std::unique_ptr<StarStream> stream;
   std::size_t streamed = 0;
 };
 
 // The stages a streamed run gives the stars block by block: all before the first that does not
 // stream. Every later stage must then need neither stars nor gas, and no stage may need the gas
 // (a streamed galaxy brings none).
-std::size_t streamed_stages(const std::vector<std::unique_ptr<Stage>>& stages) {
+std::size_t streamed_stages(const std::vector<std::unique_ptr<Stage>>& stages,
+                            const StarStream& stream) {
+  const StreamedInput input{stream.optional_star_fields()};
   std::size_t k = 0;
-  while (k < stages.size() && stages[k]->streams()) ++k;
+  while (k < stages.size() && stages[k]->streams(input)) ++k;
   for (std::size_t i = 0; i < stages.size(); ++i) {
     bool gas = false, stars = false;
     for (const auto& need : stages[i]->needs()) {
@@ -216,7 +220,10 @@ RunSetup set_up(const RunConfig& c, const RunOptions& options) {
   for (const auto& stage : s.stages)
     for (const auto& need : stage->needs()) gas_used = gas_used || need.rfind("gas.", 0) == 0;
   s.read_gas = c.read_gas && gas_used;
-  if (c.stream_block_stars > 0) s.streamed = streamed_stages(s.stages);
+  if (c.stream_block_stars > 0) {
+    s.stream = open_star_stream(c);
+    s.streamed = streamed_stages(s.stages, *s.stream);
+  }
   return s;
 }
 
@@ -257,7 +264,7 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
   // 2. The galaxy, sharded over the devices: all of it, or (streamed) its record and the bounds
   // of its stars from a first pass.
   const std::size_t block_rows = c.stream_block_stars;
-  const std::unique_ptr<StarStream> stream = block_rows > 0 ? open_star_stream(c) : nullptr;
+  const std::unique_ptr<StarStream>& stream = setup.stream;
   const std::size_t n_blocks = stream ? (stream->n_rows() + block_rows - 1) / block_rows : 1;
   // Progress steps: the input, then every block of every pass (streamed), then each stage.
   std::size_t n_steps = 1 + stages.size();

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -156,6 +157,12 @@ struct MemoryItem {
   std::string setting;
 };
 
+// What the blocks of a streamed galaxy bring beyond the fields every source gives: the optional
+// Stars fields of the input ("smoothing_length_kpc": a TNG file's StellarHsml).
+struct StreamedInput {
+  std::set<std::string> optional_star_fields;
+};
+
 class Stage {
  public:
   virtual ~Stage() = default;
@@ -170,8 +177,8 @@ class Stage {
   // and never all at once. The stages before the first that does not stream run on every block;
   // the rest run once, after. A stage that streams acts on each star on its own, given the
   // tables of the run and what its passes found, and adds each block to the partials its first
-  // block declared (find_partial).
-  virtual bool streams() const { return false; }
+  // block declared (find_partial). `input`: what the blocks bring.
+  virtual bool streams(const StreamedInput& /*input*/) const { return false; }
   virtual std::string why_not_streamed() const { return "it works on the whole galaxy"; }
   // A stage that needs something of all the stars before it can act on any (orient: the inertia
   // tensor) asks for a pass: the pipeline shows it every block, as the stages before it left

@@ -803,6 +803,13 @@ Stars TngStarStream::read(const Mesh& mesh, std::size_t first_row, std::size_t n
   return std::move(block.stars);
 }
 
+std::set<std::string> TngStarStream::optional_star_fields() const {
+  std::set<std::string> out;
+  for (const auto& f : impl_->fields)
+    if (!f.rule->required) out.insert(f.rule->target);
+  return out;
+}
+
 GalaxyData TngStarStream::first_pass(const Mesh& mesh, std::size_t block_rows) const {
   const TypeSource& src = impl_->opened.stars_src;
   if (!impl_->centred) {

@@ -77,6 +77,7 @@ class TngStarStream final : public StarStream {
   std::size_t n_rows() const override;  // PartType4 rows, wind cells included
   GalaxyData first_pass(const Mesh& mesh, std::size_t block_rows) const override;
   Stars read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const override;
+  std::set<std::string> optional_star_fields() const override;
 
  private:
   struct Impl;

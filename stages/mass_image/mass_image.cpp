@@ -26,7 +26,7 @@ class MassImageStage final : public Stage {
   }
   std::vector<std::string> provides() const override { return {"partial_cube"}; }
 
-  bool streams() const override { return true; }
+  bool streams(const StreamedInput&) const override { return true; }
 
   void run(RunState& state) const override {
     const Mesh& mesh = state.mesh;

@@ -83,7 +83,7 @@ class OrientStage final : public Stage {
     return {"stars.position_kpc", "stars.velocity_kms", "stars.mass_msun"};
   }
   std::vector<std::string> provides() const override { return {"oriented"}; }
-  bool streams() const override { return true; }
+  bool streams(const StreamedInput&) const override { return true; }
 
   // Face-on needs the inertia tensor of all the stars first.
   bool needs_pass() const override { return params_.align_face_on; }

@@ -21,8 +21,17 @@ SpaxelGridParams SpaxelGridParams::from_json(JsonParams p) {
 namespace {
 
 // Kernel smoothing without the input's lengths (StellarHsml) takes each star's from its k nearest
-// neighbours.
-constexpr const char* kKernelNeedsNeighbours = "smoothing \"kernel\" needs every star's neighbours";
+// neighbours, among all the stars.
+constexpr const char* kKernelNeedsNeighbours =
+    "smoothing \"kernel\" needs every star's neighbours (the input gives no smoothing lengths, "
+    "StellarHsml)";
+
+// Whether the stage can take a streamed galaxy's stars block by block: without smoothing, or
+// with the input's smoothing lengths.
+bool smoothing_streams(const SmoothingParams& smoothing, const StreamedInput& input) {
+  return smoothing.kind == Smoothing::none ||
+         input.optional_star_fields.count("smoothing_length_kpc") > 0;
+}
 
 class SpaxelGridStage final : public Stage {
  public:
@@ -31,7 +40,9 @@ class SpaxelGridStage final : public Stage {
   std::vector<std::string> needs() const override { return {"stars.position_kpc"}; }
   std::vector<std::string> provides() const override { return {"stars.spaxel_index", "spaxels"}; }
 
-  bool streams() const override { return params_.smoothing.kind == Smoothing::none; }
+  bool streams(const StreamedInput& input) const override {
+    return smoothing_streams(params_.smoothing, input);
+  }
   std::string why_not_streamed() const override { return kKernelNeedsNeighbours; }
 
   void run(RunState& state) const override {
@@ -50,7 +61,9 @@ class ApertureStage final : public Stage {
   std::vector<std::string> needs() const override { return {"stars.position_kpc"}; }
   std::vector<std::string> provides() const override { return {"stars.spaxel_index", "spaxels"}; }
 
-  bool streams() const override { return smoothing_.kind == Smoothing::none; }
+  bool streams(const StreamedInput& input) const override {
+    return smoothing_streams(smoothing_, input);
+  }
   std::string why_not_streamed() const override { return kKernelNeedsNeighbours; }
 
   void run(RunState& state) const override {

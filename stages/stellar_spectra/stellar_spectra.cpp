@@ -504,7 +504,7 @@ class StellarSpectraStage final : public Stage {
     return out;
   }
 
-  bool streams() const override { return true; }
+  bool streams(const StreamedInput&) const override { return true; }
 
   void run(RunState& state) const override {
     const Mesh& mesh = state.mesh;
