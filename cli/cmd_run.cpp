@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "pipeline/plan.h"
 #include "pipeline/runner.h"
+#include "pipeline/survey.h"
 
 namespace ifusim::cli {
 
@@ -70,6 +71,29 @@ void add_plan_command(CLI::App& app, int& exit_code) {
     const RunPlan plan = plan_pipeline(config, a->options());
     std::cout << plan.report;
     exit_code = plan.fits() ? 0 : 1;
+  });
+}
+
+void add_survey_command(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<RunArguments>();
+  auto* cmd = app.add_subcommand(
+      "survey",
+      "Many cubes from one snapshot: the config's survey section selects subhalos and "
+      "orientations (docs/survey.md); resumes where an earlier run stopped");
+  a->add_to(cmd);
+  cmd->add_option("--out", a->out, "Survey folder (overrides output.dir)");
+  cmd->callback([a, &exit_code] {
+    const nlohmann::json document = load_config_document(a->config, a->overrides);
+    const SurveyPlan plan = plan_survey(document, a->config);
+    RunOptions options = a->options();
+    options.progress = false;
+    const std::string out =
+        a->out.empty() ? parse_run_config(plan.tasks.front().run_document, a->config).output_dir
+                       : a->out;
+    const SurveyReport report = run_survey(plan, out, options);
+    std::cout << plan.tasks.size() << " cubes: " << report.done << " made, " << report.skipped
+              << " done before, " << report.failed << " failed; " << report.catalog_path << "\n";
+    exit_code = report.failed == 0 ? 0 : 1;
   });
 }
 

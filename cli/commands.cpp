@@ -10,6 +10,7 @@ void register_commands(CLI::App& app, int& exit_code) {
   add_inspect_command(app, exit_code);
   add_make_galaxy_command(app, exit_code);
   add_compare_command(app, exit_code);
+  add_survey_command(app, exit_code);
 }
 
 }  // namespace ifusim::cli

@@ -13,6 +13,7 @@ void add_make_galaxy_command(CLI::App& app, int& exit_code);
 void add_run_command(CLI::App& app, int& exit_code);
 void add_plan_command(CLI::App& app, int& exit_code);
 void add_compare_command(CLI::App& app, int& exit_code);
+void add_survey_command(CLI::App& app, int& exit_code);
 
 void register_commands(CLI::App& app, int& exit_code);
 

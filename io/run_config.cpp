@@ -295,8 +295,8 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
   return c;
 }
 
-RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,
-                          std::shared_ptr<const HostGalaxy> galaxy) {
+nlohmann::json load_config_document(const std::string& path,
+                                    const std::vector<std::string>& overrides) {
   std::ifstream in(path);
   if (!in) throw ConfigError(path + ": cannot read the run config");
   nlohmann::json document;
@@ -306,6 +306,12 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     throw ConfigError(path + ": not valid JSON: " + e.what());
   }
   for (const auto& o : overrides) apply_override(document, o);
+  return document;
+}
+
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,
+                          std::shared_ptr<const HostGalaxy> galaxy) {
+  const nlohmann::json document = load_config_document(path, overrides);
   try {
     return parse_run_config(document, path, std::move(galaxy));
   } catch (const ConfigError& e) {

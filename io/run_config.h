@@ -91,6 +91,9 @@ void apply_override(nlohmann::json& document, const std::string& assignment);
 // galaxy's own redshift.
 RunConfig parse_run_config(const nlohmann::json& document, const std::string& config_path,
                            std::shared_ptr<const HostGalaxy> galaxy = nullptr);
+// The config file's JSON (comments allowed) with the --set overrides applied.
+nlohmann::json load_config_document(const std::string& path,
+                                    const std::vector<std::string>& overrides);
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& overrides,
                           std::shared_ptr<const HostGalaxy> galaxy = nullptr);
 

@@ -369,21 +369,24 @@ constexpr CatalogUnits kCatalogUnits[] = {
     {"SubhaloPos", {1.0, -1.0, tng::kKpcCm}},
     {"SubhaloVel", {0.0, 0.0, tng::kKmCm}},
     {"SubhaloHalfmassRadType", {1.0, -1.0, tng::kKpcCm}},
+    {"SubhaloMassType", {0.0, -1.0, 1.0e10 * tng::kMsunG}},
+    {"SubhaloSFR", {0.0, 0.0, tng::kMsunG / tng::kJulianYearS}},
 };
 
-// One row of a group-catalog dataset, converted with its own unit attributes (or the data
-// specification's, see kCatalogUnits).
-std::vector<double> catalog_row(const h5::Location& subhalo, const std::string& dataset,
-                                std::size_t row, int components, const Header& hdr,
-                                double target_unit_cgs) {
+// Rows [begin, end) of a group-catalog dataset (end: npos for all), converted with its own unit
+// attributes (or the data specification's, see kCatalogUnits).
+std::vector<double> catalog_rows(const h5::Location& subhalo, const std::string& dataset,
+                                 std::size_t begin, std::size_t end, int components,
+                                 const Header& hdr, double target_unit_cgs) {
   if (!subhalo.exists(dataset))
     throw InputError(subhalo.describe(dataset) + ": required dataset missing");
   const auto shape = subhalo.shape(dataset);
-  if (shape.empty() || shape[0] <= row)
-    throw InputError(subhalo.describe(dataset) + ": has " +
-                     std::to_string(shape.empty() ? 0 : shape[0]) + " rows, row " +
-                     std::to_string(row) + " expected");
-  auto values = subhalo.read_rows<double>(dataset, row, row + 1, static_cast<hsize_t>(components));
+  const std::size_t rows = shape.empty() ? 0 : shape[0];
+  if (end == std::string::npos) end = rows;
+  if (rows < end)
+    throw InputError(subhalo.describe(dataset) + ": has " + std::to_string(rows) + " rows, row " +
+                     std::to_string(end - 1) + " expected");
+  auto values = subhalo.read_rows<double>(dataset, begin, end, static_cast<hsize_t>(components));
   CgsFactor cgs;
   if (subhalo.has_attribute("to_cgs", dataset)) {
     cgs = cgs_factor(subhalo, dataset, hdr);
@@ -395,12 +398,19 @@ std::vector<double> catalog_row(const h5::Location& subhalo, const std::string& 
     cgs = tng::cgs_factor(u->units, hdr.time, hdr.hubble);
   }
   const double f = target_factor(cgs, target_unit_cgs, subhalo.describe(dataset));
-  for (auto& v : values) v *= f;
-  for (const double v : values)
-    if (!std::isfinite(v))
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    values[i] *= f;
+    if (!std::isfinite(values[i]))
       throw InputError(subhalo.describe(dataset) + ": non-finite value in row " +
-                       std::to_string(row));
+                       std::to_string(begin + i / static_cast<std::size_t>(components)));
+  }
   return values;
+}
+
+std::vector<double> catalog_row(const h5::Location& subhalo, const std::string& dataset,
+                                std::size_t row, int components, const Header& hdr,
+                                double target_unit_cgs) {
+  return catalog_rows(subhalo, dataset, row, row + 1, components, hdr, target_unit_cgs);
 }
 
 struct CatalogEntry {
@@ -695,6 +705,34 @@ Frame conversion_frame(const Galaxy& g, const Header& hdr, const Centre& centre)
 }
 
 }  // namespace
+
+std::vector<SubhaloSummary> read_subhalo_catalog(const std::string& snapshot_dir, int snapshot) {
+  const SnapshotFiles files{snapshot_dir, snapshot};
+  require_file(files.snap_file(0), "snapshot chunk file 0");
+  require_file(files.group_file(0), "group catalog file 0");
+  require_file(files.offsets_file(), "offsets file");
+  const Header hdr = read_header(files.snap_file(0));
+  const int n_group_files = static_cast<int>(
+      h5::File(files.group_file(0)).group("Header").attribute<std::int64_t>("NumFiles"));
+  std::vector<SubhaloSummary> out;
+  for (int k = 0; k < n_group_files; ++k) {
+    require_file(files.group_file(k), "group catalog file " + std::to_string(k));
+    h5::File f(files.group_file(k));
+    const auto n =
+        static_cast<std::size_t>(f.group("Header").attribute<std::int64_t>("Nsubgroups_ThisFile"));
+    if (n == 0) continue;
+    const auto sub = f.group("Subhalo");
+    if (!sub.exists("SubhaloLenType"))
+      throw InputError(sub.describe("SubhaloLenType") + ": required dataset missing");
+    const auto len = sub.read_rows<std::int64_t>("SubhaloLenType", 0, n, 6);
+    const auto mass = catalog_rows(sub, "SubhaloMassType", 0, n, 6, hdr, tng::kMsunG);
+    const auto sfr = catalog_rows(sub, "SubhaloSFR", 0, n, 1, hdr, tng::kMsunG / tng::kJulianYearS);
+    for (std::size_t i = 0; i < n; ++i)
+      out.push_back({static_cast<long long>(out.size()), static_cast<std::size_t>(len[6 * i + 4]),
+                     static_cast<std::size_t>(len[6 * i]), mass[6 * i + 4], sfr[i]});
+  }
+  return out;
+}
 
 TngCounts count_tng(const TngReadOptions& options) {
   TngIngestReport rep;

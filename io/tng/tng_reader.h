@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "data/galaxy_data.h"
 #include "data/mesh.h"
@@ -60,6 +61,17 @@ struct TngCounts {
   std::size_t gas_rows = 0;
 };
 TngCounts count_tng(const TngReadOptions& options);
+
+// One subhalo of a snapshot's group catalog: what a survey selects on.
+struct SubhaloSummary {
+  long long id = 0;
+  std::size_t star_rows = 0, gas_rows = 0;  // SubhaloLenType[4] (wind cells included), [0]
+  double stellar_mass_msun = 0;             // SubhaloMassType[4]
+  double sfr_msun_per_yr = 0;               // SubhaloSFR
+};
+// Every subhalo of the catalog (all its files), in id order. The snapshot's chunk file 0, the
+// group catalog and the offsets file must exist: an error names the one missing.
+std::vector<SubhaloSummary> read_subhalo_catalog(const std::string& snapshot_dir, int snapshot);
 
 // Throws InputError naming the file and the dataset or attribute on bad input.
 GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options,

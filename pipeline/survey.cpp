@@ -1,0 +1,341 @@
+#include "pipeline/survey.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <numbers>
+#include <random>
+#include <sstream>
+
+#include "io/config_error.h"
+#include "io/json_params.h"
+#include "io/run_config.h"
+#include "io/tng/tng_reader.h"
+#include "pipeline/plan.h"
+
+namespace ifusim {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kCatalogColumns[] = {"subhalo_id", "orientation", "status",
+                                           "cube",       "seconds",     "n_stars",
+                                           "n_gas",      "error",       "config_hash"};
+constexpr std::size_t kColumns = std::size(kCatalogColumns);
+
+// FNV-1a, 64 bits, of the config's canonical dump (nlohmann::json keeps object keys sorted):
+// equal hashes mean the same resolved run.
+std::string config_hash(const nlohmann::json& document) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const unsigned char c : document.dump()) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string number_name(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// The orientations: presets ("face-on", "edge-on") and Euler angles in a list, or
+// {"random": N, "seed": S}: N rotations uniform over the sphere of directions (alpha and gamma
+// uniform, beta = asin(2u - 1), the Tait-Bryan angles of orient's Rz Ry Rx).
+std::vector<std::pair<std::string, nlohmann::json>> orientations(const nlohmann::json& section,
+                                                                 JsonParams& survey) {
+  std::vector<std::pair<std::string, nlohmann::json>> out;
+  const std::string key = survey.key_path("orientations");
+  if (section.is_object()) {
+    JsonParams random(section, key);
+    const long long n = random.integer("random");
+    random.require(n >= 1 && n <= 100000, "random", "an integer from 1 to 100000", n);
+    const long long seed = random.integer("seed", 0);
+    random.finish();
+    std::mt19937_64 rng(static_cast<std::uint64_t>(seed));
+    auto uniform = [&rng] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
+    const int digits = static_cast<int>(std::to_string(n - 1).size());
+    for (long long i = 0; i < n; ++i) {
+      const double alpha = 360.0 * uniform();
+      const double beta = std::asin(2.0 * uniform() - 1.0) * 180.0 / std::numbers::pi;
+      const double gamma = 360.0 * uniform();
+      char name[32];
+      std::snprintf(name, sizeof name, "random_%0*lld", digits, i);
+      out.push_back({name, {{"alpha_deg", alpha}, {"beta_deg", beta}, {"gamma_deg", gamma}}});
+    }
+    return out;
+  }
+  if (!section.is_array() || section.empty())
+    throw ConfigError(key +
+                      ": expected a non-empty list of orientations (\"face-on\", \"edge-on\", "
+                      "{\"alpha_deg\": ...}) or {\"random\": N, \"seed\": S}");
+  for (std::size_t i = 0; i < section.size(); ++i) {
+    const nlohmann::json& o = section[i];
+    const std::string path = key + "[" + std::to_string(i) + "]";
+    if (o.is_string() && (o == "face-on" || o == "edge-on")) {
+      out.push_back({o.get<std::string>(), o});
+    } else if (o.is_object()) {
+      JsonParams angles(o, path);
+      const double a = angles.number("alpha_deg", 0.0), b = angles.number("beta_deg", 0.0),
+                   g = angles.number("gamma_deg", 0.0);
+      angles.finish();
+      out.push_back({"euler_" + number_name(a) + "_" + number_name(b) + "_" + number_name(g), o});
+    } else {
+      throw ConfigError(path + ": expected \"face-on\", \"edge-on\" or Euler angles, got " +
+                        o.dump());
+    }
+  }
+  for (std::size_t i = 0; i < out.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (out[i].first == out[j].first)
+        throw ConfigError(key + ": orientation " + out[i].first + " is listed twice");
+  return out;
+}
+
+// The subhalos: a list of ids, or cuts on the catalog's stellar mass and SFR keeping the
+// `max_count` most massive.
+std::vector<SubhaloSummary> select_subhalos(JsonParams& survey,
+                                            const std::vector<SubhaloSummary>& catalog,
+                                            const std::string& snapshot_dir) {
+  const bool by_id = survey.has("subhalos"), by_cut = survey.has("select");
+  if (by_id == by_cut)
+    throw ConfigError(survey.key_path("subhalos") +
+                      ": expected exactly one of \"subhalos\" (a list of ids) and \"select\" "
+                      "(cuts on the catalog)");
+  std::vector<SubhaloSummary> out;
+  if (by_id) {
+    const nlohmann::json& ids = survey.raw("subhalos");
+    if (!ids.is_array() || ids.empty())
+      throw ConfigError(survey.key_path("subhalos") + ": expected a non-empty list of ids");
+    for (const auto& id : ids) {
+      if (!id.is_number_integer() || id.get<long long>() < 0 ||
+          id.get<long long>() >= static_cast<long long>(catalog.size()))
+        throw ConfigError(survey.key_path("subhalos") + ": " + id.dump() +
+                          " is not a subhalo id of " + snapshot_dir + " (0 to " +
+                          std::to_string(catalog.size()) + " - 1)");
+      const auto& s = catalog[id.get<std::size_t>()];
+      if (std::none_of(out.begin(), out.end(), [&](auto& o) { return o.id == s.id; }))
+        out.push_back(s);
+    }
+    return out;
+  }
+  JsonParams cut = survey.object("select");
+  const double inf = std::numeric_limits<double>::infinity();
+  const double m_lo = cut.number("min_stellar_mass_msun", 0.0);
+  const double m_hi = cut.number("max_stellar_mass_msun", inf);
+  const double sfr_lo = cut.number("min_sfr_msun_per_yr", -inf);
+  const double sfr_hi = cut.number("max_sfr_msun_per_yr", inf);
+  const long long max_count = cut.integer("max_count", static_cast<long long>(catalog.size()));
+  cut.require(max_count >= 1, "max_count", "an integer >= 1", max_count);
+  cut.finish();
+  for (const auto& s : catalog)
+    if (s.star_rows > 0 && s.stellar_mass_msun >= m_lo && s.stellar_mass_msun <= m_hi &&
+        s.sfr_msun_per_yr >= sfr_lo && s.sfr_msun_per_yr <= sfr_hi)
+      out.push_back(s);
+  if (out.empty())
+    throw ConfigError(cut.path() + ": no subhalo of the " + std::to_string(catalog.size()) +
+                      " in " + snapshot_dir +
+                      "'s group catalog has stars and passes the cuts (stellar mass in [" +
+                      number_name(m_lo) + ", " + number_name(m_hi) + "] Msun, SFR in [" +
+                      number_name(sfr_lo) + ", " + number_name(sfr_hi) + "] Msun/yr)");
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.stellar_mass_msun > b.stellar_mass_msun;
+  });
+  if (out.size() > static_cast<std::size_t>(max_count))
+    out.resize(static_cast<std::size_t>(max_count));
+  return out;
+}
+
+// catalog.csv: RFC 4180 quoting where a field needs it.
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n\r") == std::string::npos) return v;
+  std::string out = "\"";
+  for (const char c : v) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+using Row = std::vector<std::string>;
+
+std::vector<Row> read_catalog(const std::string& path) {
+  std::vector<Row> rows;
+  std::ifstream in(path);
+  if (!in) return rows;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Row row;
+  std::string field;
+  bool quoted = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      row.push_back(std::move(field));
+      field.clear();
+    } else if (c == '\n') {
+      row.push_back(std::move(field));
+      field.clear();
+      if (row.size() == kColumns) rows.push_back(std::move(row));  // else a torn line
+      row.clear();
+    } else if (c != '\r') {
+      field += c;
+    }
+  }
+  if (!rows.empty() && rows.front()[0] == kCatalogColumns[0]) rows.erase(rows.begin());
+  return rows;
+}
+
+// Replaces the catalog at once: written beside it, then renamed over it.
+void write_catalog(const std::string& path, const std::vector<Row>& rows) {
+  const std::string tmp = path + ".partial";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    for (std::size_t c = 0; c < kColumns; ++c) out << (c ? "," : "") << kCatalogColumns[c];
+    out << "\n";
+    for (const auto& row : rows) {
+      for (std::size_t c = 0; c < kColumns; ++c) out << (c ? "," : "") << csv_field(row[c]);
+      out << "\n";
+    }
+    if (!out.flush()) throw std::runtime_error(tmp + ": cannot write the survey catalog");
+  }
+  fs::rename(tmp, path);
+}
+
+}  // namespace
+
+SurveyPlan plan_survey(const nlohmann::json& document, const std::string& config_path) {
+  if (!document.is_object() || !document.contains("survey"))
+    throw ConfigError("survey: section missing (the snapshot, the subhalos and orientations)");
+  JsonParams survey(document.at("survey"), "survey");
+  SurveyPlan plan;
+  plan.config_path = config_path;
+  plan.snapshot_dir = resolve_path(survey.string("snapshot_dir"), config_path);
+  if (!fs::is_directory(plan.snapshot_dir))
+    throw ConfigError("survey.snapshot_dir: " + plan.snapshot_dir + " is not a directory");
+  const long long snapshot = survey.integer("snapshot");
+  survey.require(snapshot >= 0 && snapshot <= 999, "snapshot", "an integer from 0 to 999",
+                 snapshot);
+  plan.snapshot = static_cast<int>(snapshot);
+  const auto catalog = read_subhalo_catalog(plan.snapshot_dir, plan.snapshot);
+  auto selected = select_subhalos(survey, catalog, plan.snapshot_dir);
+  const auto views = orientations(
+      survey.has("orientations") ? survey.raw("orientations") : nlohmann::json::array({"face-on"}),
+      survey);
+  survey.finish();
+  std::stable_sort(selected.begin(), selected.end(),
+                   [](const auto& a, const auto& b) { return a.star_rows > b.star_rows; });
+
+  // Each task: the config without `survey`, its input the subhalo (the input's other keys, such
+  // as stream_block_stars, kept), its orientation the task's.
+  nlohmann::json base = document;
+  base.erase("survey");
+  nlohmann::json input = base.contains("input") && base["input"].is_object()
+                             ? base["input"]
+                             : nlohmann::json::object();
+  for (const char* key : {"file", "synthetic", "format", "snapshot", "subhalo"}) input.erase(key);
+  input["file"] = plan.snapshot_dir;
+  input["snapshot"] = plan.snapshot;
+  for (const auto& s : selected)
+    for (const auto& [name, orientation] : views) {
+      SurveyTask t;
+      t.subhalo_id = s.id;
+      t.star_rows = s.star_rows;
+      t.orientation = name;
+      t.run_document = base;
+      t.run_document["input"] = input;
+      t.run_document["input"]["subhalo"] = s.id;
+      t.run_document["galaxy"]["orientation"] = orientation;
+      try {
+        parse_run_config(t.run_document, config_path);
+      } catch (const ConfigError& e) {
+        throw ConfigError(config_path + ": " + e.what());
+      }
+      t.config_hash = config_hash(t.run_document);
+      plan.tasks.push_back(std::move(t));
+    }
+  return plan;
+}
+
+SurveyReport run_survey(const SurveyPlan& plan, const std::string& out_dir,
+                        const RunOptions& options) {
+  // The run settings every cube shares (stage parameters, templates, devices) are checked once,
+  // before any cube: an error there stops the survey instead of failing every row.
+  if (!plan.tasks.empty()) try {
+      plan_pipeline(parse_run_config(plan.tasks.front().run_document, plan.config_path), options);
+    } catch (const ConfigError& e) {
+      throw ConfigError(plan.config_path + ": " + e.what());
+    }
+  fs::create_directories(out_dir);
+  SurveyReport report;
+  report.catalog_path = (fs::path(out_dir) / "catalog.csv").string();
+  std::vector<Row> rows = read_catalog(report.catalog_path);
+  auto find_row = [&rows](const SurveyTask& t) -> Row* {
+    for (auto& r : rows)
+      if (r[0] == std::to_string(t.subhalo_id) && r[1] == t.orientation) return &r;
+    return nullptr;
+  };
+  for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
+    const SurveyTask& t = plan.tasks[i];
+    if (const Row* r = find_row(t); r && (*r)[2] == "done" && (*r)[8] == t.config_hash &&
+                                    fs::exists(fs::path(out_dir) / (*r)[3])) {
+      ++report.skipped;
+      continue;
+    }
+    const std::string relative = std::to_string(t.subhalo_id) + "/" + t.orientation;
+    spdlog::info("survey {}/{}: subhalo {} {}", i + 1, plan.tasks.size(), t.subhalo_id,
+                 t.orientation);
+    Row row = {
+        std::to_string(t.subhalo_id), t.orientation, "failed", "", "", "", "", "", t.config_hash};
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      RunOptions o = options;
+      o.output_dir = (fs::path(out_dir) / relative).string();
+      o.write_outputs = true;
+      const RunReport run = run_pipeline(parse_run_config(t.run_document, plan.config_path), o);
+      std::string cube;
+      for (const char* name : {"cube.fits", "cube.h5"})
+        if (cube.empty() && std::find(run.files.begin(), run.files.end(), name) != run.files.end())
+          cube = relative + "/" + name;
+      row[2] = "done";
+      row[3] = cube;
+      row[5] = run.summary.at("n_stars").dump();
+      row[6] = run.summary.at("n_gas").dump();
+      ++report.done;
+    } catch (const std::exception& e) {
+      // Bad data (or a run that cannot be made) fails this cube only.
+      spdlog::warn("survey: subhalo {} {} failed: {}", t.subhalo_id, t.orientation, e.what());
+      row[7] = e.what();
+      ++report.failed;
+    }
+    row[4] = number_name(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    if (Row* r = find_row(t))
+      *r = row;
+    else
+      rows.push_back(row);
+    write_catalog(report.catalog_path, rows);
+  }
+  return report;
+}
+
+}  // namespace ifusim

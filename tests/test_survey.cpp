@@ -1,0 +1,231 @@
+// `ifusim survey` in one process (pipeline/survey.h, docs/survey.md): the catalog cuts select
+// what an independent reading of the group catalog selects; every cube is bitwise the cube of
+// `ifusim run` on the same subhalo and orientation; a rerun makes only what is not done; a
+// subhalo with bad data is a failed row while the others are made; bad surveys are refused.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io/config_error.h"
+#include "io/cube/cube_io.h"
+#include "io/hdf5.h"
+#include "io/run_config.h"
+#include "io/tng/synthetic_galaxy.h"
+#include "pipeline/survey.h"
+#include "tng_test_util.h"
+
+using namespace ifusim;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string example(const std::string& name) {
+  return std::string(IFUSIM_SOURCE_DIR) + "/configs/examples/" + name + ".json";
+}
+
+std::vector<std::vector<std::string>> catalog_rows(const std::string& path) {
+  std::vector<std::vector<std::string>> rows;
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    std::vector<std::string> row;
+    std::string field;
+    bool quoted = false;
+    for (const char c : line) {
+      if (c == '"')
+        quoted = !quoted;
+      else if (c == ',' && !quoted)
+        row.push_back(std::exchange(field, {}));
+      else
+        field += c;
+    }
+    row.push_back(field);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// Sets subhalo `id`'s first star's mass to NaN, in the chunk file that holds it.
+void corrupt_subhalo(const std::string& dir, const tng::SyntheticSnapshotSpec& spec, long long id) {
+  std::int64_t row = 0;
+  {
+    h5::File offsets(tng::offsets_path(dir, spec.snapshot));
+    row = offsets.read_rows<std::int64_t>("Subhalo/SnapByType", id, id + 1, 6)[4];
+  }
+  for (int k = 0; k < spec.n_chunks; ++k) {
+    h5::File f(tng::snapshot_chunk_path(dir, spec.snapshot, k), h5::File::Mode::read_write);
+    const auto rows = f.exists("PartType4/Masses")
+                          ? static_cast<std::int64_t>(f.shape("PartType4/Masses").at(0))
+                          : 0;
+    if (row < rows) {
+      auto m = f.read<float>("PartType4/Masses");
+      auto sft = f.read<float>("PartType4/GFM_StellarFormationTime");
+      auto i = static_cast<std::size_t>(row);
+      while (sft[i] <= 0) ++i;  // a star, not a wind cell
+      m[i] = std::numeric_limits<float>::quiet_NaN();
+      f.write_rows<float>("PartType4/Masses", 0, m.data(), m.size());
+      return;
+    }
+    row -= rows;
+  }
+  FAIL("subhalo " << id << " not found in the chunk files");
+}
+
+}  // namespace
+
+TEST_CASE("survey: cubes of a snapshot's subhalos, bitwise those of ifusim run, resumable",
+          "[survey][tng]") {
+  const test::ScratchDir dir("survey");
+  tng::SyntheticGalaxySpec central;
+  central.n_stars = 1500;
+  central.n_gas = 0;
+  central.seed = 21;
+  central.redshift = 0.05;
+  const auto spec = tng::make_snapshot_spec(central, 7, 3, 2);
+  tng::write_tng_snapshot(dir.file("snap"), spec);
+
+  // The five most massive subhalos with stars, read independently of the survey's reader.
+  std::vector<std::pair<double, long long>> by_mass;
+  {
+    long long id = 0;
+    for (int k = 0; k < spec.n_chunks; ++k) {
+      h5::File f(tng::group_catalog_chunk_path(dir.file("snap"), spec.snapshot, k));
+      const auto n = f.group("Header").attribute<std::int64_t>("Nsubgroups_ThisFile");
+      if (n == 0) continue;
+      const auto mass = f.read<float>("Subhalo/SubhaloMassType");
+      const auto len = f.read<std::int32_t>("Subhalo/SubhaloLenType");
+      for (std::int64_t i = 0; i < n; ++i, ++id)
+        if (len[static_cast<std::size_t>(6 * i + 4)] > 0)
+          by_mass.push_back({mass[static_cast<std::size_t>(6 * i + 4)], id});
+    }
+  }
+  REQUIRE(by_mass.size() >= 6);
+  std::sort(by_mass.rbegin(), by_mass.rend());
+  std::set<long long> expected;
+  for (int i = 0; i < 5; ++i) expected.insert(by_mass[static_cast<std::size_t>(i)].second);
+  const long long bad = by_mass[3].second;
+  corrupt_subhalo(dir.file("snap"), spec, bad);
+
+  nlohmann::json document = load_config_document(
+      example("muse_tng_mastar"), {"galaxy.redshift=0.05", "devices.oversubscribe=true",
+                                   "output.png=false", "output.fits=false"});
+  document["survey"] = {{"snapshot_dir", dir.file("snap")},
+                        {"snapshot", spec.snapshot},
+                        {"select", {{"max_count", 5}}},
+                        {"orientations", {"face-on", {{"alpha_deg", 60}}}}};
+  const SurveyPlan plan = plan_survey(document, example("muse_tng_mastar"));
+  REQUIRE(plan.tasks.size() == 10);
+  std::set<long long> selected;
+  for (const auto& t : plan.tasks) selected.insert(t.subhalo_id);
+  CHECK(selected == expected);
+  for (std::size_t i = 1; i < plan.tasks.size(); ++i)
+    CHECK(plan.tasks[i - 1].star_rows >= plan.tasks[i].star_rows);  // largest first
+
+  RunOptions options;
+  options.n_devices = 2;
+  options.progress = false;
+  const std::string out = dir.file("out");
+  const SurveyReport first = run_survey(plan, out, options);
+  CHECK(first.done == 8);
+  CHECK(first.failed == 2);
+  auto rows = catalog_rows(first.catalog_path);
+  REQUIRE(rows.size() == 10);
+  for (const auto& row : rows) {
+    INFO(row[0] << " " << row[1] << ": " << row[7]);
+    REQUIRE(row.size() == 9);
+    if (std::stoll(row[0]) == bad) {
+      CHECK(row[2] == "failed");
+      CHECK_THAT(row[7], Catch::Contains("non-finite"));
+    } else {
+      CHECK(row[2] == "done");
+      CHECK(row[3] == row[0] + "/" + row[1] + "/cube.h5");
+      CHECK(fs::exists(fs::path(out) / row[3]));
+      CHECK(std::stoll(row[5]) > 0);
+    }
+  }
+
+  // Bitwise the cube of a run of the same subhalo and orientation, on another device count.
+  for (const auto* task : {&plan.tasks.front(), &plan.tasks.back()}) {
+    if (task->subhalo_id == bad) continue;
+    RunOptions single;
+    single.n_devices = 1;
+    single.progress = false;
+    single.output_dir = dir.file("single");
+    run_pipeline(parse_run_config(task->run_document, plan.config_path), single);
+    const Cube survey_cube =
+        read_cube((fs::path(out) / std::to_string(task->subhalo_id) / task->orientation / "cube.h5")
+                      .string());
+    const Cube run_cube = read_cube(dir.file("single") + "/cube.h5");
+    REQUIRE(survey_cube.data.size() == run_cube.data.size());
+    CHECK(std::memcmp(survey_cube.data.data(), run_cube.data.data(),
+                      run_cube.data.size() * sizeof(double)) == 0);
+  }
+
+  // A rerun makes only what is not done: the failed rows again, and a row whose cube is gone.
+  fs::remove(fs::path(out) / rows[0][3]);
+  const SurveyReport second = run_survey(plan, out, options);
+  CHECK(second.skipped == 7);
+  CHECK(second.done == 1);
+  CHECK(second.failed == 2);
+  CHECK(catalog_rows(second.catalog_path).size() == 10);
+  CHECK_FALSE(fs::exists(second.catalog_path + ".partial"));
+}
+
+TEST_CASE("survey: orientations and refusals", "[survey][tng]") {
+  const test::ScratchDir dir("survey_bad");
+  tng::SyntheticGalaxySpec central;
+  central.n_stars = 400;
+  central.n_gas = 0;
+  central.seed = 3;
+  const auto spec = tng::make_snapshot_spec(central, 3, 1, 1);
+  tng::write_tng_snapshot(dir.file("snap"), spec);
+  nlohmann::json document =
+      load_config_document(example("muse_tng_mastar"), {"galaxy.redshift=0.05"});
+  document["survey"] = {{"snapshot_dir", dir.file("snap")},
+                        {"snapshot", spec.snapshot},
+                        {"subhalos", {0, 2}},
+                        {"orientations", {{"random", 3}, {"seed", 5}}}};
+  const SurveyPlan plan = plan_survey(document, example("muse_tng_mastar"));
+  REQUIRE(plan.tasks.size() == 6);
+  CHECK(plan.tasks[0].orientation == "random_0");
+  CHECK(plan.tasks[2].orientation == "random_2");
+  // The same seed, the same angles (and hashes); another seed, others.
+  CHECK(plan_survey(document, example("muse_tng_mastar")).tasks[1].config_hash ==
+        plan.tasks[1].config_hash);
+  auto reseeded = document;
+  reseeded["survey"]["orientations"]["seed"] = 6;
+  CHECK(plan_survey(reseeded, example("muse_tng_mastar")).tasks[1].config_hash !=
+        plan.tasks[1].config_hash);
+
+  auto refused = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& what) {
+    auto d = document;
+    edit(d);
+    INFO(what);
+    CHECK_THROWS_WITH(plan_survey(d, example("muse_tng_mastar")), Catch::Contains(what));
+  };
+  refused(
+      [](auto& d) {
+        d["survey"].erase("subhalos");
+        d["survey"]["select"] = {{"min_stellar_mass_msun", 1e20}};
+      },
+      "survey.select: no subhalo of the 3 in");
+  refused([](auto& d) { d["survey"]["subhalos"] = {7}; }, "survey.subhalos: 7 is not a subhalo id");
+  refused([](auto& d) { d["survey"]["orientations"] = {"sideways"}; },
+          "survey.orientations[0]: expected \"face-on\", \"edge-on\" or Euler angles");
+  refused([](auto& d) { d["galaxy"]["redshift"] = -1; }, "galaxy.redshift");
+  fs::remove_all(
+      fs::path(tng::group_catalog_chunk_path(dir.file("snap"), spec.snapshot, 0)).parent_path());
+  CHECK_THROWS_WITH(plan_survey(document, example("muse_tng_mastar")),
+                    Catch::Contains("group catalog file 0 missing"));
+}
