@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "data/collectives/processes.h"
 #include "pipeline/plan.h"
 #include "pipeline/runner.h"
 #include "pipeline/survey.h"
@@ -91,6 +92,8 @@ void add_survey_command(CLI::App& app, int& exit_code) {
         a->out.empty() ? parse_run_config(plan.tasks.front().run_document, a->config).output_dir
                        : a->out;
     const SurveyReport report = run_survey(plan, out, options);
+    exit_code = 0;
+    if (processes::rank() > 0) return;  // process 0 keeps the catalog and reports
     std::cout << plan.tasks.size() << " cubes: " << report.done << " made, " << report.skipped
               << " done before, " << report.failed << " failed; " << report.catalog_path << "\n";
     exit_code = report.failed == 0 ? 0 : 1;

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <system_error>
 
@@ -17,7 +18,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Staging folders ".<name>.partial-<pid>" in `parent` whose process no longer exists.
+// Whether process `pid` has ended: it does not exist, or it is a zombie no parent has reaped yet
+// (a killed MPI process under a container's init, say), which will write nothing more.
+bool process_ended(pid_t pid) {
+  if (::kill(pid, 0) == -1) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto close = line.rfind(')');  // the state follows "pid (comm) "
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+
+// Staging folders ".<name>.partial-<pid>" in `parent` whose process has ended.
 void remove_stale_staging(const fs::path& parent, const std::string& name) {
   const std::string prefix = "." + name + ".partial-";
   std::error_code ec;
@@ -29,7 +41,7 @@ void remove_stale_staging(const fs::path& parent, const std::string& name) {
     const auto [end, error] =
         std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), pid);
     if (error != std::errc() || end != pid_text.data() + pid_text.size() || pid <= 0) continue;
-    if (::kill(pid, 0) == -1 && errno == ESRCH) fs::remove_all(entry.path(), ec);
+    if (process_ended(pid)) fs::remove_all(entry.path(), ec);
   }
 }
 

@@ -7,7 +7,8 @@
 // files in, replacing an earlier run's, and removes the earlier run's outputs this run did not
 // write (a run without pictures leaves no old pictures beside its new cube). summary.json, when
 // written, is moved last: its presence marks a complete set. A staging folder left by a killed
-// run (its process gone) is removed by the next run into the same folder.
+// run (its process gone, or a zombie no one has reaped) is removed by the next run into the same
+// folder.
 #include <string>
 #include <vector>
 

@@ -7,15 +7,21 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <numbers>
+#include <optional>
 #include <random>
 #include <sstream>
+#include <thread>
 
+#include "data/collectives/processes.h"
 #include "io/config_error.h"
 #include "io/json_params.h"
 #include "io/run_config.h"
@@ -276,6 +282,95 @@ SurveyPlan plan_survey(const nlohmann::json& document, const std::string& config
   return plan;
 }
 
+namespace {
+
+// Messages between the processes of a survey run by mpirun.
+constexpr int kTagResult = 1;  // worker -> 0: its last row (JSON), "" at first; asks for a task
+constexpr int kTagTask = 2;    // 0 -> worker: a task's index, "" when there is none left
+
+// One task: its run, into out_dir/<id>/<orientation>/, and its catalog row.
+Row run_task(const SurveyPlan& plan, std::size_t i, const std::string& out_dir,
+             const RunOptions& options) {
+  const SurveyTask& t = plan.tasks[i];
+  const std::string relative = std::to_string(t.subhalo_id) + "/" + t.orientation;
+  spdlog::info("survey {}/{}: subhalo {} {}", i + 1, plan.tasks.size(), t.subhalo_id,
+               t.orientation);
+  Row row = {
+      std::to_string(t.subhalo_id), t.orientation, "failed", "", "", "", "", "", t.config_hash};
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    RunOptions o = options;
+    o.output_dir = (fs::path(out_dir) / relative).string();
+    o.write_outputs = true;
+    const RunReport run = run_pipeline(parse_run_config(t.run_document, plan.config_path), o);
+    for (const char* name : {"cube.fits", "cube.h5"})
+      if (row[3].empty() && std::find(run.files.begin(), run.files.end(), name) != run.files.end())
+        row[3] = relative + "/" + name;
+    row[2] = "done";
+    row[5] = run.summary.at("n_stars").dump();
+    row[6] = run.summary.at("n_gas").dump();
+  } catch (const std::exception& e) {
+    // Bad data (or a run that cannot be made) fails this cube only.
+    spdlog::warn("survey: subhalo {} {} failed: {}", t.subhalo_id, t.orientation, e.what());
+    row[7] = e.what();
+  }
+  row[4] =
+      number_name(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return row;
+}
+
+// The catalog and the tasks still to make, on the process that writes the catalog.
+class SurveyLedger {
+ public:
+  SurveyLedger(const SurveyPlan& plan, const std::string& out_dir, SurveyReport& report)
+      : report_(report) {
+    report_.catalog_path = (fs::path(out_dir) / "catalog.csv").string();
+    rows_ = read_catalog(report_.catalog_path);
+    for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
+      const Row* r = find(plan.tasks[i].subhalo_id, plan.tasks[i].orientation);
+      if (r && (*r)[2] == "done" && (*r)[8] == plan.tasks[i].config_hash &&
+          fs::exists(fs::path(out_dir) / (*r)[3]))
+        ++report_.skipped;
+      else
+        todo_.push_back(i);
+    }
+  }
+
+  // The next task, largest galaxy first, if any is left.
+  std::optional<std::size_t> next() {
+    std::lock_guard lock(mutex_);
+    if (todo_.empty()) return std::nullopt;
+    const std::size_t i = todo_.front();
+    todo_.pop_front();
+    return i;
+  }
+
+  // A finished task's row: into the catalog, which is replaced at once.
+  void record(const Row& row) {
+    std::lock_guard lock(mutex_);
+    ++(row[2] == "done" ? report_.done : report_.failed);
+    if (Row* r = find(std::stoll(row[0]), row[1]))
+      *r = row;
+    else
+      rows_.push_back(row);
+    write_catalog(report_.catalog_path, rows_);
+  }
+
+ private:
+  Row* find(long long id, const std::string& orientation) {
+    for (auto& r : rows_)
+      if (r[0] == std::to_string(id) && r[1] == orientation) return &r;
+    return nullptr;
+  }
+
+  SurveyReport& report_;
+  std::vector<Row> rows_;
+  std::deque<std::size_t> todo_;
+  std::mutex mutex_;
+};
+
+}  // namespace
+
 SurveyReport run_survey(const SurveyPlan& plan, const std::string& out_dir,
                         const RunOptions& options) {
   // The run settings every cube shares (stage parameters, templates, devices) are checked once,
@@ -288,53 +383,42 @@ SurveyReport run_survey(const SurveyPlan& plan, const std::string& out_dir,
   fs::create_directories(out_dir);
   SurveyReport report;
   report.catalog_path = (fs::path(out_dir) / "catalog.csv").string();
-  std::vector<Row> rows = read_catalog(report.catalog_path);
-  auto find_row = [&rows](const SurveyTask& t) -> Row* {
-    for (auto& r : rows)
-      if (r[0] == std::to_string(t.subhalo_id) && r[1] == t.orientation) return &r;
-    return nullptr;
-  };
-  for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
-    const SurveyTask& t = plan.tasks[i];
-    if (const Row* r = find_row(t); r && (*r)[2] == "done" && (*r)[8] == t.config_hash &&
-                                    fs::exists(fs::path(out_dir) / (*r)[3])) {
-      ++report.skipped;
-      continue;
+
+  if (processes::rank() > 0) {
+    // A worker: asks process 0 for tasks, sending back each one's row, until none is left.
+    std::string last_row;
+    for (;;) {
+      processes::send(0, kTagResult, last_row);
+      int from = 0;
+      const std::string task = processes::receive(kTagTask, &from);
+      if (task.empty()) return report;
+      const Row row = run_task(plan, std::stoul(task), out_dir, options);
+      ++(row[2] == "done" ? report.done : report.failed);
+      last_row = nlohmann::json(row).dump();
     }
-    const std::string relative = std::to_string(t.subhalo_id) + "/" + t.orientation;
-    spdlog::info("survey {}/{}: subhalo {} {}", i + 1, plan.tasks.size(), t.subhalo_id,
-                 t.orientation);
-    Row row = {
-        std::to_string(t.subhalo_id), t.orientation, "failed", "", "", "", "", "", t.config_hash};
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      RunOptions o = options;
-      o.output_dir = (fs::path(out_dir) / relative).string();
-      o.write_outputs = true;
-      const RunReport run = run_pipeline(parse_run_config(t.run_document, plan.config_path), o);
-      std::string cube;
-      for (const char* name : {"cube.fits", "cube.h5"})
-        if (cube.empty() && std::find(run.files.begin(), run.files.end(), name) != run.files.end())
-          cube = relative + "/" + name;
-      row[2] = "done";
-      row[3] = cube;
-      row[5] = run.summary.at("n_stars").dump();
-      row[6] = run.summary.at("n_gas").dump();
-      ++report.done;
-    } catch (const std::exception& e) {
-      // Bad data (or a run that cannot be made) fails this cube only.
-      spdlog::warn("survey: subhalo {} {} failed: {}", t.subhalo_id, t.orientation, e.what());
-      row[7] = e.what();
-      ++report.failed;
-    }
-    row[4] = number_name(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    if (Row* r = find_row(t))
-      *r = row;
-    else
-      rows.push_back(row);
-    write_catalog(report.catalog_path, rows);
   }
+
+  // Process 0 (or the only one) keeps the catalog and makes cubes too; with other processes,
+  // it makes them on a thread while this one hands out tasks, dynamically, largest first.
+  SurveyLedger ledger(plan, out_dir, report);
+  std::exception_ptr failure;
+  std::thread local([&] {
+    try {
+      while (const auto i = ledger.next()) ledger.record(run_task(plan, *i, out_dir, options));
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  });
+  for (int active = processes::size() - 1; active > 0;) {
+    int from = 0;
+    const std::string row = processes::receive(kTagResult, &from);
+    if (!row.empty()) ledger.record(nlohmann::json::parse(row).get<Row>());
+    const auto i = ledger.next();
+    processes::send(from, kTagTask, i ? std::to_string(*i) : "");
+    if (!i) --active;
+  }
+  local.join();
+  if (failure) std::rethrow_exception(failure);
   return report;
 }
 

@@ -18,7 +18,7 @@ declare -A runs=([fuzz_run_config]=60000 [fuzz_tng_cutout]=1800 [fuzz_ssp_hdf5]=
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DIFUSIM_FUZZ=ON -DIFUSIM_CUDA=OFF -DIFUSIM_BUILD_TESTS=OFF \
-  -DIFUSIM_BUILD_BENCH=OFF -DIFUSIM_PYTHON=OFF
+  -DIFUSIM_BUILD_BENCH=OFF -DIFUSIM_PYTHON=OFF -DIFUSIM_MPI=OFF
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 
 for t in "${targets[@]}"; do

@@ -1,0 +1,94 @@
+#include "data/collectives/processes.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+#ifdef IFUSIM_HAVE_MPI
+// The C API only: Open MPI's and MPICH's deprecated C++ bindings stay out.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
+namespace ifusim::processes {
+namespace {
+
+// The process count an MPI launcher announced (Open MPI, MPICH's Hydra (PMI), PMIx), or 0.
+int launcher_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"})
+    if (const char* v = std::getenv(name); v && *v) return std::atoi(v);
+  return std::getenv("PMIX_RANK") ? 1 : 0;
+}
+
+struct World {
+  int rank = 0, size = 1;
+  World() {
+    const int launched = launcher_size();
+#ifdef IFUSIM_HAVE_MPI
+    if (launched > 0) {
+      int provided = 0;
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+      MPI_Comm_size(MPI_COMM_WORLD, &size);
+      std::atexit([] {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (!finalized) MPI_Finalize();
+      });
+    }
+#else
+    if (launched > 1)
+      throw std::runtime_error("started by an MPI launcher with " + std::to_string(launched) +
+                               " processes, but this ifusim was built without MPI "
+                               "(-DIFUSIM_MPI=OFF): run it alone");
+#endif
+  }
+};
+
+World& world() {
+  static World w;
+  return w;
+}
+
+}  // namespace
+
+int rank() {
+  return world().rank;
+}
+
+int size() {
+  return world().size;
+}
+
+void send(int to, int tag, const std::string& message) {
+#ifdef IFUSIM_HAVE_MPI
+  if (world().size > 1) {
+    MPI_Send(message.data(), static_cast<int>(message.size()), MPI_CHAR, to, tag, MPI_COMM_WORLD);
+    return;
+  }
+#endif
+  (void)message;
+  (void)tag;
+  throw std::logic_error("processes::send to " + std::to_string(to) + " in a run of one process");
+}
+
+std::string receive(int tag, int* from) {
+#ifdef IFUSIM_HAVE_MPI
+  if (world().size > 1) {
+    MPI_Status status;
+    MPI_Probe(MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &status);
+    int count = 0;
+    MPI_Get_count(&status, MPI_CHAR, &count);
+    std::string message(static_cast<std::size_t>(count), '\0');
+    MPI_Recv(message.data(), count, MPI_CHAR, status.MPI_SOURCE, tag, MPI_COMM_WORLD,
+             MPI_STATUS_IGNORE);
+    if (from) *from = status.MPI_SOURCE;
+    return message;
+  }
+#endif
+  (void)tag;
+  (void)from;
+  throw std::logic_error("processes::receive in a run of one process");
+}
+
+}  // namespace ifusim::processes

@@ -1,0 +1,18 @@
+#pragma once
+// The processes of a run that mpirun started (MPI_COMM_WORLD), or this process alone. MPI is
+// initialised on first use, and only when an MPI launcher started the process (Open MPI's
+// OMPI_COMM_WORLD_SIZE, a PMI or PMIx rank in the environment), so a program run on its own never
+// touches MPI. Calls come from the thread that first asked (MPI_THREAD_FUNNELED).
+#include <string>
+
+namespace ifusim::processes {
+
+int rank();  // 0 alone
+int size();  // 1 alone
+
+// A text message to process `to`, with a tag (the kind of message).
+void send(int to, int tag, const std::string& message);
+// The next message with `tag` from any process; `from` receives its sender.
+std::string receive(int tag, int* from);
+
+}  // namespace ifusim::processes
