@@ -1,7 +1,9 @@
 #include "data/collectives/processes.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <stdexcept>
+#include <thread>
 
 #ifdef IFUSIM_HAVE_MPI
 // The C API only: Open MPI's and MPICH's deprecated C++ bindings stay out.
@@ -75,8 +77,14 @@ void send(int to, int tag, const std::string& message) {
 std::string receive(int tag, int* from) {
 #ifdef IFUSIM_HAVE_MPI
   if (world().size > 1) {
+    // Polled with a pause, not MPI_Probe: a blocking probe spins on a core that process 0's
+    // own cubes (or a worker's next one) need.
     MPI_Status status;
-    MPI_Probe(MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &status);
+    for (int arrived = 0;;) {
+      MPI_Iprobe(MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &arrived, &status);
+      if (arrived) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     int count = 0;
     MPI_Get_count(&status, MPI_CHAR, &count);
     std::string message(static_cast<std::size_t>(count), '\0');

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `mpirun -np K ifusim survey` (docs/survey.md): for K = 1, 2 and 3 processes every cube is bitwise
-# the one-process survey's and every row is done; a survey whose worker is killed (SIGKILL) part
+# the one-process survey's and every row is done; more processes than tasks is fine; a survey whose worker is killed (SIGKILL) part
 # way leaves only complete rows and no partial file, and a rerun finishes the rest.
 # Usage: survey.sh IFUSIM MPIEXEC  (oversubscribed, and allowed as root, for CI machines)
 set -euo pipefail
@@ -44,6 +44,12 @@ for np in 1 2 3; do
   same_cubes "$d/np$np" "$d/one"
   echo "mpirun -np $np: 15 cubes, bitwise the one-process survey's"
 done
+
+# More processes than tasks: the idle ones are told so and end.
+mpirun -np 3 "$ifusim" survey "$d/survey.json" --out "$d/idle" --set survey.select.max_count=1 \
+  --set 'survey.orientations=["face-on"]' > "$d/log" 2>&1 || { cat "$d/log"; exit 1; }
+[ "$(rows_done "$d/idle")" = 1 ] || { echo "one task on 3 processes: not done"; exit 1; }
+echo "mpirun -np 3 with one task: done, the idle processes ended"
 
 # A worker (rank 2) killed once the first row is written: mpirun stops the survey, and every row
 # written names a whole cube. A rerun (2 processes) makes the rest and leaves no partial file
