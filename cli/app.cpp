@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "data/collectives/processes.h"
 
 namespace ifusim::cli {
 
@@ -33,6 +34,8 @@ int run(int argc, char** argv) {
     return app.exit(e);
   } catch (const std::exception& e) {
     std::cerr << "ifusim: error: " << e.what() << "\n";
+    // The other processes of an mpirun may wait for this one in a collective: stop them all.
+    processes::abort_all(1);
     return 1;
   }
   return exit_code;

@@ -52,7 +52,12 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--no-progress", a->no_progress, "No progress bar");
   cmd->callback([a, &exit_code] {
     const RunConfig config = load_run_config(a->config, a->overrides);
-    const RunReport report = run_pipeline(config, a->options());
+    RunOptions options = a->options();
+    // Under mpirun, the processes make one cube together (docs/streaming.md).
+    options.across_processes = processes::size() > 1;
+    const RunReport report = run_pipeline(config, options);
+    exit_code = 0;
+    if (processes::rank() > 0) return;  // process 0 wrote the outputs
     std::cout << "written to " << report.output_dir << ":";
     for (const auto& f : report.files) std::cout << " " << f;
     std::cout << "\n(" << report.total_seconds << " s; timings and memory: summary.json)\n";

@@ -28,6 +28,11 @@ class Mesh {
   std::size_t memory_owner(std::size_t i) const { return memory_owner_.at(i); }
   std::vector<const Device*> memory_owners() const;
 
+  // Whether the mesh is one process's part of a run across processes (mpirun ifusim run): its
+  // collectives then also sum over the processes (data/collectives/processes.h).
+  bool spans_processes() const { return spans_processes_; }
+  void set_spans_processes(bool spans) { spans_processes_ = spans; }
+
   // State a collective keeps for the mesh's lifetime (the NCCL communicators, created once).
   mutable std::shared_ptr<void> collective_state;
 
@@ -36,6 +41,7 @@ class Mesh {
   std::string axis_name_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<std::size_t> memory_owner_;
+  bool spans_processes_ = false;
 };
 
 // Runs fn once per device, concurrently, each on a host thread bound to its device

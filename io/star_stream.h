@@ -24,6 +24,9 @@ class StarStream {
   // The optional Stars fields every block carries (FieldSpec names: "smoothing_length_kpc" where
   // a TNG file has StellarHsml), known before any row is read.
   virtual std::set<std::string> optional_star_fields() const { return {}; }
+  // A block of no star with the fields every block has, zero rows on every device: what a
+  // process of a run across processes deposits when no block with stars falls to it.
+  Stars empty_block(const Mesh& mesh) const;
 
  protected:
   // The bounds of all the stars, read block_rows rows at a time (a file's first pass).

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "data/collectives/processes.h"
 #include "data/runtime.h"
 #include "io/config_error.h"
 #include "io/cube/cube_io.h"
@@ -156,8 +157,10 @@ struct RunSetup {
 // The stages a streamed run gives the stars block by block: all before the first that does not
 // stream. Every later stage must then need neither stars nor gas, and no stage may need the gas
 // (a streamed galaxy brings none).
+// `why`: what makes the run stream (the config key, or mpirun); `instead`: how not to.
 std::size_t streamed_stages(const std::vector<std::unique_ptr<Stage>>& stages,
-                            const StarStream& stream) {
+                            const StarStream& stream, const std::string& why,
+                            const std::string& instead) {
   const StreamedInput input{stream.optional_star_fields()};
   std::size_t k = 0;
   while (k < stages.size() && stages[k]->streams(input)) ++k;
@@ -169,12 +172,11 @@ std::size_t streamed_stages(const std::vector<std::unique_ptr<Stage>>& stages,
     }
     if (gas || (i >= k && stars))
       throw ConfigError(
-          "input.stream_block_stars: stage " + stages[i]->name() + " needs " +
+          why + ": stage " + stages[i]->name() + " needs " +
           (gas ? "the gas, which a streamed galaxy does not bring"
                : "all the stars at once (" + stages[k]->name() +
                      " cannot take them block by block: " + stages[k]->why_not_streamed() + ")") +
-          "; see docs/streaming.md for the stages that stream, or remove the key to hold the "
-          "galaxy at once");
+          "; see docs/streaming.md for the stages that stream, or " + instead);
   }
   return k;
 }
@@ -220,9 +222,16 @@ RunSetup set_up(const RunConfig& c, const RunOptions& options) {
   for (const auto& stage : s.stages)
     for (const auto& need : stage->needs()) gas_used = gas_used || need.rfind("gas.", 0) == 0;
   s.read_gas = c.read_gas && gas_used;
-  if (c.stream_block_stars > 0) {
+  // A run across processes streams its stars too: each process deposits its share of the blocks.
+  s.mesh->set_spans_processes(options.across_processes && processes::size() > 1);
+  if (c.stream_block_stars > 0 || s.mesh->spans_processes()) {
     s.stream = open_star_stream(c);
-    s.streamed = streamed_stages(s.stages, *s.stream);
+    const bool by_key = c.stream_block_stars > 0;
+    s.streamed = streamed_stages(
+        s.stages, *s.stream, by_key ? "input.stream_block_stars" : "mpirun ifusim run",
+        by_key ? "remove the key to hold the galaxy at once"
+               : "run it in one process to hold the galaxy at once (a run across processes "
+                 "streams its stars)");
   }
   return s;
 }
@@ -256,15 +265,23 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
     throw ConfigError(message);
   }
   std::optional<OutputFolder> out;
-  if (options.write_outputs) {
+  // A run across processes writes its outputs from process 0 only.
+  const int rank = mesh->spans_processes() ? processes::rank() : 0;
+  const int n_processes = mesh->spans_processes() ? processes::size() : 1;
+  if (options.write_outputs && rank == 0) {
     report.output_dir = options.output_dir.value_or(c.output_dir);
     out.emplace(report.output_dir, kRunOutputs);
   }
 
   // 2. The galaxy, sharded over the devices: all of it, or (streamed) its record and the bounds
-  // of its stars from a first pass.
-  const std::size_t block_rows = c.stream_block_stars;
+  // of its stars from a first pass. Blocks of input.stream_block_stars rows, or across processes
+  // without it, one block per process.
   const std::unique_ptr<StarStream>& stream = setup.stream;
+  const auto processes_count = static_cast<std::size_t>(n_processes);
+  const std::size_t block_rows =
+      c.stream_block_stars > 0 || !stream
+          ? c.stream_block_stars
+          : std::max<std::size_t>(1, (stream->n_rows() + processes_count - 1) / processes_count);
   const std::size_t n_blocks = stream ? (stream->n_rows() + block_rows - 1) / block_rows : 1;
   // Progress steps: the input, then every block of every pass (streamed), then each stage.
   std::size_t n_steps = 1 + stages.size();
@@ -311,16 +328,29 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
     // Every block goes through the streamed stages up to `until`; observe then sees it.
     const std::size_t streamed = setup.streamed;
     auto for_each_block = [&](std::size_t until, const std::string& what, const auto& observe) {
+      bool any = false;
+      auto run_block = [&] {
+        for (std::size_t i = 0; i < until; ++i) timed(i, [&] { stages[i]->run(state); });
+        observe();
+        any = true;
+      };
       for (std::size_t b = 0; b < n_blocks; ++b) {
         if (progress)
           progress(++step, n_steps,
                    what + " " + std::to_string(b + 1) + "/" + std::to_string(n_blocks));
+        if (b % processes_count != static_cast<std::size_t>(rank))
+          continue;  // another process's block
         const std::size_t first = b * block_rows;
         state.data.stars =
             stream->read(*mesh, first, std::min(block_rows, stream->n_rows() - first));
         if (state.data.stars.count() == 0) continue;  // only wind cells
-        for (std::size_t i = 0; i < until; ++i) timed(i, [&] { stages[i]->run(state); });
-        observe();
+        run_block();
+      }
+      // A process without a star still declares the stages' partials (an empty block), so that
+      // every process takes part in the same collectives.
+      if (!any && n_processes > 1) {
+        state.data.stars = stream->empty_block(*mesh);
+        run_block();
       }
       state.data.stars = {};
     };

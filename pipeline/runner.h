@@ -21,6 +21,10 @@ struct RunOptions {
   // package's Ctrl-C): the run then leaves no output behind.
   std::function<void(std::size_t done, std::size_t total, const std::string& step)> on_progress;
   bool write_outputs = true;  // false: the cube comes back in the report only, no file is written
+  // One galaxy across the processes mpirun started (mpirun ifusim run): its stars are streamed,
+  // each process deposits every K-th block on its devices, the collectives sum over the
+  // processes, and process 0 writes the outputs. The cube is bitwise the one-process run's.
+  bool across_processes = false;
 };
 
 struct StageReport {

@@ -1,7 +1,9 @@
 #include "data/collectives/processes.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 #include <thread>
 
@@ -97,6 +99,55 @@ std::string receive(int tag, int* from) {
   (void)tag;
   (void)from;
   throw std::logic_error("processes::receive in a run of one process");
+}
+
+void abort_all(int code) {
+#ifdef IFUSIM_HAVE_MPI
+  if (world().size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+  (void)code;
+}
+
+void allreduce_sum(std::int64_t* values, std::size_t n) {
+#ifdef IFUSIM_HAVE_MPI
+  if (world().size > 1) {
+    constexpr std::size_t kChunk = std::size_t(1) << 28;  // MPI counts are int
+    for (std::size_t first = 0; first < n; first += kChunk)
+      MPI_Allreduce(MPI_IN_PLACE, values + first, static_cast<int>(std::min(kChunk, n - first)),
+                    MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  }
+#endif
+  (void)values;
+  (void)n;
+}
+
+std::vector<std::string> allgather(const std::string& mine) {
+#ifdef IFUSIM_HAVE_MPI
+  if (world().size > 1) {
+    const int k = world().size;
+    if (mine.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      throw std::runtime_error("processes::allgather: more than 2 GB from one process");
+    int size = static_cast<int>(mine.size());
+    std::vector<int> sizes(static_cast<std::size_t>(k)), offsets(static_cast<std::size_t>(k), 0);
+    MPI_Allgather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    std::size_t total = 0;
+    for (int r = 0; r < k; ++r) {
+      offsets[static_cast<std::size_t>(r)] = static_cast<int>(total);
+      total += static_cast<std::size_t>(sizes[static_cast<std::size_t>(r)]);
+    }
+    if (total > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      throw std::runtime_error("processes::allgather: more than 2 GB in all");
+    std::string all(total, '\0');
+    MPI_Allgatherv(mine.data(), size, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR,
+                   MPI_COMM_WORLD);
+    std::vector<std::string> out;
+    for (int r = 0; r < k; ++r)
+      out.push_back(all.substr(static_cast<std::size_t>(offsets[static_cast<std::size_t>(r)]),
+                               static_cast<std::size_t>(sizes[static_cast<std::size_t>(r)])));
+    return out;
+  }
+#endif
+  return {mine};
 }
 
 }  // namespace ifusim::processes

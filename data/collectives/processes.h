@@ -3,7 +3,10 @@
 // initialised on first use, and only when an MPI launcher started the process (Open MPI's
 // OMPI_COMM_WORLD_SIZE, a PMI or PMIx rank in the environment), so a program run on its own never
 // touches MPI. Calls come from the thread that first asked (MPI_THREAD_FUNNELED).
+#include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ifusim::processes {
 
@@ -14,5 +17,13 @@ int size();  // 1 alone
 void send(int to, int tag, const std::string& message);
 // The next message with `tag` from any process; `from` receives its sender.
 std::string receive(int tag, int* from);
+
+// Ends every process of the run with `code` (MPI_Abort) where there are several; returns alone.
+void abort_all(int code);
+
+// Sums int64 values over every process, in place: each gets the exact total.
+void allreduce_sum(std::int64_t* values, std::size_t n);
+// Every process's bytes, in rank order, on every process.
+std::vector<std::string> allgather(const std::string& mine);
 
 }  // namespace ifusim::processes

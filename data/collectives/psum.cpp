@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "data/collectives/processes.h"
+
 namespace ifusim {
 
 void psum(const Mesh& mesh, ShardedArray<std::int64_t>& partial) {
@@ -13,6 +15,13 @@ void psum(const Mesh& mesh, ShardedArray<std::int64_t>& partial) {
     std::vector<std::int64_t*> buffers;
     for (const Device* d : owners) buffers.push_back(partial.buffer_of(*d).data());
     nccl_allreduce_sum(mesh, owners, buffers, n);
+  }
+  if (mesh.spans_processes() && n > 0) {
+    // Then over the processes, through the host: every memory space gets the total.
+    std::vector<std::int64_t> host(n);
+    partial.buffer_of(*owners.front()).download(host.data(), n);
+    processes::allreduce_sum(host.data(), n);
+    for (const Device* d : owners) partial.buffer_of(*d).upload(host.data(), n);
   }
   partial.mark_replicated();
 }

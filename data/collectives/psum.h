@@ -13,8 +13,9 @@ namespace ifusim {
 
 // Devices sharing a memory space already hold one buffer between them (ShardedArray allocates a
 // partial array once per space and they add into it with integer atomics), so the only
-// reduction left is across GPUs: the spaces' buffers are all-reduced with NCCL. Afterwards every
-// memory space holds the total and the array is Replicated.
+// reduction left is across GPUs: the spaces' buffers are all-reduced with NCCL (and, where the
+// mesh spans processes, over them with MPI). Afterwards every memory space holds the total and
+// the array is Replicated.
 void psum(const Mesh& mesh, ShardedArray<std::int64_t>& partial);
 
 // psum, then the one conversion of the fixed-point total to floating point, on the host.

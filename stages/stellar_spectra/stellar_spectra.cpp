@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
+#include "data/collectives/processes.h"
 #include "data/collectives/psum.h"
 #include "data/collectives/reductions.h"
 #include "data/sharded_array.h"
@@ -390,18 +392,43 @@ class BinnedSpectra final : public PartialResult {
     if (shards.size() > 1)
       std::sort(added.begin(), added.end(),
                 [](const Entry& a, const Entry& b) { return a.first < b.first; });
+    entries_ = merge_entries(entries_, added);
+  }
+
+  // Two sorted entry lists as one, equal indices summed.
+  static std::vector<Entry> merge_entries(const std::vector<Entry>& x,
+                                          const std::vector<Entry>& y) {
     std::vector<Entry> merged;
-    merged.reserve(entries_.size() + added.size());
-    auto a = entries_.cbegin(), b = added.cbegin();
-    while (a != entries_.cend() || b != added.cend()) {
+    merged.reserve(x.size() + y.size());
+    auto a = x.cbegin(), b = y.cbegin();
+    while (a != x.cend() || b != y.cend()) {
       const std::uint64_t key =
-          b == added.cend() || (a != entries_.cend() && a->first < b->first) ? a->first : b->first;
+          b == y.cend() || (a != x.cend() && a->first < b->first) ? a->first : b->first;
       std::int64_t sum = 0;
-      for (; a != entries_.cend() && a->first == key; ++a) sum += a->second;
-      for (; b != added.cend() && b->first == key; ++b) sum += b->second;
+      for (; a != x.cend() && a->first == key; ++a) sum += a->second;
+      for (; b != y.cend() && b->first == key; ++b) sum += b->second;
       if (sum != 0) merged.emplace_back(key, sum);
     }
-    entries_ = std::move(merged);
+    return merged;
+  }
+
+  // A run across processes: every process's entries, merged in rank order on every process.
+  void merge_over_processes() {
+    constexpr std::size_t kBytes = sizeof(std::uint64_t) + sizeof(std::int64_t);
+    std::string mine(entries_.size() * kBytes, '\0');
+    for (std::size_t e = 0; e < entries_.size(); ++e) {
+      std::memcpy(mine.data() + e * kBytes, &entries_[e].first, sizeof(std::uint64_t));
+      std::memcpy(mine.data() + e * kBytes + 8, &entries_[e].second, sizeof(std::int64_t));
+    }
+    entries_.clear();
+    for (const std::string& bytes : processes::allgather(mine)) {
+      std::vector<Entry> theirs(bytes.size() / kBytes);
+      for (std::size_t e = 0; e < theirs.size(); ++e) {
+        std::memcpy(&theirs[e].first, bytes.data() + e * kBytes, sizeof(std::uint64_t));
+        std::memcpy(&theirs[e].second, bytes.data() + e * kBytes + 8, sizeof(std::int64_t));
+      }
+      entries_ = merge_entries(entries_, theirs);
+    }
   }
 
   // The reduced tile on the host, non-zeros only. Dense: psum, then a scan. Sparse: the merged
@@ -420,6 +447,7 @@ class BinnedSpectra final : public PartialResult {
         }
       return out;
     }
+    if (mesh.spans_processes()) merge_over_processes();
     out.index.reserve(entries_.size());
     out.mass_msun.reserve(entries_.size());
     for (const auto& [key, sum] : entries_) {
