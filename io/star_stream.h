@@ -21,6 +21,10 @@ class StarStream {
   // The stars of rows [first_row, first_row + n_rows), sharded over the mesh: each device reads
   // (or makes) its share. Bitwise the rows of the galaxy read at once.
   virtual Stars read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const = 0;
+  // All the galaxy's gas, sharded over the mesh, in the frame of the stars' blocks (after
+  // first_pass), bitwise the gas of the galaxy read at once; none where the input has none. A
+  // streamed run holds its gas (the gas stages need every cell at once) and streams its stars.
+  virtual Gas read_gas(const Mesh& mesh) const = 0;
   // The optional Stars fields every block carries (FieldSpec names: "smoothing_length_kpc" where
   // a TNG file has StellarHsml), known before any row is read.
   virtual std::set<std::string> optional_star_fields() const { return {}; }

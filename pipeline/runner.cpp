@@ -74,8 +74,9 @@ GalaxyData read_galaxy(const Mesh& mesh, const RunConfig& c, bool read_gas) {
   return data;
 }
 
-// The stream of a run with input.stream_block_stars.
-std::unique_ptr<StarStream> open_star_stream(const RunConfig& c) {
+// The stream of a run with input.stream_block_stars (or across processes); `read_gas`: whether
+// it will be asked for the gas.
+std::unique_ptr<StarStream> open_star_stream(const RunConfig& c, bool read_gas) {
   if (c.synthetic) {
     spdlog::info("streaming a synthetic galaxy: {} stars, seed {}, z = {}", c.synthetic->n_stars,
                  c.synthetic->seed, c.synthetic->redshift);
@@ -90,7 +91,7 @@ std::unique_ptr<StarStream> open_star_stream(const RunConfig& c) {
   options.snapshot = c.snapshot;
   options.subhalo_id = c.subhalo_id;
   options.drop_nonfinite = c.drop_nonfinite;
-  options.read_gas = false;
+  options.read_gas = read_gas;
   if (fs::is_directory(c.input_file))
     spdlog::info("streaming subhalo {} of IllustrisTNG snapshot {}", c.subhalo_id.value_or(-1),
                  c.input_file);
@@ -154,9 +155,8 @@ struct RunSetup {
   std::size_t streamed = 0;
 };
 
-// The stages a streamed run gives the stars block by block: all before the first that does not
-// stream. Every later stage must then need neither stars nor gas, and no stage may need the gas
-// (a streamed galaxy brings none).
+// The stages a streamed run gives the particles block by block: all before the first that does
+// not stream. Every later stage must then need neither stars nor gas.
 // `why`: what makes the run stream (the config key, or mpirun); `instead`: how not to.
 std::size_t streamed_stages(const std::vector<std::unique_ptr<Stage>>& stages,
                             const StarStream& stream, const std::string& why,
@@ -164,19 +164,15 @@ std::size_t streamed_stages(const std::vector<std::unique_ptr<Stage>>& stages,
   const StreamedInput input{stream.optional_star_fields()};
   std::size_t k = 0;
   while (k < stages.size() && stages[k]->streams(input)) ++k;
-  for (std::size_t i = 0; i < stages.size(); ++i) {
-    bool gas = false, stars = false;
-    for (const auto& need : stages[i]->needs()) {
-      gas = gas || need.rfind("gas.", 0) == 0;
-      stars = stars || need.rfind("stars.", 0) == 0;
-    }
-    if (gas || (i >= k && stars))
-      throw ConfigError(
-          why + ": stage " + stages[i]->name() + " needs " +
-          (gas ? "the gas, which a streamed galaxy does not bring"
-               : "all the stars at once (" + stages[k]->name() +
-                     " cannot take them block by block: " + stages[k]->why_not_streamed() + ")") +
-          "; see docs/streaming.md for the stages that stream, or " + instead);
+  for (std::size_t i = k; i < stages.size(); ++i) {
+    bool particles = false;
+    for (const auto& need : stages[i]->needs())
+      particles = particles || need.rfind("gas.", 0) == 0 || need.rfind("stars.", 0) == 0;
+    if (particles)
+      throw ConfigError(why + ": stage " + stages[i]->name() +
+                        " needs all the particles at once (" + stages[k]->name() +
+                        " cannot take them block by block: " + stages[k]->why_not_streamed() +
+                        "); see docs/streaming.md for the stages that stream, or " + instead);
   }
   return k;
 }
@@ -225,7 +221,7 @@ RunSetup set_up(const RunConfig& c, const RunOptions& options) {
   // A run across processes streams its stars too: each process deposits its share of the blocks.
   s.mesh->set_spans_processes(options.across_processes && processes::size() > 1);
   if (c.stream_block_stars > 0 || s.mesh->spans_processes()) {
-    s.stream = open_star_stream(c);
+    s.stream = open_star_stream(c, s.read_gas);
     const bool by_key = c.stream_block_stars > 0;
     s.streamed = streamed_stages(
         s.stages, *s.stream, by_key ? "input.stream_block_stars" : "mpirun ifusim run",
@@ -283,16 +279,24 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
           ? c.stream_block_stars
           : std::max<std::size_t>(1, (stream->n_rows() + processes_count - 1) / processes_count);
   const std::size_t n_blocks = stream ? (stream->n_rows() + block_rows - 1) / block_rows : 1;
+  // A streamed run holds its gas: one block of all of it, on process 0, shown to the stages
+  // before the stars' blocks (the other processes show them an empty block in its place, so
+  // that they all take part in the same collectives). Only where a stage uses the gas.
+  bool gas_block = setup.read_gas;
+  for (std::size_t k = 0; k < setup.streamed; ++k)
+    gas_block = gas_block || stages[k]->pass() == Stage::Pass::gas;
   // Progress steps: the input, then every block of every pass (streamed), then each stage.
   std::size_t n_steps = 1 + stages.size();
   if (stream) {
-    std::size_t n_passes = 1;  // the streamed stages' passes over the stars, and the deposit
-    for (std::size_t k = 0; k < setup.streamed; ++k) n_passes += stages[k]->needs_pass();
-    n_steps += n_passes * n_blocks - setup.streamed;
+    n_steps += n_blocks + gas_block - setup.streamed;  // the deposit
+    for (std::size_t k = 0; k < setup.streamed; ++k)
+      if (stages[k]->pass() != Stage::Pass::none)
+        n_steps += stages[k]->pass() == Stage::Pass::stars ? n_blocks : 1;
   }
   std::size_t step = 0;
   if (progress) progress(step, n_steps, "input");
   RunState state(*mesh);
+  std::size_t n_gas = 0;  // the gas cells read
   if (stream) {
     spdlog::info("streaming the stars: {} rows in {} blocks of up to {}", stream->n_rows(),
                  n_blocks, block_rows);
@@ -300,6 +304,7 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
     report.stars_per_device.assign(mesh->size(), 0);
   } else {
     state.data = read_galaxy(*mesh, c, setup.read_gas);
+    n_gas = state.data.gas.count();
     state.data.star_bounds = measure_star_bounds(*mesh, state.data.stars);
     for (const auto& shard : state.data.stars.mass_msun.shards())
       report.stars_per_device.push_back(shard.range.size());
@@ -325,16 +330,28 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
   };
   std::size_t first_whole = 0;  // the first stage that runs once, on the whole galaxy
   if (stream) {
-    // Every block goes through the streamed stages up to `until`; observe then sees it.
+    // Every block (the gas's, the stars') goes through the streamed stages up to `until`;
+    // observe then sees it.
     const std::size_t streamed = setup.streamed;
-    auto for_each_block = [&](std::size_t until, const std::string& what, const auto& observe) {
+    auto for_each_block = [&](std::size_t until, bool gas, bool stars, const std::string& what,
+                              const auto& observe) {
       bool any = false;
       auto run_block = [&] {
         for (std::size_t i = 0; i < until; ++i) timed(i, [&] { stages[i]->run(state); });
         observe();
         any = true;
       };
-      for (std::size_t b = 0; b < n_blocks; ++b) {
+      if (gas && gas_block) {
+        if (progress) progress(++step, n_steps, what + " gas");
+        state.data.stars = stream->empty_block(*mesh);
+        if (rank == 0 && setup.read_gas) {
+          state.data.gas = stream->read_gas(*mesh);
+          n_gas = state.data.gas.count();
+        }
+        run_block();
+        state.data.gas = {};
+      }
+      for (std::size_t b = 0; stars && b < n_blocks; ++b) {
         if (progress)
           progress(++step, n_steps,
                    what + " " + std::to_string(b + 1) + "/" + std::to_string(n_blocks));
@@ -355,13 +372,15 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
       state.data.stars = {};
     };
     for (std::size_t k = 0; k < streamed; ++k) {
-      if (!stages[k]->needs_pass()) continue;
-      for_each_block(k, stages[k]->name() + " pass",
+      const Stage::Pass over = stages[k]->pass();
+      if (over == Stage::Pass::none) continue;
+      for_each_block(k, over == Stage::Pass::gas, over == Stage::Pass::stars,
+                     stages[k]->name() + " pass",
                      [&] { timed(k, [&] { stages[k]->observe(state); }); });
       timed(k, [&] { stages[k]->end_pass(state); });
     }
     // The deposit: every streamed stage runs on the block; count where its stars went.
-    for_each_block(streamed, "block", [&] {
+    for_each_block(streamed, true, true, "block", [&] {
       for (const auto& shard : state.data.stars.mass_msun.shards())
         report.stars_per_device[static_cast<std::size_t>(shard.device->id)] += shard.range.size();
     });
@@ -440,7 +459,7 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
   summary["config"] = c.config_path;
   summary["backend"] = to_string(backend);
   summary["n_stars"] = state.data.star_bounds->count;
-  summary["n_gas"] = state.data.gas.count();
+  summary["n_gas"] = n_gas;
   for (std::size_t d = 0; d < report.devices.size(); ++d)
     summary["devices"].push_back(
         {{"device", report.devices[d]}, {"stars", report.stars_per_device.at(d)}});

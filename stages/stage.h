@@ -102,6 +102,8 @@ struct RunState {
   std::map<std::string, SkyMap> maps;
   std::optional<Cube> cube;  // the reduced cube, after psum
   DustCurve dust_curve;      // set by the dust stage with stars.dust_av
+  // Set with it: no star's A_V exceeds this (the deepest screen), in any block of the stars.
+  double dust_av_bound_mag = 0.0;
 
   // Bounds over all the galaxy's stars (GalaxyData::star_bounds): set by the pipeline before
   // the first stage; measured on the stars held now where a test runs stages by hand.
@@ -174,18 +176,22 @@ class Stage {
   virtual void run(RunState& state) const = 0;
 
   // Streaming (input.stream_block_stars, docs/streaming.md): the galaxy's stars come in blocks
-  // and never all at once. The stages before the first that does not stream run on every block;
-  // the rest run once, after. A stage that streams acts on each star on its own, given the
-  // tables of the run and what its passes found, and adds each block to the partials its first
-  // block declared (find_partial). `input`: what the blocks bring.
+  // and never all at once; its gas comes in one block of its own, before them. The stages
+  // before the first that does not stream run on every block; the rest run once, after. A stage
+  // that streams acts on each particle on its own, given the tables of the run and what its
+  // passes found, and adds each block to the partials its first block declared (find_partial).
+  // `input`: what the blocks bring.
   virtual bool streams(const StreamedInput& /*input*/) const { return false; }
   virtual std::string why_not_streamed() const { return "it works on the whole galaxy"; }
-  // A stage that needs something of all the stars before it can act on any (orient: the inertia
-  // tensor) asks for a pass: the pipeline shows it every block, as the stages before it left
-  // it, then calls end_pass. A run that holds the galaxy makes the same calls once, with all of
-  // it, just before run().
-  virtual bool needs_pass() const { return false; }
-  virtual void observe(const RunState& /*block*/) {}
+  // A stage that needs something of all the particles before it can act on any asks for a
+  // pass over the stars (orient: their inertia tensor) or over the gas (dust: its screens): the
+  // pipeline shows it every block of those particles, as the stages before it left the block,
+  // then calls end_pass. A run that holds the galaxy makes the same calls once, with all of it,
+  // just before run(). A streamed run holds the gas (one block, on process 0) and streams the
+  // stars.
+  enum class Pass { none, stars, gas };
+  virtual Pass pass() const { return Pass::none; }
+  virtual void observe(RunState& /*block*/) {}
   virtual void end_pass(RunState& /*state*/) {}
   // What the stage holds at its peak, for the plan (nothing by default).
   virtual std::vector<MemoryItem> memory_estimate(const PlanContext&) const { return {}; }
@@ -197,7 +203,7 @@ class Stage {
 // What the pipeline does with a stage of a run that holds all its galaxy: the stage's pass over
 // the stars, if it needs one, then run().
 inline void run_stage(Stage& stage, RunState& state) {
-  if (stage.needs_pass()) {
+  if (stage.pass() != Stage::Pass::none) {
     state.star_bounds();
     stage.observe(state);
     stage.end_pass(state);

@@ -57,8 +57,8 @@ DustRun run_dust(int n_devices, const test::HostStars& stars, const HostGas& gas
   RunState state(*mesh);
   state.data.stars = test::put_stars(*mesh, stars);
   state.data.gas = put_gas(*mesh, gas);
-  make_spaxel_grid_stage(kGrid, "p")->run(state);
-  make_dust_stage(params, "stages[1].params")->run(state);
+  run_stage(*make_spaxel_grid_stage(kGrid, "p"), state);
+  run_stage(*make_dust_stage(params, "stages[1].params"), state);
   DustRun out;
   out.dust_av = state.data.stars.dust_av.to_host();
   if (!gas.mass_msun.empty()) out.gas_spaxel_index = state.data.gas.spaxel_index.to_host();
@@ -257,13 +257,14 @@ SpectraWithMaps spectra_run(const test::HostStars& stars, const HostGas& gas, bo
   state.observation.redshift = kRedshift;
   state.observation.axes.wave_start_angstrom = kBins.start_angstrom;
   state.observation.axes.wave_step_angstrom = kBins.step_angstrom;
-  make_spaxel_grid_stage(kGrid, "p")->run(state);
+  run_stage(*make_spaxel_grid_stage(kGrid, "p"), state);
   state.spaxels.n_wave = kBins.n;
-  if (with_dust) make_dust_stage(dust_params, "d")->run(state);
+  if (with_dust) run_stage(*make_dust_stage(dust_params, "d"), state);
   StellarSpectraParams params;
   params.method = method;
-  make_stellar_spectra_stage(std::make_shared<const SspGrid>(test::synthetic_ssp_grid()), params)
-      ->run(state);
+  run_stage(*make_stellar_spectra_stage(std::make_shared<const SspGrid>(test::synthetic_ssp_grid()),
+                                        params),
+            state);
   reduce_partials(state);
   return {std::move(*state.cube), test::map_values(std::move(state.maps))};
 }

@@ -111,16 +111,17 @@ LineRun run_lines(const Setup& s, const HostGasCells& gas, const nlohmann::json&
   state.observation.template_fwhm_angstrom = s.template_fwhm_angstrom;
   state.observation.telescope_lsf_fwhm_angstrom = 2.6;
   state.observation.luminosity_distance_mpc = 100.0;
-  make_spaxel_grid_stage(s.grid, "g")->run(state);
+  run_stage(*make_spaxel_grid_stage(s.grid, "g"), state);
   state.spaxels.n_wave = s.n_wave;
-  if (s.dust) make_dust_stage({{"curve", "ccm89"}}, "d")->run(state);
+  if (s.dust) run_stage(*make_dust_stage({{"curve", "ccm89"}}, "d"), state);
   if (s.stars)
-    make_stellar_spectra_stage(std::make_shared<const SspGrid>(test::synthetic_ssp_grid()), {})
-        ->run(state);
-  if (s.lines) make_emission_lines_stage(params, "stages.emission_lines")->run(state);
+    run_stage(*make_stellar_spectra_stage(
+                  std::make_shared<const SspGrid>(test::synthetic_ssp_grid()), {}),
+              state);
+  if (s.lines) run_stage(*make_emission_lines_stage(params, "stages.emission_lines"), state);
   reduce_partials(state);
   for (const auto& [name, stage_params] : s.after)
-    make_stage(name, stage_params, "stages." + name, {})->run(state);
+    run_stage(*make_stage(name, stage_params, "stages." + name, {}), state);
   REQUIRE(state.cube);
   return {std::move(*state.cube), std::move(state.maps)};
 }
@@ -451,9 +452,9 @@ TEST_CASE("emission lines: parameters and inputs are checked, naming the key or 
   state.data.gas.sfr_msun_per_yr = {};
   state.observation.axes.wave_start_angstrom = 4700;
   state.observation.axes.wave_step_angstrom = 1.25;
-  make_spaxel_grid_stage({{"n_spaxels", 8}, {"spaxel_size_kpc", 2.0}}, "g")->run(state);
+  run_stage(*make_spaxel_grid_stage({{"n_spaxels", 8}, {"spaxel_size_kpc", 2.0}}, "g"), state);
   state.spaxels.n_wave = 100;
-  CHECK_THROWS_WITH(make(nlohmann::json::object())->run(state),
+  CHECK_THROWS_WITH(run_stage(*make(nlohmann::json::object()), state),
                     Catch::Contains("sfr_msun_per_yr") && Catch::Contains("StarFormationRate"));
 }
 

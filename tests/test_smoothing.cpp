@@ -85,9 +85,9 @@ Cube mass_image(int n_devices, const test::HostStars& host, const nlohmann::json
   auto mesh = make_mesh(Backend::cpu, n_devices);
   RunState state(*mesh);
   state.data.stars = put_stars(*mesh, host);
-  make_stage("spaxel_grid", grid_params, "p", {})->run(state);
-  make_stage("mass_image", nlohmann::json::object(), "p", {})->run(state);
-  make_stage("psum", nlohmann::json::object(), "p", {})->run(state);
+  run_stage(*make_stage("spaxel_grid", grid_params, "p", {}), state);
+  run_stage(*make_stage("mass_image", nlohmann::json::object(), "p", {}), state);
+  run_stage(*make_stage("psum", nlohmann::json::object(), "p", {}), state);
   REQUIRE(state.cube.has_value());
   return std::move(*state.cube);
 }
@@ -298,14 +298,14 @@ TEST_CASE("apertures: light lands on the whole grid, aperture_mask blanks what i
     t.wave_end_angstrom = 5002;
     t.wave_step_angstrom = 1;
     state.observation.kpc_per_arcsec = 1.0;
-    make_stage("aperture", {{"smoothing", "kernel"}}, "stages.aperture", {})->run(state);
+    run_stage(*make_stage("aperture", {{"smoothing", "kernel"}}, "stages.aperture", {}), state);
     CHECK(state.spaxel_grid.smoothing == static_cast<int>(Smoothing::kernel));
-    make_stage("mass_image", nlohmann::json::object(), "p", {})->run(state);
-    make_stage("psum", nlohmann::json::object(), "p", {})->run(state);
+    run_stage(*make_stage("mass_image", nlohmann::json::object(), "p", {}), state);
+    run_stage(*make_stage("psum", nlohmann::json::object(), "p", {}), state);
     const double quantum = FixedPointScale::for_bound(mass, "test sums").quantum();
     const double tolerance = state.cube->data.size() * kEps * mass + 0.5 * w.size() * quantum;
     CHECK(std::abs(sum_of(*state.cube) - mass) <= tolerance);
-    make_stage("aperture_mask", nlohmann::json::object(), "p", {})->run(state);
+    run_stage(*make_stage("aperture_mask", nlohmann::json::object(), "p", {}), state);
     double inside = 0;
     for (int iy = 0; iy < 20; ++iy)
       for (int ix = 0; ix < 20; ++ix) {
@@ -430,7 +430,7 @@ TEST_CASE("smoothing: StellarHsml is read from TNG files, without it the kNN len
     state.data = read_tng(*mesh, opt);
     REQUIRE(state.data.stars.count() == 400);
     CHECK(state.data.stars.smoothing_length_kpc.empty());
-    make_stage("spaxel_grid", params, "p", {})->run(state);
+    run_stage(*make_stage("spaxel_grid", params, "p", {}), state);
     const auto expected = knn_smoothing_length_kpc(state.data.stars.position_kpc.to_host(), 32);
     CHECK(state.data.stars.smoothing_length_kpc.to_host() == expected);
   }
@@ -453,7 +453,7 @@ TEST_CASE("smoothing: StellarHsml is read from TNG files, without it the kNN len
   const double kpc_per_code = spec.scale_factor() / spec.cosmology.hubble_param;
   for (std::size_t i = 0; i < read.size(); ++i)
     CHECK(read[i] == Approx(hsml[i] * kpc_per_code).epsilon(1e-6));
-  make_stage("spaxel_grid", params, "p", {})->run(state);
+  run_stage(*make_stage("spaxel_grid", params, "p", {}), state);
   CHECK(state.data.stars.smoothing_length_kpc.to_host() == read);  // kept, not recomputed
 }
 
@@ -491,12 +491,12 @@ TEST_CASE("smoothing: the dust screen spreads each gas cell over its kernel", "[
       device_put(*mesh, std::vector<float>{static_cast<float>(z_metals)}, 1, sh);
 
   const nlohmann::json grid{{"n_spaxels", 8}, {"spaxel_size_kpc", 2.0}, {"smoothing", "kernel"}};
-  make_stage("spaxel_grid", grid, "p", {})->run(state);
-  CHECK_THROWS_WITH(make_stage("dust", nlohmann::json::object(), "p", {})->run(state),
+  run_stage(*make_stage("spaxel_grid", grid, "p", {}), state);
+  CHECK_THROWS_WITH(run_stage(*make_stage("dust", nlohmann::json::object(), "p", {}), state),
                     Catch::Contains("gas.density_msun_per_kpc3"));
   state.data.gas.density_msun_per_kpc3 =
       device_put(*mesh, std::vector<float>{static_cast<float>(rho)}, 1, sh);
-  make_stage("dust", nlohmann::json::object(), "p", {})->run(state);
+  run_stage(*make_stage("dust", nlohmann::json::object(), "p", {}), state);
   const auto a = state.data.stars.dust_av.to_host();
   const double mz = static_cast<double>(static_cast<float>(m)) * static_cast<float>(z_metals);
   CHECK(a[0] == Approx(av(mz * w54)).epsilon(1e-5));

@@ -1,8 +1,9 @@
 // Streaming (input.stream_block_stars, docs/streaming.md): a galaxy's stars pass through
-// the stages block by block. The cube, its variance and every map are bitwise those of the run that
-// holds the galaxy, for any block size and device count, with either spectral method and either
-// histogram storage; the stream's blocks are bitwise the in-memory galaxy's rows; the plan holds
-// one block; what cannot stream is refused before anything is read or written.
+// the stages block by block, after its gas in one block. The cube, its variance and every map are
+// bitwise those of the run that holds the galaxy, for any block size and device count, with either
+// spectral method and either histogram storage, with dust and emission lines; the stream's blocks
+// are bitwise the in-memory galaxy's rows; the plan holds one block; what cannot stream is refused
+// before anything is read or written.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -89,7 +90,12 @@ TEST_CASE("streaming: bitwise the cube of the held galaxy, for any block size an
       {"exact", {"stages.stellar_spectra.method=\"exact\"", "telescope=\"SAMI\""}},
       {"mass image, edge-on",
        {"stages={}", "pipeline=[\"orient\", \"aperture\", \"mass_image\", \"psum\"]",
-        "galaxy.orientation=\"edge-on\""}}};
+        "galaxy.orientation=\"edge-on\""}},
+      {"gas: dust and emission lines (calc_ifu_gas)",
+       {"input.synthetic.gas=3000", "pipeline=\"calc_ifu_gas\""}},
+      {"gas, smoothed: the gas cells' kernels (dust, exact, edge-on)",
+       {"input.synthetic.gas=3000", "pipeline=\"calc_dusty_ifu\"",
+        "stages.stellar_spectra.method=\"exact\"", "galaxy.orientation=\"edge-on\""}}};
   for (const auto& [what, overrides] : variants) {
     INFO(what);
     const RunReport held = run(config(overrides), 1);
@@ -144,7 +150,7 @@ TEST_CASE("streaming: a subhalo of a chunked TNG snapshot, bitwise the cube of r
   const test::ScratchDir dir("streaming_snapshot");
   tng::SyntheticGalaxySpec central;
   central.n_stars = 6000;
-  central.n_gas = 0;
+  central.n_gas = 2500;
   central.seed = 5;
   central.redshift = 0.05;
   central.inclination_deg = 40;
@@ -174,6 +180,15 @@ TEST_CASE("streaming: a subhalo of a chunked TNG snapshot, bitwise the cube of r
     for (auto n : streamed.stars_per_device) stars += n;
     CHECK(stars == held_stars);
   }
+  // Its gas, read by hyperslab across the chunk files, in a block of its own.
+  auto gas_input = input;
+  gas_input.push_back("pipeline=\"calc_ifu_gas\"");
+  const RunReport held_gas = run(load_run_config(example("muse_tng_mastar"), gas_input), 1);
+  CHECK(held_gas.summary.at("n_gas") > 0);
+  CHECK_FALSE(same_bits(held_gas.cube.data, held.cube.data));
+  gas_input.push_back("input.stream_block_stars=1001");
+  check_same_cube(held_gas.cube,
+                  run(load_run_config(example("muse_tng_mastar"), gas_input), 2).cube);
 
   // With StellarHsml in the files, kernel smoothing takes its lengths from them and streams.
   for (int k = 0; k < 4; ++k) {
@@ -214,6 +229,13 @@ TEST_CASE("streaming: a TNG cutout, centred in passes, bitwise the cube of read_
     check_same_cube(held.cube, streamed.cube);
     CHECK(streamed.summary.at("n_stars") == held.summary.at("n_stars"));
   }
+  // Its gas: dust, and the emission lines of its star-forming cells.
+  const std::vector<std::string> gas = {"devices.oversubscribe=true", "pipeline=\"calc_ifu_gas\""};
+  const RunReport held_gas = run(load_run_config(example("muse_tng_mastar"), gas), 1);
+  auto streamed_gas = gas;
+  streamed_gas.push_back("input.stream_block_stars=1001");
+  check_same_cube(held_gas.cube,
+                  run(load_run_config(example("muse_tng_mastar"), streamed_gas), 3).cube);
 
   // drop_nonfinite: a made cutout with three non-finite masses drops the same rows block by
   // block.
@@ -260,12 +282,15 @@ TEST_CASE("streaming: a RUBIX galaxy, bitwise the cube of read_rubix_galaxy",
   }
   const std::vector<std::string> input = {"input={\"file\": \"" + path + "\"}",
                                           "devices.oversubscribe=true"};
-  const RunReport held = run(load_run_config(example("muse_tng_mastar"), input), 1);
+  const RunReport held = run(load_run_config(example("muse_tng_mastar_dusty"), input), 1);
+  CHECK(held.summary.at("n_gas") > 0);
   auto streamed_input = input;
   streamed_input.push_back("input.stream_block_stars=300");
-  const RunReport streamed = run(load_run_config(example("muse_tng_mastar"), streamed_input), 3);
+  const RunReport streamed =
+      run(load_run_config(example("muse_tng_mastar_dusty"), streamed_input), 3);
   check_same_cube(held.cube, streamed.cube);
   CHECK(streamed.summary.at("n_stars") == held.summary.at("n_stars"));
+  CHECK(streamed.summary.at("n_gas") == held.summary.at("n_gas"));
 }
 
 TEST_CASE("streaming: the plan holds one block of particles", "[streaming][plan]") {
@@ -290,8 +315,6 @@ TEST_CASE("streaming: what cannot stream is refused, naming the key, before anyt
   const std::pair<std::vector<std::string>, std::string> refused[] = {
       {{"input.stream_block_stars=0"}, "input.stream_block_stars: expected an integer >= 1"},
       {{"input.stream_block_stars=2.5"}, "input.stream_block_stars: expected an integer >= 1"},
-      {{"input.stream_block_stars=1000", "pipeline=\"calc_dusty_ifu\""},
-       "input.stream_block_stars: stage dust needs the gas"},
       {{"input.stream_block_stars=1000", "stages.aperture.smoothing=\"kernel\""},
        "smoothing \"kernel\" needs every star's neighbours"},
       {{"input.stream_block_stars=1000", "telescope=\"MUSE-WFM\"",

@@ -5,7 +5,9 @@
 // touches MPI. Calls come from the thread that first asked (MPI_THREAD_FUNNELED).
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace ifusim::processes {
@@ -25,5 +27,19 @@ void abort_all(int code);
 void allreduce_sum(std::int64_t* values, std::size_t n);
 // Every process's bytes, in rank order, on every process.
 std::vector<std::string> allgather(const std::string& mine);
+
+// Every process's values, in rank order, on every process.
+template <class T>
+std::vector<std::vector<T>> allgather_values(const std::vector<T>& mine) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  std::string bytes(mine.size() * sizeof(T), '\0');
+  if (!mine.empty()) std::memcpy(bytes.data(), mine.data(), bytes.size());
+  std::vector<std::vector<T>> out;
+  for (const std::string& theirs : allgather(bytes)) {
+    out.emplace_back(theirs.size() / sizeof(T));
+    if (!theirs.empty()) std::memcpy(out.back().data(), theirs.data(), theirs.size());
+  }
+  return out;
+}
 
 }  // namespace ifusim::processes

@@ -2,7 +2,21 @@
 
 #include <algorithm>
 
+#include "data/collectives/processes.h"
+
 namespace ifusim {
+
+double max_over_processes(const Mesh& mesh, double value) {
+  if (!mesh.spans_processes()) return value;
+  for (const std::vector<double>& theirs : processes::allgather_values(std::vector<double>{value}))
+    value = std::max(value, theirs.at(0));
+  return value;
+}
+
+std::int64_t sum_over_processes(const Mesh& mesh, std::int64_t value) {
+  if (mesh.spans_processes()) processes::allreduce_sum(&value, 1);
+  return value;
+}
 
 float global_max_abs(const Mesh& mesh, const ShardedArray<float>& field, int component) {
   if (field.empty()) return 0.0f;

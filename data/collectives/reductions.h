@@ -12,6 +12,11 @@ namespace ifusim {
 // max |x| over every device's shard of one component of `field` (0 for an empty field).
 float global_max_abs(const Mesh& mesh, const ShardedArray<float>& field, int component = 0);
 
+// Over the processes of a run that spans them (Mesh::spans_processes), else `value` itself: the
+// largest, and the sum, of every process's value.
+double max_over_processes(const Mesh& mesh, double value);
+std::int64_t sum_over_processes(const Mesh& mesh, std::int64_t value);
+
 // The bounds of the stars held (data/galaxy_data.h).
 StarBounds measure_star_bounds(const Mesh& mesh, const Stars& stars);
 

@@ -270,6 +270,7 @@ struct RubixStarStream::Impl {
   std::string path;
   Galaxy record;
   PresentSpecies stars;
+  std::optional<PresentSpecies> gas;
 };
 
 RubixStarStream::RubixStarStream(const std::string& path) : impl_(std::make_unique<Impl>()) {
@@ -277,6 +278,7 @@ RubixStarStream::RubixStarStream(const std::string& path) : impl_(std::make_uniq
   impl_->path = path;
   impl_->record = read_record(f);
   impl_->stars = *check_species(f, Species::stars);
+  impl_->gas = check_species(f, Species::gas);
 }
 RubixStarStream::~RubixStarStream() = default;
 
@@ -288,6 +290,13 @@ Stars RubixStarStream::read(const Mesh& mesh, std::size_t first_row, std::size_t
   GalaxyData block;
   read_species(mesh, impl_->path, impl_->stars, impl_->record, first_row, n_rows, block);
   return std::move(block.stars);
+}
+
+Gas RubixStarStream::read_gas(const Mesh& mesh) const {
+  GalaxyData data;
+  if (impl_->gas)
+    read_species(mesh, impl_->path, *impl_->gas, impl_->record, 0, impl_->gas->rows, data);
+  return std::move(data.gas);
 }
 
 GalaxyData RubixStarStream::first_pass(const Mesh& mesh, std::size_t block_rows) const {

@@ -34,7 +34,8 @@ bool is_rubix_galaxy(const std::string& path);
 std::array<std::size_t, 2> count_rubix_galaxy(const std::string& path);
 
 // The stars of a RUBIX file, block by block (io/star_stream.h): the record (centre, half-mass
-// radius) from galaxy/, each block's rows by hyperslab; bitwise read_rubix_galaxy's stars.
+// radius) from galaxy/, each block's rows by hyperslab; bitwise read_rubix_galaxy's stars and
+// gas.
 class RubixStarStream final : public StarStream {
  public:
   explicit RubixStarStream(const std::string& path);
@@ -42,6 +43,7 @@ class RubixStarStream final : public StarStream {
   std::size_t n_rows() const override;
   GalaxyData first_pass(const Mesh& mesh, std::size_t block_rows) const override;
   Stars read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const override;
+  Gas read_gas(const Mesh& mesh) const override;
 
  private:
   struct Impl;

@@ -194,6 +194,22 @@ struct SyntheticStars {
     return std::move(out.stars);
   }
 
+  // All spec.n_gas gas cells, sharded over the mesh.
+  Gas make_gas(const Mesh& mesh) const {
+    Gas gas;
+    if (spec.n_gas == 0) return gas;
+    const auto gas_fields =
+        fields_of<TngGasRows>(Species::gas, record.scale_factor, record.cosmology.hubble_param);
+    auto arrays = make_fields<TngGasRows>(
+        mesh, 0, spec.n_gas, spec.block_rows, gas_fields, frame,
+        [&](std::size_t b, std::size_t e, TngGasRows& rows) { generator.gas_rows(b, e, rows); },
+        [](IndexRange, const std::vector<float*>&) {});
+    for (std::size_t f = 0; f < gas_fields.size(); ++f)
+      assign_field(gas, *gas_fields[f].rule, std::move(arrays[f]));
+    gas.temperature_k = gas_temperature(mesh, gas);
+    return gas;
+  }
+
   double half_mass_radius_kpc(const std::vector<std::int64_t>& radius_bins) const {
     std::vector<double> bins(radius_bins.size());
     for (std::size_t bin = 0; bin < bins.size(); ++bin)
@@ -210,19 +226,7 @@ GalaxyData make_synthetic_galaxy(const Mesh& mesh, const SyntheticGalaxySpec& sp
   data.stars = stars.make(mesh, 0, spec.n_stars, &radius_bins);
   data.galaxy.halfmass_radius_stars_kpc = stars.half_mass_radius_kpc(radius_bins);
 
-  if (with_gas && spec.n_gas > 0) {
-    const double a = data.galaxy.scale_factor, h = data.galaxy.cosmology.hubble_param;
-    const auto gas_fields = fields_of<TngGasRows>(Species::gas, a, h);
-    auto gas = make_fields<TngGasRows>(
-        mesh, 0, spec.n_gas, spec.block_rows, gas_fields, stars.frame,
-        [&](std::size_t b, std::size_t e, TngGasRows& rows) {
-          stars.generator.gas_rows(b, e, rows);
-        },
-        [](IndexRange, const std::vector<float*>&) {});
-    for (std::size_t f = 0; f < gas_fields.size(); ++f)
-      assign_field(data.gas, *gas_fields[f].rule, std::move(gas[f]));
-    data.gas.temperature_k = gas_temperature(mesh, data.gas);
-  }
+  if (with_gas) data.gas = stars.make_gas(mesh);
   return data;
 }
 
@@ -255,6 +259,10 @@ GalaxyData SyntheticStarStream::first_pass(const Mesh& mesh, std::size_t block_r
 
 Stars SyntheticStarStream::read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const {
   return impl_->make(mesh, first_row, n_rows, nullptr);
+}
+
+Gas SyntheticStarStream::read_gas(const Mesh& mesh) const {
+  return impl_->make_gas(mesh);
 }
 
 }  // namespace ifusim::tng

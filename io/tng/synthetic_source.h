@@ -33,8 +33,7 @@ GalaxyData make_synthetic_galaxy(const Mesh& mesh, const SyntheticGalaxySpec& sp
                                  bool with_gas = true);
 
 // The same galaxy's stars for a streamed run (io/star_stream.h): any block of rows made on its
-// own, bitwise the rows make_synthetic_galaxy makes. Its gas is not made (a streamed run has no
-// stage that uses gas).
+// own, bitwise the rows make_synthetic_galaxy makes, and its gas made at once.
 class SyntheticStarStream final : public StarStream {
  public:
   explicit SyntheticStarStream(const SyntheticGalaxySpec& spec);  // validates, as above
@@ -42,6 +41,7 @@ class SyntheticStarStream final : public StarStream {
   std::size_t n_rows() const override;
   GalaxyData first_pass(const Mesh& mesh, std::size_t block_rows) const override;
   Stars read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const override;
+  Gas read_gas(const Mesh& mesh) const override;
 
  private:
   struct Impl;

@@ -597,6 +597,17 @@ void read_species(const Mesh& mesh, const TypeSource& src, const std::vector<Pre
     tng::assign_field(set, *f.rule, read_field(mesh, src, f, rows, frame));
 }
 
+// The gas cells `selected` of `src`, converted in `frame`, with their temperature where the
+// file gives what it needs.
+Gas read_gas_cells(const Mesh& mesh, const TypeSource& src, const std::vector<PresentField>& fields,
+                   const Selection& selected, const Frame& frame) {
+  GalaxyData data;
+  read_species(mesh, src, fields, selected.rows, frame, data.gas);
+  if (!data.gas.internal_energy_km2_s2.empty() && !data.gas.electron_abundance.empty())
+    data.gas.temperature_k = tng::gas_temperature(mesh, data.gas);
+  return std::move(data.gas);
+}
+
 // The layout, header, per-type row sources and (snapshot) catalog entry of the subhalo asked
 // for: everything read_tng learns before it reads a particle value.
 struct OpenedSubhalo {
@@ -776,11 +787,8 @@ GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options, TngIngestRe
   const Frame frame = conversion_frame(data.galaxy, hdr, centre);
 
   read_species(mesh, stars_src, star_fields, stars_sel.rows, frame, data.stars);
-  if (!gas_src.segments.empty()) {
-    read_species(mesh, gas_src, gas_fields, gas_sel.rows, frame, data.gas);
-    if (!data.gas.internal_energy_km2_s2.empty() && !data.gas.electron_abundance.empty())
-      data.gas.temperature_k = tng::gas_temperature(mesh, data.gas);
-  }
+  if (!gas_src.segments.empty())
+    data.gas = read_gas_cells(mesh, gas_src, gas_fields, gas_sel, frame);
 
   rep.n_stars = stars_sel.rows.size();
   rep.n_wind_dropped = stars_sel.wind;
@@ -802,7 +810,7 @@ namespace ifusim {
 struct TngStarStream::Impl {
   TngReadOptions options;
   OpenedSubhalo opened;
-  std::vector<PresentField> fields;
+  std::vector<PresentField> fields, gas_fields;
   Galaxy record;
   Frame frame;
   bool centred = false;  // a cutout's centre is known after the first pass
@@ -822,6 +830,8 @@ TngStarStream::TngStarStream(const TngReadOptions& options) : impl_(std::make_un
   impl_->options = options;
   impl_->opened = open_subhalo(options, rep);
   impl_->fields = check_fields(impl_->opened.stars_src, impl_->opened.hdr);
+  if (!impl_->opened.gas_src.segments.empty())
+    impl_->gas_fields = check_fields(impl_->opened.gas_src, impl_->opened.hdr);
   if (impl_->opened.catalog) impl_->centre_at(impl_->opened.catalog->centre);
 }
 TngStarStream::~TngStarStream() = default;
@@ -839,6 +849,15 @@ Stars TngStarStream::read(const Mesh& mesh, std::size_t first_row, std::size_t n
   if (!rows.empty())
     read_species(mesh, impl_->opened.stars_src, impl_->fields, rows, impl_->frame, block.stars);
   return std::move(block.stars);
+}
+
+Gas TngStarStream::read_gas(const Mesh& mesh) const {
+  if (!impl_->centred) throw std::logic_error("TngStarStream::read_gas before first_pass");
+  const TypeSource& src = impl_->opened.gas_src;
+  if (src.segments.empty()) return {};
+  return read_gas_cells(mesh, src, impl_->gas_fields,
+                        select_rows(src, impl_->gas_fields, impl_->options.drop_nonfinite),
+                        impl_->frame);
 }
 
 std::set<std::string> TngStarStream::optional_star_fields() const {

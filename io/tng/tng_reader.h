@@ -81,7 +81,8 @@ GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options,
 // subhalo's centre, bulk velocity and half-mass radius come from the group catalog; a cutout's
 // from shrinking spheres in passes over its stars that hold at most a block of them
 // (io/tng/stellar_centre.h), during first_pass. Each block's wind cells (and with drop_nonfinite
-// its non-finite rows) are dropped. Gas is not read.
+// its non-finite rows) are dropped. The gas (with options.read_gas) is read at once, as read_tng
+// reads it.
 class TngStarStream final : public StarStream {
  public:
   explicit TngStarStream(const TngReadOptions& options);
@@ -89,6 +90,7 @@ class TngStarStream final : public StarStream {
   std::size_t n_rows() const override;  // PartType4 rows, wind cells included
   GalaxyData first_pass(const Mesh& mesh, std::size_t block_rows) const override;
   Stars read(const Mesh& mesh, std::size_t first_row, std::size_t n_rows) const override;
+  Gas read_gas(const Mesh& mesh) const override;
   std::set<std::string> optional_star_fields() const override;
 
  private:

@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 
+#include "data/collectives/processes.h"
+#include "data/collectives/reductions.h"
 #include "data/sharded_array.h"
 #include "stages/spaxel_grid/smoothing.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
@@ -31,47 +34,43 @@ DustParams DustParams::from_json(JsonParams p) {
   return out;
 }
 
-DustScreens make_dust_screens(std::size_t n_spaxels, double spaxel_size_kpc,
-                              const DustParams& params, const FootprintView& footprint,
-                              const std::vector<float>& z_kpc, const std::vector<float>& mass_msun,
-                              const std::vector<float>& metallicity) {
+void add_dust_deposits(std::vector<DustDeposit>& deposits, std::size_t first_row,
+                       std::size_t n_spaxels, const FootprintView& footprint,
+                       const std::vector<float>& z_kpc, const std::vector<float>& mass_msun,
+                       const std::vector<float>& metallicity) {
   const std::size_t n = z_kpc.size();
   if (mass_msun.size() != n || metallicity.size() != n)
-    throw std::invalid_argument("make_dust_screens: gas arrays of different lengths");
-  // One deposit per gas particle and spaxel of its footprint: 24 bytes each on the host.
-  struct Deposit {
-    std::int32_t spaxel;
-    float z_kpc;
-    double mass_times_z_msun;  // w m Z (the weight w alone until the particle is checked)
-    std::size_t row;
-  };
-  std::vector<Deposit> deposits;
+    throw std::invalid_argument("add_dust_deposits: gas arrays of different lengths");
   for (std::size_t i = 0; i < n; ++i) {
     const std::size_t first = deposits.size();
     footprint.for_each(i, [&](std::int32_t s, double weight) {
       if (static_cast<std::size_t>(s) >= n_spaxels)
         throw std::logic_error("dust: gas spaxel index beyond the grid");
-      deposits.push_back({s, z_kpc[i], weight, i});
+      deposits.push_back({s, z_kpc[i], weight, first_row + i});
     });
     if (deposits.size() == first) continue;  // the particle does not reach the grid
+    const std::string row = std::to_string(first_row + i);
     if (!(mass_msun[i] >= 0.0f) || !std::isfinite(mass_msun[i]))
-      throw std::runtime_error("dust: gas.mass_msun[" + std::to_string(i) + "] = " +
+      throw std::runtime_error("dust: gas.mass_msun[" + row + "] = " +
                                std::to_string(mass_msun[i]) + ", expected a finite mass >= 0");
     if (!(metallicity[i] >= 0.0f) || !std::isfinite(metallicity[i]))
-      throw std::runtime_error("dust: gas.metallicity[" + std::to_string(i) +
+      throw std::runtime_error("dust: gas.metallicity[" + row +
                                "] = " + std::to_string(metallicity[i]) +
                                ", expected a finite mass fraction >= 0");
     if (!std::isfinite(z_kpc[i]))
-      throw std::runtime_error("dust: gas.position_kpc[" + std::to_string(i) +
-                               "] has a non-finite z");
+      throw std::runtime_error("dust: gas.position_kpc[" + row + "] has a non-finite z");
     // m Z first, then the weight: without smoothing (weight 1) exactly the unsmoothed sum.
     const double mass_times_z =
         static_cast<double>(mass_msun[i]) * static_cast<double>(metallicity[i]);
     for (std::size_t k = first; k < deposits.size(); ++k)
       deposits[k].mass_times_z_msun = mass_times_z * deposits[k].mass_times_z_msun;
   }
-  // One fixed order: spaxel, then depth, then the particle's global row (ties).
-  std::sort(deposits.begin(), deposits.end(), [](const Deposit& a, const Deposit& b) {
+}
+
+DustScreens make_dust_screens(std::vector<DustDeposit> deposits, std::size_t n_spaxels,
+                              double spaxel_size_kpc, const DustParams& params) {
+  // One fixed order: spaxel, then depth, then the particle's row (ties).
+  std::sort(deposits.begin(), deposits.end(), [](const DustDeposit& a, const DustDeposit& b) {
     if (a.spaxel != b.spaxel) return a.spaxel < b.spaxel;
     if (a.z_kpc != b.z_kpc) return a.z_kpc < b.z_kpc;
     return a.row < b.row;
@@ -84,7 +83,7 @@ DustScreens make_dust_screens(std::size_t n_spaxels, double spaxel_size_kpc,
       params.av_per_gas_msun_per_kpc2(1.0) / (spaxel_size_kpc * spaxel_size_kpc);
   std::int32_t current = -1;
   double column = 0.0;  // sum of w m Z in the spaxel so far (Msun)
-  for (const Deposit& d : deposits) {
+  for (const DustDeposit& d : deposits) {
     if (d.spaxel != current) {
       current = d.spaxel;
       column = 0.0;
@@ -100,6 +99,19 @@ DustScreens make_dust_screens(std::size_t n_spaxels, double spaxel_size_kpc,
 
 namespace {
 
+// The screens on every device (replicated), for the kernel.
+struct DeviceScreens {
+  ShardedArray<std::int64_t> offsets;
+  ShardedArray<float> z_kpc;
+  ShardedArray<double> av_through;
+  DustScreenView on(const Device& d) const {
+    return {offsets.local(d).data, z_kpc.local(d).data, av_through.local(d).data};
+  }
+};
+
+// The gas's screens are built in a pass over the gas (observe: each block's deposits; end_pass:
+// every process's, sorted), so that a streamed run, which shows the gas to the stages in its own
+// block before the stars' blocks, gives every star the screens of all the gas.
 class DustStage final : public Stage {
  public:
   explicit DustStage(DustParams params) : params_(params) {}
@@ -110,54 +122,63 @@ class DustStage final : public Stage {
             "gas.position_kpc",   "gas.mass_msun",      "gas.metallicity"};
   }
   std::vector<std::string> provides() const override { return {"stars.dust_av", "gas.dust_av"}; }
+  bool streams(const StreamedInput&) const override { return true; }
 
-  void run(RunState& state) const override {
-    const Mesh& mesh = state.mesh;
-    const SpaxelGrid& grid = state.spaxel_grid;
-    if (state.spaxels.nx != grid.n_side || state.spaxels.ny != grid.n_side ||
+  Pass pass() const override { return Pass::gas; }
+  void observe(RunState& block) override {
+    const SpaxelGrid& grid = block.spaxel_grid;
+    if (block.spaxels.nx != grid.n_side || block.spaxels.ny != grid.n_side ||
         !(grid.spaxel_size_kpc > 0))
       throw std::logic_error("dust: the spaxel grid was not set by a spaxel stage");
-    const std::size_t n_spaxels = static_cast<std::size_t>(grid.n_side) * grid.n_side;
-    Gas& gas = state.data.gas;
-    Stars& stars = state.data.stars;
-
-    std::vector<std::int32_t> gas_spaxel;
-    std::vector<float> gas_x, gas_y, gas_z, gas_mass, gas_z_metals, gas_length;
-    FootprintView host_gas_footprint;
-    host_gas_footprint.grid = grid;
-    if (gas.count() == 0) {
-      spdlog::warn("dust: the galaxy has no gas; every star gets A_V = 0");
-    } else {
-      if (gas.position_kpc.rows() != gas.count() || gas.metallicity.rows() != gas.count())
-        throw std::runtime_error(
-            "dust: the gas needs position_kpc, mass_msun and metallicity for every particle");
-      // The gas on the stars' own grid, with the same kernel.
-      prepare_gas_footprint(state, "dust");
-      gas_spaxel = gas.spaxel_index.to_host();
-      const std::vector<float> position = gas.position_kpc.to_host();
-      gas_x.resize(gas.count());
-      gas_y.resize(gas.count());
-      gas_z.resize(gas.count());
-      for (std::size_t i = 0; i < gas_z.size(); ++i) {
-        gas_x[i] = position[3 * i];
-        gas_y[i] = position[3 * i + 1];
-        gas_z[i] = position[3 * i + 2];
-      }
-      gas_mass = gas.mass_msun.to_host();
-      gas_z_metals = gas.metallicity.to_host();
-      if (static_cast<Smoothing>(grid.smoothing) == Smoothing::kernel) {
-        gas_length = gas.smoothing_length_kpc.to_host();
-        host_gas_footprint.x_kpc = gas_x.data();
-        host_gas_footprint.y_kpc = gas_y.data();
-        host_gas_footprint.smoothing_length_kpc = gas_length.data();
-        host_gas_footprint.sigma_per_length = kGasSigmaPerCellRadius;
-      } else {
-        host_gas_footprint.spaxel_index = gas_spaxel.data();
-      }
+    Gas& gas = block.data.gas;
+    const std::size_t n = gas.count();
+    if (n == 0) return;
+    if (gas.position_kpc.rows() != n || gas.metallicity.rows() != n)
+      throw std::runtime_error(
+          "dust: the gas needs position_kpc, mass_msun and metallicity for every particle");
+    // The gas on the stars' own grid, with the same kernel.
+    prepare_gas_footprint(block, "dust");
+    const std::vector<std::int32_t> spaxel = gas.spaxel_index.to_host();
+    const std::vector<float> position = gas.position_kpc.to_host();
+    std::vector<float> x(n), y(n), z(n), length;
+    for (std::size_t i = 0; i < n; ++i) {
+      x[i] = position[3 * i];
+      y[i] = position[3 * i + 1];
+      z[i] = position[3 * i + 2];
     }
+    FootprintView footprint;
+    footprint.grid = grid;
+    if (static_cast<Smoothing>(grid.smoothing) == Smoothing::kernel) {
+      length = gas.smoothing_length_kpc.to_host();
+      footprint.x_kpc = x.data();
+      footprint.y_kpc = y.data();
+      footprint.smoothing_length_kpc = length.data();
+      footprint.sigma_per_length = kGasSigmaPerCellRadius;
+    } else {
+      footprint.spaxel_index = spaxel.data();
+    }
+    add_dust_deposits(deposits_, n_gas_seen_, static_cast<std::size_t>(grid.n_side) * grid.n_side,
+                      footprint, z, gas.mass_msun.to_host(), gas.metallicity.to_host());
+    n_gas_seen_ += n;
+  }
+  void end_pass(RunState& state) override {
+    const SpaxelGrid& grid = state.spaxel_grid;
+    const std::size_t n_spaxels = static_cast<std::size_t>(grid.n_side) * grid.n_side;
+    std::vector<DustDeposit> deposits = std::move(deposits_);
+    deposits_ = {};
+    auto n_gas = static_cast<std::int64_t>(n_gas_seen_);
+    n_gas_seen_ = 0;
+    if (state.mesh.spans_processes()) {  // a run across processes: the gas of every process
+      std::vector<DustDeposit> all;
+      for (const auto& theirs : processes::allgather_values(deposits))
+        all.insert(all.end(), theirs.begin(), theirs.end());
+      deposits = std::move(all);
+      n_gas = sum_over_processes(state.mesh, n_gas);
+    }
+    if (n_gas == 0) spdlog::warn("dust: the galaxy has no gas; every star gets A_V = 0");
+    const std::size_t n_deposits = deposits.size();
     const DustScreens screens =
-        make_dust_screens(n_spaxels, grid.spaxel_size_kpc, params_, host_gas_footprint, gas_z,
-                          gas_mass, gas_z_metals);
+        make_dust_screens(std::move(deposits), n_spaxels, grid.spaxel_size_kpc, params_);
     double deepest = 0.0;
     for (std::size_t s = 0; s < n_spaxels; ++s)
       if (screens.offsets[s + 1] > screens.offsets[s])
@@ -166,36 +187,51 @@ class DustStage final : public Stage {
     spdlog::info(
         "dust: {} gas deposits in the grid from {} gas particles{}; largest A_V through a spaxel "
         "{:.3g} mag ({}, R_V = {})",
-        screens.z_kpc.size(), gas.count(), gas_length.empty() ? "" : " (smoothed)", deepest,
+        n_deposits, n_gas,
+        static_cast<Smoothing>(grid.smoothing) == Smoothing::kernel ? " (smoothed)" : "", deepest,
         params_.curve.kind == DustCurveKind::calzetti00 ? "Calzetti 2000" : "CCM89",
         params_.curve.r_v);
-
+    // A star's A_V is a screen's, or (smoothed) a mean of screens' in 10^(-0.4 A_V): at most the
+    // deepest, up to the rounding of its float (margin 1e-6).
+    av_bound_mag_ = deepest * (1.0 + 1e-6) + 1e-6;
     const auto rep = Sharding::replicated();
-    const auto offsets = device_put(mesh, screens.offsets, 1, rep);
-    const auto depths = device_put(mesh, screens.z_kpc, 1, rep);
-    const auto av_through = device_put(mesh, screens.av_through, 1, rep);
+    screens_.emplace(DeviceScreens{device_put(state.mesh, screens.offsets, 1, rep),
+                                   device_put(state.mesh, screens.z_kpc, 1, rep),
+                                   device_put(state.mesh, screens.av_through, 1, rep)});
+  }
+
+  void run(RunState& state) const override {
+    if (!screens_) throw std::logic_error("dust: run before its pass over the gas");
+    const Mesh& mesh = state.mesh;
+    const SpaxelGrid& grid = state.spaxel_grid;
+    Stars& stars = state.data.stars;
+    Gas& gas = state.data.gas;
     stars.dust_av = ShardedArray<float>(mesh, stars.count(), 1, Sharding::sharded());
     shard_map(mesh, [&](const Device& d) {
-      const DustScreenView view{offsets.local(d).data, depths.local(d).data,
-                                av_through.local(d).data};
-      IFUSIM_DISPATCH(d, compute_dust_av, d, view, star_footprint(stars, grid, d),
+      IFUSIM_DISPATCH(d, compute_dust_av, d, screens_->on(d), star_footprint(stars, grid, d),
                       stars.position_kpc.local(d, 2), stars.dust_av.local(d));
     });
     // The gas cells' own A_V (their emission lines, stages/emission_lines): the same screen in
     // front of each cell, itself excluded (only gas with z_gas < z counts).
     gas.dust_av = ShardedArray<float>(mesh, gas.count(), 1, Sharding::sharded());
-    if (gas.count() > 0)
+    if (gas.count() > 0) {
+      prepare_gas_footprint(state, "dust");
       shard_map(mesh, [&](const Device& d) {
-        const DustScreenView view{offsets.local(d).data, depths.local(d).data,
-                                  av_through.local(d).data};
-        IFUSIM_DISPATCH(d, compute_dust_av, d, view, gas_footprint(gas, grid, d),
+        IFUSIM_DISPATCH(d, compute_dust_av, d, screens_->on(d), gas_footprint(gas, grid, d),
                         gas.position_kpc.local(d, 2), gas.dust_av.local(d));
       });
+    }
     state.dust_curve = params_.curve;
+    state.dust_av_bound_mag = av_bound_mag_;
   }
 
  private:
   DustParams params_;
+  // The pass: the deposits of the gas seen so far, then the screens they make.
+  std::vector<DustDeposit> deposits_;
+  std::size_t n_gas_seen_ = 0;
+  std::optional<DeviceScreens> screens_;
+  double av_bound_mag_ = 0.0;
 };
 
 }  // namespace

@@ -83,15 +83,28 @@ struct DustScreens {
   std::vector<double> av_through;
 };
 
-// Builds the screens from the gas on the host: gas particle i (depth, mass, metallicity) adds
-// w m Z to every spaxel of its footprint (a FootprintView over host arrays) at its depth.
-// Throws std::runtime_error naming the field for a negative or non-finite mass or metallicity,
-// or a non-finite depth, of a particle that reaches the grid.
-DustScreens make_dust_screens(std::size_t n_spaxels, double spaxel_size_kpc,
-                              const DustParams& params, const FootprintView& gas_footprint,
-                              const std::vector<float>& gas_z_kpc,
-                              const std::vector<float>& gas_mass_msun,
-                              const std::vector<float>& gas_metallicity);
+// One gas particle's share of the screen of one spaxel of its footprint: its depth and w m Z.
+// `row`, the particle's row in the galaxy's gas, breaks ties between equal depths.
+struct DustDeposit {
+  std::int32_t spaxel;
+  float z_kpc;
+  double mass_times_z_msun;
+  std::uint64_t row;
+};
+
+// Appends the deposits of gas particles i = 0..n-1 (rows first_row + i; depth, mass,
+// metallicity) to `deposits`: w m Z in every spaxel of its footprint (a FootprintView over host
+// arrays). Throws std::runtime_error naming the field for a negative or non-finite mass or
+// metallicity, or a non-finite depth, of a particle that reaches the grid.
+void add_dust_deposits(std::vector<DustDeposit>& deposits, std::size_t first_row,
+                       std::size_t n_spaxels, const FootprintView& gas_footprint,
+                       const std::vector<float>& gas_z_kpc, const std::vector<float>& gas_mass_msun,
+                       const std::vector<float>& gas_metallicity);
+
+// The screens of every deposit of the galaxy's gas, in any order (sorted here, so the screens do
+// not depend on how the gas was split).
+DustScreens make_dust_screens(std::vector<DustDeposit> deposits, std::size_t n_spaxels,
+                              double spaxel_size_kpc, const DustParams& params);
 
 // What the kernel reads (replicated on every device).
 struct DustScreenView {

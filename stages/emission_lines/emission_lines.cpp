@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "data/collectives/reductions.h"
 #include "data/wavelength.h"
@@ -336,37 +338,41 @@ class EmissionLinesStage final : public Stage {
             {"emission-line windows, reduced (host)", bytes, false, ""}};
   }
 
-  void run(RunState& state) const override {
+  bool streams(const StreamedInput&) const override { return true; }
+
+  // The line windows and the fixed-point scales bound what every cell can add, so they need the
+  // whole gas first: a pass over it (its count, largest SFR and |v_los|), which a streamed run
+  // makes on the gas's own block before the stars' blocks.
+  Pass pass() const override { return Pass::gas; }
+  void observe(RunState& block) override {
+    const Gas& gas = block.data.gas;
+    if (gas.count() == 0) return;
+    require_fields(gas);
+    n_gas_ += gas.count();
+    v_max_kms_ = std::max<double>(v_max_kms_, global_max_abs(block.mesh, gas.velocity_kms, 2));
+    max_sfr_ = std::max<double>(max_sfr_, global_max_abs(block.mesh, gas.sfr_msun_per_yr));
+  }
+  void end_pass(RunState& state) override {
     const Mesh& mesh = state.mesh;
-    Gas& gas = state.data.gas;
     const Observation& obs = state.observation;
-    const std::size_t n = gas.count();
-    auto require_field = [&](std::size_t rows, const std::string& field, const std::string& tng) {
-      if (rows != n)
-        throw std::runtime_error("emission_lines: the gas has no " + field + " (the input's " +
-                                 tng + "), which the lines need");
-    };
-    require_field(gas.sfr_msun_per_yr.rows(), "sfr_msun_per_yr", "PartType0/StarFormationRate");
-    require_field(gas.velocity_kms.rows(), "velocity_kms", "PartType0/Velocities");
-    require_field(gas.metallicity.rows(), "metallicity", "PartType0/GFM_Metallicity");
-    const bool metals = gas.metals.rows() == n && n > 0;
+    const auto n = static_cast<std::size_t>(
+        sum_over_processes(mesh, static_cast<std::int64_t>(std::exchange(n_gas_, 0))));
+    const double v_max = max_over_processes(mesh, std::exchange(v_max_kms_, 0.0));
+    const double max_sfr = max_over_processes(mesh, std::exchange(max_sfr_, 0.0));
     const int n_wave = state.spaxels.n_wave;
     if (n_wave <= 0 || !(obs.axes.wave_step_angstrom > 0))
       throw std::logic_error("emission_lines: the observation has no wavelength grid");
-    prepare_gas_footprint(state, "emission_lines");
-
-    const double v_max = global_max_abs(mesh, gas.velocity_kms, 2);
     if (!(v_max < 0.5 * kSpeedOfLightKms))
       throw std::runtime_error("emission_lines: the gas's largest |v_los| is " +
                                std::to_string(v_max) +
                                " km/s; expected finite velocities below c / 2");
-    LineDeposit deposit;
-    LineTotal total;
+    Setup s;
+    LineDeposit& deposit = s.deposit;
+    LineTotal& total = s.total;
     std::string outside_band;
     for (const int l : params_.lines) {
       LineWindow w = line_window(l, params_, obs, n_wave, v_max);
       w.offset = total.row_columns;
-      w.attenuation_ratio = attenuation_ratio(state.dust_curve, w.vacuum_angstrom);
       total.row_columns += w.n_bins;
       if (kEmissionLines[l].name == std::string("halpha")) deposit.halpha_line = deposit.n_lines;
       deposit.lines[deposit.n_lines++] = w;
@@ -385,7 +391,7 @@ class EmissionLinesStage final : public Stage {
     total.step_angstrom = obs.axes.wave_step_angstrom;
 
     const LineRatioGrid grid = make_line_ratio_grid(params_, table_.get());
-    const auto ratios = device_put(mesh, grid.ratio_to_halpha, 1, Sharding::replicated());
+    s.ratios = device_put(mesh, grid.ratio_to_halpha, 1, Sharding::replicated());
     double max_ratio = 0.0;
     for (const double r : grid.ratio_to_halpha) max_ratio = std::max(max_ratio, r);
     deposit.oxygen_min = grid.oxygen_min;
@@ -400,7 +406,6 @@ class EmissionLinesStage final : public Stage {
 
     // Split-independent bounds: a voxel sums at most every cell's whole line over one bin, a
     // moment every cell's H-alpha times (v_max^2 + sigma^2).
-    const double max_sfr = global_max_abs(mesh, gas.sfr_msun_per_yr);
     if (n == 0)
       spdlog::warn("emission_lines: the galaxy has no gas: the cube gets no emission lines");
     else if (!(max_sfr > 0.0))
@@ -409,56 +414,105 @@ class EmissionLinesStage final : public Stage {
           "gets no emission lines",
           n);
     const double max_halpha = static_cast<double>(n) * max_sfr * deposit.halpha_lsun_per_sfr;
-    const FixedPointScale line_scale =
+    s.line_scale =
         FixedPointScale::for_bound(max_halpha * max_ratio / deposit.step_angstrom,
                                    "emission_lines: the line sums (gas.sfr_msun_per_yr)");
     double sigma_max = 0.0;
     for (const auto& w : total.windows) sigma_max = std::max(sigma_max, w.sigma_kms);
-    const FixedPointScale moment_scale = FixedPointScale::for_bound(
+    s.moment_scale = FixedPointScale::for_bound(
         max_halpha * std::max(1.0, v_max * v_max + sigma_max * sigma_max),
         "emission_lines: the gas kinematic moments (gas.sfr_msun_per_yr, gas.velocity_kms)");
-    deposit.counts_per_unit = line_scale.counts_per_unit;
-    deposit.moment_counts_per_unit = moment_scale.counts_per_unit;
+    deposit.counts_per_unit = s.line_scale.counts_per_unit;
+    deposit.moment_counts_per_unit = s.moment_scale.counts_per_unit;
+    spdlog::info(
+        "emission_lines: {} lines in the band from {} gas cells, {} bins a spaxel, largest "
+        "|v_los| {:.1f} km/s",
+        std::count_if(total.windows.begin(), total.windows.end(),
+                      [](const LineWindow& w) { return w.n_bins > 0; }),
+        n, total.row_columns, v_max);
+    setup_.emplace(std::move(s));
+  }
 
-    const std::size_t n_spaxels = total.shape.n_spaxels();
-    ShardedArray<std::int64_t> sums(mesh, n_spaxels * static_cast<std::size_t>(total.row_columns),
-                                    1, Sharding::partial());
-    ShardedArray<std::int64_t> moments(mesh, 3 * n_spaxels, 1, Sharding::partial());
+  void run(RunState& state) const override {
+    if (!setup_) throw std::logic_error("emission_lines: run before its pass over the gas");
+    const Mesh& mesh = state.mesh;
+    Gas& gas = state.data.gas;
+    const std::size_t n = gas.count();
+    const std::size_t n_spaxels = setup_->total.shape.n_spaxels();
+    // The first block declares the partials; later ones (a streamed run) add to them.
+    auto* sums = find_partial<PartialArray>(state, this, "line windows");
+    auto* moments = find_partial<PartialArray>(state, this, "gas moments");
+    if (!sums) {
+      sums = &declare_partial(
+          state, this, "line windows",
+          std::make_unique<PartialArray>(
+              ShardedArray<std::int64_t>(
+                  mesh, n_spaxels * static_cast<std::size_t>(setup_->total.row_columns), 1,
+                  Sharding::partial()),
+              setup_->line_scale, setup_->total));
+      moments = &declare_partial(
+          state, this, "gas moments",
+          std::make_unique<PartialArray>(
+              ShardedArray<std::int64_t>(mesh, 3 * n_spaxels, 1, Sharding::partial()),
+              setup_->moment_scale, [](RunState& s, std::vector<double> sums_total) {
+                velocity_moment_maps(sums_total, "gas", "H-alpha-weighted",
+                                     "the star-forming gas (each cell's line width included)",
+                                     s.maps);
+              }));
+    }
+    if (n == 0) return;
+    require_fields(gas);
+    prepare_gas_footprint(state, "emission_lines");
+    const bool metals = gas.metals.rows() == n;
+    LineDeposit deposit = setup_->deposit;
+    for (int l = 0; l < deposit.n_lines; ++l)
+      deposit.lines[l].attenuation_ratio =
+          attenuation_ratio(state.dust_curve, deposit.lines[l].vacuum_angstrom);
     const SpaxelGrid& spaxel_grid = state.spaxel_grid;
     shard_map(mesh, [&](const Device& d) {
       LineDeposit on_device = deposit;
-      on_device.ratio_to_halpha = ratios.local(d).data;
-      const GasLineViews views{
-          gas.velocity_kms.local(d, 2).data,
-          gas.sfr_msun_per_yr.local(d).data,
-          gas.metallicity.local(d).data,
-          metals ? gas.metals.local(d, 0).data : nullptr,
-          metals ? gas.metals.local(d, 4).data : nullptr,
-          gas.dust_av.rows() == n && n > 0 ? gas.dust_av.local(d).data : nullptr,
-          gas_footprint(gas, spaxel_grid, d),
-          gas.sfr_msun_per_yr.local(d).size};
-      IFUSIM_DISPATCH(d, accumulate_emission_lines, d, on_device, views, sums.local(d),
-                      moments.local(d));
+      on_device.ratio_to_halpha = setup_->ratios.local(d).data;
+      const GasLineViews views{gas.velocity_kms.local(d, 2).data,
+                               gas.sfr_msun_per_yr.local(d).data,
+                               gas.metallicity.local(d).data,
+                               metals ? gas.metals.local(d, 0).data : nullptr,
+                               metals ? gas.metals.local(d, 4).data : nullptr,
+                               gas.dust_av.rows() == n ? gas.dust_av.local(d).data : nullptr,
+                               gas_footprint(gas, spaxel_grid, d),
+                               gas.sfr_msun_per_yr.local(d).size};
+      IFUSIM_DISPATCH(d, accumulate_emission_lines, d, on_device, views, sums->sums().local(d),
+                      moments->sums().local(d));
     });
-    spdlog::info(
-        "emission_lines: {} lines in the band from {} gas cells (O/H from {}), {} bins a spaxel, "
-        "largest |v_los| {:.1f} km/s{}",
-        std::count_if(total.windows.begin(), total.windows.end(),
-                      [](const LineWindow& w) { return w.n_bins > 0; }),
-        n, metals ? "GFM_Metals" : "the metallicity", total.row_columns, v_max,
-        gas.dust_av.rows() == n && n > 0 ? ", dust screen applied" : "");
-    state.partials.push_back(
-        std::make_unique<PartialArray>(std::move(sums), line_scale, std::move(total)));
-    state.partials.push_back(std::make_unique<PartialArray>(
-        std::move(moments), moment_scale, [](RunState& s, std::vector<double> sums_total) {
-          velocity_moment_maps(sums_total, "gas", "H-alpha-weighted",
-                               "the star-forming gas (each cell's line width included)", s.maps);
-        }));
+    spdlog::info("emission_lines: {} gas cells deposited (O/H from {}){}", n,
+                 metals ? "GFM_Metals" : "the metallicity",
+                 gas.dust_av.rows() == n ? ", dust screen applied" : "");
   }
 
  private:
+  static void require_fields(const Gas& gas) {
+    const std::size_t n = gas.count();
+    auto require_field = [&](std::size_t rows, const std::string& field, const std::string& tng) {
+      if (rows != n)
+        throw std::runtime_error("emission_lines: the gas has no " + field + " (the input's " +
+                                 tng + "), which the lines need");
+    };
+    require_field(gas.sfr_msun_per_yr.rows(), "sfr_msun_per_yr", "PartType0/StarFormationRate");
+    require_field(gas.velocity_kms.rows(), "velocity_kms", "PartType0/Velocities");
+    require_field(gas.metallicity.rows(), "metallicity", "PartType0/GFM_Metallicity");
+  }
+
+  // What the pass over the gas gives: the windows, the deposit's constants, the scales.
+  struct Setup {
+    LineDeposit deposit;
+    LineTotal total;
+    ShardedArray<double> ratios;  // LineRatioGrid::ratio_to_halpha, on every device
+    FixedPointScale line_scale, moment_scale;
+  };
   EmissionLineParams params_;
   std::shared_ptr<const LineRatioTable> table_;
+  std::size_t n_gas_ = 0;  // the pass so far
+  double v_max_kms_ = 0.0, max_sfr_ = 0.0;
+  std::optional<Setup> setup_;
 };
 
 }  // namespace

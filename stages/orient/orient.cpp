@@ -86,8 +86,8 @@ class OrientStage final : public Stage {
   bool streams(const StreamedInput&) const override { return true; }
 
   // Face-on needs the inertia tensor of all the stars first.
-  bool needs_pass() const override { return params_.align_face_on; }
-  void observe(const RunState& block) override {
+  Pass pass() const override { return params_.align_face_on ? Pass::stars : Pass::none; }
+  void observe(RunState& block) override {
     const Mesh& mesh = block.mesh;
     const Stars& stars = block.data.stars;
     if (!inertia_sums_.has_value()) {

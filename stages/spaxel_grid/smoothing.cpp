@@ -90,12 +90,15 @@ void prepare_gas_footprint(RunState& state, const std::string& stage) {
   const std::size_t n = gas.count();
   if (gas.position_kpc.rows() != n)
     throw std::runtime_error(stage + ": the gas has no position_kpc (the input's Coordinates)");
+  const bool kernel = static_cast<Smoothing>(grid.smoothing) == Smoothing::kernel;
+  if (n > 0 && gas.spaxel_index.rows() == n && (!kernel || gas.smoothing_length_kpc.rows() == n))
+    return;  // another gas stage of the run placed it
   gas.spaxel_index = ShardedArray<std::int32_t>(state.mesh, n, 1, Sharding::sharded());
   shard_map(state.mesh, [&](const Device& d) {
     IFUSIM_DISPATCH(d, assign_spaxels, d, grid, gas.position_kpc.local(d, 0),
                     gas.position_kpc.local(d, 1), gas.spaxel_index.local(d));
   });
-  if (static_cast<Smoothing>(grid.smoothing) == Smoothing::none || n == 0) return;
+  if (!kernel || n == 0) return;
   if (gas.density_msun_per_kpc3.rows() != n)
     throw std::runtime_error(stage +
                              ": smoothing \"kernel\" needs gas.density_msun_per_kpc3 (the "

@@ -45,7 +45,8 @@ void prepare_star_smoothing(RunState& state, const SmoothingParams& params);
 
 // Places the gas on the stars' grid (state.spaxel_grid): gas.spaxel_index, and with smoothing
 // "kernel" gas.smoothing_length_kpc, the cells' radii (every cell then needs a finite density
-// > 0: an error naming `stage` and the cell otherwise). For gas_footprint (footprint.h).
+// > 0: an error naming `stage` and the cell otherwise). For gas_footprint (footprint.h). Once per
+// gas held: a later call (another gas stage) finds it placed.
 void prepare_gas_footprint(RunState& state, const std::string& stage);
 
 }  // namespace ifusim

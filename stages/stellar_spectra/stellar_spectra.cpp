@@ -375,7 +375,10 @@ class BinnedSpectra final : public PartialResult {
   }
 
  private:
-  using Entry = std::pair<std::uint64_t, std::int64_t>;
+  struct Entry {  // one populated histogram element: its index and its fixed-point mass
+    std::uint64_t index;
+    std::int64_t sum;
+  };
 
   // Every device's sorted entries, merged into the run's sorted entries, equal indices summed
   // (integers: exact, so the result depends neither on the split nor on the blocks).
@@ -386,12 +389,12 @@ class BinnedSpectra final : public PartialResult {
       std::vector<std::int64_t> values(shard.size);
       shard.keys.download(keys.data(), shard.size);
       shard.values.download(values.data(), shard.size);
-      for (std::size_t e = 0; e < shard.size; ++e) added.emplace_back(keys[e], values[e]);
+      for (std::size_t e = 0; e < shard.size; ++e) added.push_back({keys[e], values[e]});
       shard = {};
     }
     if (shards.size() > 1)
       std::sort(added.begin(), added.end(),
-                [](const Entry& a, const Entry& b) { return a.first < b.first; });
+                [](const Entry& a, const Entry& b) { return a.index < b.index; });
     entries_ = merge_entries(entries_, added);
   }
 
@@ -403,32 +406,21 @@ class BinnedSpectra final : public PartialResult {
     auto a = x.cbegin(), b = y.cbegin();
     while (a != x.cend() || b != y.cend()) {
       const std::uint64_t key =
-          b == y.cend() || (a != x.cend() && a->first < b->first) ? a->first : b->first;
+          b == y.cend() || (a != x.cend() && a->index < b->index) ? a->index : b->index;
       std::int64_t sum = 0;
-      for (; a != x.cend() && a->first == key; ++a) sum += a->second;
-      for (; b != y.cend() && b->first == key; ++b) sum += b->second;
-      if (sum != 0) merged.emplace_back(key, sum);
+      for (; a != x.cend() && a->index == key; ++a) sum += a->sum;
+      for (; b != y.cend() && b->index == key; ++b) sum += b->sum;
+      if (sum != 0) merged.push_back({key, sum});
     }
     return merged;
   }
 
   // A run across processes: every process's entries, merged in rank order on every process.
   void merge_over_processes() {
-    constexpr std::size_t kBytes = sizeof(std::uint64_t) + sizeof(std::int64_t);
-    std::string mine(entries_.size() * kBytes, '\0');
-    for (std::size_t e = 0; e < entries_.size(); ++e) {
-      std::memcpy(mine.data() + e * kBytes, &entries_[e].first, sizeof(std::uint64_t));
-      std::memcpy(mine.data() + e * kBytes + 8, &entries_[e].second, sizeof(std::int64_t));
-    }
+    const std::vector<Entry> mine = std::move(entries_);
     entries_.clear();
-    for (const std::string& bytes : processes::allgather(mine)) {
-      std::vector<Entry> theirs(bytes.size() / kBytes);
-      for (std::size_t e = 0; e < theirs.size(); ++e) {
-        std::memcpy(&theirs[e].first, bytes.data() + e * kBytes, sizeof(std::uint64_t));
-        std::memcpy(&theirs[e].second, bytes.data() + e * kBytes + 8, sizeof(std::int64_t));
-      }
+    for (const std::vector<Entry>& theirs : processes::allgather_values(mine))
       entries_ = merge_entries(entries_, theirs);
-    }
   }
 
   // The reduced tile on the host, non-zeros only. Dense: psum, then a scan. Sparse: the merged
@@ -618,13 +610,10 @@ class StellarSpectraStage final : public Stage {
     tile.n_nodes = static_cast<int>(tables.log_age.size() * tables.log_z.size());
     tile.velocity = velocity_bins(setup.speed_bound_kms, params_.velocity_bin_kms);
     if (!stars.dust_av.empty()) {
-      // The A_V range of the stars held: all of them (the dust stage does not stream).
-      if (state.stars_are_a_block())
-        throw std::logic_error("stellar_spectra: the A_V range of a streamed galaxy");
+      // The A_V range of every star of the galaxy, whatever the block: the dust stage's bound.
       tile.dust.dav_mag = params_.dust_av_bin_mag;
-      tile.dust.n = static_cast<int>(
-                        std::floor(global_max_abs(state.mesh, stars.dust_av) / tile.dust.dav_mag)) +
-                    2;
+      tile.dust.n =
+          static_cast<int>(std::floor(state.dust_av_bound_mag / tile.dust.dav_mag)) + 2;
       setup.dust = state.dust_curve;
     }
     // Sparse where the stars' entries take less memory than the dense field (few stars on many

@@ -3,7 +3,8 @@
 # share of the blocks, the partials summed over the processes. The cube is bitwise that of
 # `ifusim run` in one process: a synthetic galaxy on 1, 2 and 3 processes; the TNG cutout in
 # blocks fewer than the processes (one process deposits no star); the sparse histogram and the
-# exact method. A stage that cannot stream is refused on every process, and nothing hangs.
+# exact method; dust and emission lines (the gas in its own block, on process 0). A stage that
+# cannot stream is refused on every process, and nothing hangs.
 # Usage: run.sh IFUSIM MPIEXEC SOURCE_DIR
 set -euo pipefail
 ifusim="$1"
@@ -35,12 +36,16 @@ same "$examples/muse_tng_mastar.json" 3 cutout_blocks --set input.stream_block_s
 same "$examples/muse_tng_mastar.json" 2 sparse --set 'stages.stellar_spectra.histogram="sparse"'
 same "$examples/muse_tng_mastar.json" 3 exact --set 'stages.stellar_spectra.method="exact"'
 
-if timeout 120 "$mpiexec" --oversubscribe -np 2 "$ifusim" run "$examples/muse_tng_mastar_dusty.json" \
-  "${common[@]}" --out "$d/dusty" > "$d/log" 2>&1; then
-  echo "a dust stage across processes was not refused"
+same "$examples/muse_tng_mastar_dusty.json" 2 dusty
+same "$examples/muse_tng_mastar.json" 3 gas_lines --set 'pipeline="calc_ifu_gas"' \
+  --set input.stream_block_stars=700
+
+if timeout 120 "$mpiexec" --oversubscribe -np 2 "$ifusim" run "$examples/muse_synthetic.json" \
+  "${common[@]}" --set 'stages.aperture.smoothing="kernel"' --out "$d/knn" > "$d/log" 2>&1; then
+  echo "kNN smoothing across processes was not refused"
   exit 1
 fi
-grep -q "mpirun ifusim run: stage dust needs the gas" "$d/log" ||
+grep -q "mpirun ifusim run: stage aperture needs all the particles at once" "$d/log" ||
   { cat "$d/log"; echo "no refusal naming the stage"; exit 1; }
-[ ! -e "$d/dusty" ] || { echo "a refused run left $d/dusty"; exit 1; }
-echo "a dust stage across processes: refused, naming the stage, nothing written"
+[ ! -e "$d/knn" ] || { echo "a refused run left $d/knn"; exit 1; }
+echo "kNN smoothing across processes: refused, naming the stage, nothing written"
