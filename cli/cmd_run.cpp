@@ -88,9 +88,17 @@ void add_survey_command(CLI::App& app, int& exit_code) {
       "orientations (docs/survey.md); resumes where an earlier run stopped");
   a->add_to(cmd);
   cmd->add_option("--out", a->out, "Survey folder (overrides output.dir)");
-  cmd->callback([a, &exit_code] {
+  auto plan_only = std::make_shared<bool>(false);
+  cmd->add_flag("--plan", *plan_only,
+                "Print the subhalos, cubes and particle rows the survey selects, and stop");
+  cmd->callback([a, plan_only, &exit_code] {
     const nlohmann::json document = load_config_document(a->config, a->overrides);
     const SurveyPlan plan = plan_survey(document, a->config);
+    if (*plan_only) {
+      if (processes::rank() == 0) std::cout << describe_survey(plan);
+      exit_code = 0;
+      return;
+    }
     RunOptions options = a->options();
     options.progress = false;
     const std::string out =

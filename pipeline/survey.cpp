@@ -266,6 +266,7 @@ SurveyPlan plan_survey(const nlohmann::json& document, const std::string& config
       SurveyTask t;
       t.subhalo_id = s.id;
       t.star_rows = s.star_rows;
+      t.gas_rows = s.gas_rows;
       t.orientation = name;
       t.run_document = base;
       t.run_document["input"] = input;
@@ -280,6 +281,33 @@ SurveyPlan plan_survey(const nlohmann::json& document, const std::string& config
       plan.tasks.push_back(std::move(t));
     }
   return plan;
+}
+
+std::string describe_survey(const SurveyPlan& plan) {
+  std::vector<const SurveyTask*> subhalos;  // one task of each subhalo, largest first
+  for (const auto& t : plan.tasks)
+    if (subhalos.empty() || subhalos.back()->subhalo_id != t.subhalo_id) subhalos.push_back(&t);
+  const std::size_t n = subhalos.size();
+  const std::size_t cubes_per_subhalo = n > 0 ? plan.tasks.size() / n : 0;
+  std::ostringstream out;
+  out << "survey of snapshot " << plan.snapshot << " in " << plan.snapshot_dir << ": " << n
+      << " subhalos x " << cubes_per_subhalo << " orientations = " << plan.tasks.size()
+      << " cubes\n";
+  for (const bool stars : {true, false}) {
+    auto rows = [stars](const SurveyTask* t) { return stars ? t->star_rows : t->gas_rows; };
+    std::vector<std::size_t> sorted;
+    std::size_t total = 0;
+    for (const SurveyTask* t : subhalos) {
+      sorted.push_back(rows(t));
+      total += rows(t);
+    }
+    std::sort(sorted.begin(), sorted.end());
+    out << (stars ? "star rows (SubhaloLenType[4]): " : "gas rows (SubhaloLenType[0]): ") << total
+        << " in all, largest " << (n > 0 ? sorted.back() : 0) << ", median "
+        << (n > 0 ? sorted[n / 2] : 0) << "; read by the cubes: " << total * cubes_per_subhalo
+        << "\n";
+  }
+  return out.str();
 }
 
 namespace {

@@ -19,7 +19,8 @@ namespace ifusim {
 
 struct SurveyTask {
   long long subhalo_id = 0;
-  std::size_t star_rows = 0;    // the catalog's, for the order
+  std::size_t star_rows = 0;    // the catalog's (wind cells included), for the order
+  std::size_t gas_rows = 0;     // the catalog's
   std::string orientation;      // its name: "face-on", "edge-on", "euler_30_0_0", "random_03"
   nlohmann::json run_document;  // the run config of this cube
   std::string config_hash;      // of run_document (16 hex digits)
@@ -37,6 +38,12 @@ struct SurveyPlan {
 // file when the snapshot has no group catalog or offsets. Every task's run config is parsed, so
 // a bad run setting stops the survey before any cube is made.
 SurveyPlan plan_survey(const nlohmann::json& document, const std::string& config_path);
+
+// What the survey selects, before any cube (`ifusim survey --plan`): the subhalos, orientations
+// and cubes; the catalog's star and gas rows, in all, the largest and the median subhalo; and the
+// rows the cubes read in all (each cube reads its subhalo). For sizing a survey: a cube's cost is
+// fixed + per_star x n_stars (docs/scaling.md).
+std::string describe_survey(const SurveyPlan& plan);
 
 struct SurveyReport {
   std::string catalog_path;

@@ -131,6 +131,22 @@ TEST_CASE("survey: cubes of a snapshot's subhalos, bitwise those of ifusim run, 
   CHECK(selected == expected);
   for (std::size_t i = 1; i < plan.tasks.size(); ++i)
     CHECK(plan.tasks[i - 1].star_rows >= plan.tasks[i].star_rows);  // largest first
+  // --plan: the counts, against the catalog's own rows.
+  std::size_t star_rows = 0, gas_rows = 0;
+  for (std::size_t i = 0; i < plan.tasks.size(); i += 2) {
+    star_rows += plan.tasks[i].star_rows;
+    gas_rows += plan.tasks[i].gas_rows;
+  }
+  CHECK(star_rows > 1500);
+  const std::string described = describe_survey(plan);
+  CHECK_THAT(described, Catch::Contains(": 5 subhalos x 2 orientations = 10 cubes\n"));
+  CHECK_THAT(described,
+             Catch::Contains("star rows (SubhaloLenType[4]): " + std::to_string(star_rows) +
+                             " in all, largest " + std::to_string(plan.tasks[0].star_rows)));
+  CHECK_THAT(described, Catch::Contains("read by the cubes: " + std::to_string(2 * star_rows)));
+  CHECK_THAT(
+      described,
+      Catch::Contains("gas rows (SubhaloLenType[0]): " + std::to_string(gas_rows) + " in all"));
 
   RunOptions options;
   options.n_devices = 2;
