@@ -4,7 +4,8 @@
 # orientations each, MUSE and MaStar, calc_ifu; cubes per minute and the ratio to one process,
 # each process given its share of the cores (OMP_NUM_THREADS). Then the per-cube cost from the
 # catalog's seconds and n_stars columns: seconds = fixed + per_star * n_stars (least squares).
-# Usage: bench/survey_ranks.sh [IFUSIM] [CENTRAL_STARS] [TELESCOPE]
+# Usage: bench/survey_ranks.sh [IFUSIM] [CENTRAL_STARS] [TELESCOPE]  (MPIEXEC: the launcher,
+# default mpirun)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 ifusim="${1:-$root/build/ifusim}"
@@ -13,6 +14,10 @@ telescope="${3:-MUSE}"
 export IFUSIM_DATA_DIR="${IFUSIM_DATA_DIR:-$root/../shared/data}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cores="$(nproc)"
+mpiexec="${MPIEXEC:-mpirun}"
+# Open MPI runs more processes than cores only when told; MPICH's Hydra needs no flag.
+oversubscribe=()
+"$mpiexec" --version 2>&1 | grep -q "Open MPI\|OpenRTE" && oversubscribe=(--oversubscribe)
 d="$(mktemp -d)"
 trap 'rm -rf "$d"' EXIT
 
@@ -38,7 +43,7 @@ base=""
 for np in 1 2 3; do
   threads=$(( cores / np > 0 ? cores / np : 1 ))
   start=$(date +%s%N)
-  OMP_NUM_THREADS=$threads mpirun --oversubscribe -np "$np" "$ifusim" survey "$d/survey.json" \
+  OMP_NUM_THREADS=$threads "$mpiexec" "${oversubscribe[@]}" -np "$np" "$ifusim" survey "$d/survey.json" \
     --out "$d/np$np" > "$d/log" 2>&1 || { cat "$d/log"; exit 1; }
   seconds=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN { print (b - a) / 1e9 }')
   rate=$(awk -v s="$seconds" 'BEGIN { print 16 * 60 / s }')

@@ -10,7 +10,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMP_NUM_THREADS=1
 d="$(mktemp -d)"
 trap 'rm -rf "$d"' EXIT
-mpirun() { "$mpiexec" --oversubscribe "$@"; }
+# Open MPI runs more processes than cores only when told; MPICH's Hydra needs no flag.
+oversubscribe=()
+"$mpiexec" --version 2>&1 | grep -q "Open MPI\|OpenRTE" && oversubscribe=(--oversubscribe)
+mpirun() { "$mpiexec" "${oversubscribe[@]}" "$@"; }
 
 "$ifusim" make-galaxy "$d/snap" --stars 40000 --gas 0 --layout snapshot --subhalos 6 --groups 2 \
   --chunks 2 --redshift 0.05 --seed 4 > /dev/null
@@ -61,7 +64,7 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 for pid in $(pgrep -f "survey $d/survey.json --out $d/killed"); do
-  if tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=2"; then
+  if tr '\0' '\n' < "/proc/$pid/environ" 2> /dev/null | grep -qxE "(OMPI_COMM_WORLD|PMI)_RANK=2"; then
     kill -9 "$pid"
   fi
 done
