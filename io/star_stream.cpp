@@ -10,10 +10,10 @@ namespace ifusim {
 
 StarBounds StarStream::read_bounds(const Mesh& mesh, std::size_t block_rows) const {
   StarBounds bounds;
-  for (std::size_t first = 0; first < n_rows(); first += block_rows)
-    bounds.merge(
-        measure_star_bounds(mesh, read(mesh, first, std::min(block_rows, n_rows() - first))));
-  return bounds;
+  for_each_own_block(mesh, block_rows, [&](std::size_t first, std::size_t n) {
+    bounds.merge(measure_star_bounds(mesh, read(mesh, first, n)));
+  });
+  return merge_over_processes(mesh, bounds);
 }
 
 Stars StarStream::empty_block(const Mesh& mesh) const {

@@ -2,10 +2,12 @@
 // A galaxy whose stars are read block by block and never held all at once (a streamed run,
 // input.stream_block_stars, docs/streaming.md). Rows are the source's: a block of rows may hold
 // fewer stars (a TNG snapshot's wind cells are dropped), never more.
+#include <algorithm>
 #include <cstddef>
 #include <set>
 #include <string>
 
+#include "data/collectives/processes.h"
 #include "data/galaxy_data.h"
 #include "data/mesh.h"
 
@@ -33,8 +35,21 @@ class StarStream {
   Stars empty_block(const Mesh& mesh) const;
 
  protected:
-  // The bounds of all the stars, read block_rows rows at a time (a file's first pass).
+  // The bounds of all the stars, read block_rows rows at a time (a file's first pass), the
+  // blocks shared among the processes of a run across them (for_each_own_block).
   StarBounds read_bounds(const Mesh& mesh, std::size_t block_rows) const;
+  // f(first_row, n_rows) for every block of block_rows rows this process reads in a pass: all
+  // of them, or in a run across processes (Mesh::spans_processes) blocks k, k + K, k + 2K, ...
+  // of process k of K. What the blocks give is then merged over the processes.
+  template <class F>
+  void for_each_own_block(const Mesh& mesh, std::size_t block_rows, F&& f) const {
+    const bool shared = mesh.spans_processes();
+    const auto k = static_cast<std::size_t>(shared ? processes::rank() : 0);
+    const auto processes_count = static_cast<std::size_t>(shared ? processes::size() : 1);
+    for (std::size_t first = k * block_rows; first < n_rows();
+         first += processes_count * block_rows)
+      f(first, std::min(block_rows, n_rows() - first));
+  }
 };
 
 }  // namespace ifusim

@@ -18,6 +18,18 @@ std::int64_t sum_over_processes(const Mesh& mesh, std::int64_t value) {
   return value;
 }
 
+void sum_over_processes(const Mesh& mesh, std::vector<std::int64_t>& values) {
+  if (mesh.spans_processes()) processes::allreduce_sum(values.data(), values.size());
+}
+
+StarBounds merge_over_processes(const Mesh& mesh, const StarBounds& bounds) {
+  if (!mesh.spans_processes()) return bounds;
+  StarBounds all;
+  for (const auto& theirs : processes::allgather_values(std::vector<StarBounds>{bounds}))
+    all.merge(theirs.at(0));
+  return all;
+}
+
 float global_max_abs(const Mesh& mesh, const ShardedArray<float>& field, int component) {
   if (field.empty()) return 0.0f;
   std::vector<float> per_device(mesh.size(), 0.0f);

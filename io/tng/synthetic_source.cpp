@@ -247,13 +247,12 @@ GalaxyData SyntheticStarStream::first_pass(const Mesh& mesh, std::size_t block_r
   data.galaxy = impl_->record;
   std::vector<std::int64_t> radius_bins(kRadiusBins, 0);
   StarBounds bounds;
-  for (std::size_t first = 0; first < n_rows(); first += block_rows) {
-    const Stars block =
-        impl_->make(mesh, first, std::min(block_rows, n_rows() - first), &radius_bins);
-    bounds.merge(measure_star_bounds(mesh, block));
-  }
+  for_each_own_block(mesh, block_rows, [&](std::size_t first, std::size_t n) {
+    bounds.merge(measure_star_bounds(mesh, impl_->make(mesh, first, n, &radius_bins)));
+  });
+  sum_over_processes(mesh, radius_bins);  // integers: exact
   data.galaxy.halfmass_radius_stars_kpc = impl_->half_mass_radius_kpc(radius_bins);
-  data.star_bounds = bounds;
+  data.star_bounds = merge_over_processes(mesh, bounds);
   return data;
 }
 
