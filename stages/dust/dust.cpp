@@ -7,6 +7,7 @@
 #include <numeric>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "data/collectives/processes.h"
 #include "data/collectives/reductions.h"
@@ -164,10 +165,8 @@ class DustStage final : public Stage {
   void end_pass(RunState& state) override {
     const SpaxelGrid& grid = state.spaxel_grid;
     const std::size_t n_spaxels = static_cast<std::size_t>(grid.n_side) * grid.n_side;
-    std::vector<DustDeposit> deposits = std::move(deposits_);
-    deposits_ = {};
-    auto n_gas = static_cast<std::int64_t>(n_gas_seen_);
-    n_gas_seen_ = 0;
+    std::vector<DustDeposit> deposits = std::exchange(deposits_, {});
+    auto n_gas = static_cast<std::int64_t>(std::exchange(n_gas_seen_, 0));
     if (state.mesh.spans_processes()) {  // a run across processes: the gas of every process
       std::vector<DustDeposit> all;
       for (const auto& theirs : processes::allgather_values(deposits))

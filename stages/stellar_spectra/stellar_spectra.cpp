@@ -612,8 +612,7 @@ class StellarSpectraStage final : public Stage {
     if (!stars.dust_av.empty()) {
       // The A_V range of every star of the galaxy, whatever the block: the dust stage's bound.
       tile.dust.dav_mag = params_.dust_av_bin_mag;
-      tile.dust.n =
-          static_cast<int>(std::floor(state.dust_av_bound_mag / tile.dust.dav_mag)) + 2;
+      tile.dust.n = static_cast<int>(std::floor(state.dust_av_bound_mag / tile.dust.dav_mag)) + 2;
       setup.dust = state.dust_curve;
     }
     // Sparse where the stars' entries take less memory than the dense field (few stars on many
