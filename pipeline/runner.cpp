@@ -152,6 +152,7 @@ struct RunSetup {
   // Streamed (input.stream_block_stars): the source, and the stages [0, streamed) that run on
   // every block of stars.
   std::unique_ptr<StarStream> stream;
+  StreamedInput stream_input;  // what its blocks bring
   std::size_t streamed = 0;
 };
 
@@ -159,9 +160,8 @@ struct RunSetup {
 // not stream. Every later stage must then need neither stars nor gas.
 // `why`: what makes the run stream (the config key, or mpirun); `instead`: how not to.
 std::size_t streamed_stages(const std::vector<std::unique_ptr<Stage>>& stages,
-                            const StarStream& stream, const std::string& why,
+                            const StreamedInput& input, const std::string& why,
                             const std::string& instead) {
-  const StreamedInput input{stream.optional_star_fields()};
   std::size_t k = 0;
   while (k < stages.size() && stages[k]->streams(input)) ++k;
   for (std::size_t i = k; i < stages.size(); ++i) {
@@ -222,9 +222,10 @@ RunSetup set_up(const RunConfig& c, const RunOptions& options) {
   s.mesh->set_spans_processes(options.across_processes && processes::size() > 1);
   if (c.stream_block_stars > 0 || s.mesh->spans_processes()) {
     s.stream = open_star_stream(c, s.read_gas);
+    s.stream_input = {s.stream->optional_star_fields()};
     const bool by_key = c.stream_block_stars > 0;
     s.streamed = streamed_stages(
-        s.stages, *s.stream, by_key ? "input.stream_block_stars" : "mpirun ifusim run",
+        s.stages, s.stream_input, by_key ? "input.stream_block_stars" : "mpirun ifusim run",
         by_key ? "remove the key to hold the galaxy at once"
                : "run it in one process to hold the galaxy at once (a run across processes "
                  "streams its stars)");
@@ -282,16 +283,17 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
   // A streamed run holds its gas: one block of all of it, on process 0, shown to the stages
   // before the stars' blocks (the other processes show them an empty block in its place, so
   // that they all take part in the same collectives). Only where a stage uses the gas.
+  const StreamedInput& input = setup.stream_input;
   bool gas_block = setup.read_gas;
   for (std::size_t k = 0; k < setup.streamed; ++k)
-    gas_block = gas_block || stages[k]->pass() == Stage::Pass::gas;
+    gas_block = gas_block || stages[k]->pass(input) == Stage::Pass::gas;
   // Progress steps: the input, then every block of every pass (streamed), then each stage.
   std::size_t n_steps = 1 + stages.size();
   if (stream) {
     n_steps += n_blocks + gas_block - setup.streamed;  // the deposit
     for (std::size_t k = 0; k < setup.streamed; ++k)
-      if (stages[k]->pass() != Stage::Pass::none)
-        n_steps += stages[k]->pass() == Stage::Pass::stars ? n_blocks : 1;
+      if (stages[k]->pass(input) != Stage::Pass::none)
+        n_steps += stages[k]->pass(input) == Stage::Pass::stars ? n_blocks : 1;
   }
   std::size_t step = 0;
   if (progress) progress(step, n_steps, "input");
@@ -372,7 +374,7 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
       state.data.stars = {};
     };
     for (std::size_t k = 0; k < streamed; ++k) {
-      const Stage::Pass over = stages[k]->pass();
+      const Stage::Pass over = stages[k]->pass(input);
       if (over == Stage::Pass::none) continue;
       for_each_block(k, over == Stage::Pass::gas, over == Stage::Pass::stars,
                      stages[k]->name() + " pass",

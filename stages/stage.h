@@ -159,10 +159,18 @@ struct MemoryItem {
   std::string setting;
 };
 
-// What the blocks of a streamed galaxy bring beyond the fields every source gives: the optional
-// Stars fields of the input ("smoothing_length_kpc": a TNG file's StellarHsml).
+// What the blocks of a streamed galaxy (or the stars a run holds) bring beyond the fields every
+// source gives: the optional Stars fields of the input ("smoothing_length_kpc": a TNG file's
+// StellarHsml).
 struct StreamedInput {
   std::set<std::string> optional_star_fields;
+  // Those the stars held have for every star.
+  static StreamedInput of(const Stars& stars) {
+    StreamedInput input;
+    if (stars.count() > 0 && stars.smoothing_length_kpc.rows() == stars.count())
+      input.optional_star_fields.insert("smoothing_length_kpc");
+    return input;
+  }
 };
 
 class Stage {
@@ -189,8 +197,9 @@ class Stage {
   // then calls end_pass. A run that holds the galaxy makes the same calls once, with all of it,
   // just before run(). A streamed run holds the gas (one block, on process 0) and streams the
   // stars.
+  // `input`: what the blocks bring (the stars held, for a run that holds them).
   enum class Pass { none, stars, gas };
-  virtual Pass pass() const { return Pass::none; }
+  virtual Pass pass(const StreamedInput& /*input*/) const { return Pass::none; }
   virtual void observe(RunState& /*block*/) {}
   virtual void end_pass(RunState& /*state*/) {}
   // What the stage holds at its peak, for the plan (nothing by default).
@@ -203,7 +212,7 @@ class Stage {
 // What the pipeline does with a stage of a run that holds all its galaxy: the stage's pass over
 // the stars, if it needs one, then run().
 inline void run_stage(Stage& stage, RunState& state) {
-  if (stage.pass() != Stage::Pass::none) {
+  if (stage.pass(StreamedInput::of(state.data.stars)) != Stage::Pass::none) {
     state.star_bounds();
     stage.observe(state);
     stage.end_pass(state);

@@ -125,7 +125,7 @@ class DustStage final : public Stage {
   std::vector<std::string> provides() const override { return {"stars.dust_av", "gas.dust_av"}; }
   bool streams(const StreamedInput&) const override { return true; }
 
-  Pass pass() const override { return Pass::gas; }
+  Pass pass(const StreamedInput&) const override { return Pass::gas; }
   void observe(RunState& block) override {
     const SpaxelGrid& grid = block.spaxel_grid;
     if (block.spaxels.nx != grid.n_side || block.spaxels.ny != grid.n_side ||

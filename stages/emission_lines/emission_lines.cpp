@@ -343,7 +343,7 @@ class EmissionLinesStage final : public Stage {
   // The line windows and the fixed-point scales bound what every cell can add, so they need the
   // whole gas first: a pass over it (its count, largest SFR and |v_los|), which a streamed run
   // makes on the gas's own block before the stars' blocks.
-  Pass pass() const override { return Pass::gas; }
+  Pass pass(const StreamedInput&) const override { return Pass::gas; }
   void observe(RunState& block) override {
     const Gas& gas = block.data.gas;
     if (gas.count() == 0) return;

@@ -86,7 +86,9 @@ class OrientStage final : public Stage {
   bool streams(const StreamedInput&) const override { return true; }
 
   // Face-on needs the inertia tensor of all the stars first.
-  Pass pass() const override { return params_.align_face_on ? Pass::stars : Pass::none; }
+  Pass pass(const StreamedInput&) const override {
+    return params_.align_face_on ? Pass::stars : Pass::none;
+  }
   void observe(RunState& block) override {
     const Mesh& mesh = block.mesh;
     const Stars& stars = block.data.stars;

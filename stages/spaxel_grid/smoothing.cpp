@@ -8,8 +8,11 @@
 #include <cstdint>
 #include <limits>
 #include <numbers>
+#include <optional>
 #include <stdexcept>
+#include <utility>
 
+#include "data/collectives/processes.h"
 #include "data/sharded_array.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
 
@@ -47,37 +50,90 @@ constexpr std::size_t kLeafMaxSize = 10;
 
 }  // namespace
 
-std::vector<float> knn_smoothing_length_kpc(const std::vector<float>& positions_kpc, int k) {
+struct KnnLengths::Impl {
+  std::vector<float> positions_kpc;
+  PointCloud cloud{positions_kpc};
+  std::optional<KdTree> tree;  // none for fewer than 2 points
+  std::size_t want = 0;        // neighbours asked for
+};
+
+KnnLengths::KnnLengths(std::vector<float> positions_kpc, int k) : impl_(std::make_unique<Impl>()) {
   if (k < 1) throw std::invalid_argument("knn_smoothing_length_kpc: k must be >= 1");
   if (positions_kpc.size() % 3 != 0)
     throw std::invalid_argument("knn_smoothing_length_kpc: positions are not N x 3");
   const std::size_t n = positions_kpc.size() / 3;
   if (n >= std::numeric_limits<std::uint32_t>::max())
     throw std::invalid_argument("knn_smoothing_length_kpc: more than 2^32 - 1 points");
-  std::vector<float> out(n, 0.0f);
-  if (n < 2) return out;
   for (const float v : positions_kpc)
     if (!std::isfinite(v))
       throw std::invalid_argument("knn_smoothing_length_kpc: non-finite position");
-  const PointCloud cloud{positions_kpc};
-  const KdTree tree(3, cloud, nanoflann::KDTreeSingleIndexAdaptorParams(kLeafMaxSize));
+  impl_->positions_kpc = std::move(positions_kpc);
+  if (n < 2) return;
+  impl_->tree.emplace(3, impl_->cloud, nanoflann::KDTreeSingleIndexAdaptorParams(kLeafMaxSize));
   // The point itself is among its own nearest (at distance 0, also with duplicates): ask for
   // k + 1 and take the last, the k-th nearest other point.
-  const std::size_t want = std::min<std::size_t>(static_cast<std::size_t>(k) + 1, n);
-  const auto count = static_cast<std::ptrdiff_t>(n);
+  impl_->want = std::min<std::size_t>(static_cast<std::size_t>(k) + 1, n);
+}
+
+KnnLengths::~KnnLengths() = default;
+
+std::vector<float> KnnLengths::of(const std::vector<float>& query_positions_kpc) const {
+  std::vector<float> out(query_positions_kpc.size() / 3, 0.0f);
+  if (!impl_->tree) return out;
+  const std::size_t want = impl_->want;
+  const auto count = static_cast<std::ptrdiff_t>(out.size());
 #pragma omp parallel
   {
     std::vector<std::uint32_t> index(want);
     std::vector<double> distance_sq(want);
 #pragma omp for schedule(dynamic, 4096)
     for (std::ptrdiff_t i = 0; i < count; ++i) {
-      const float* query = positions_kpc.data() + 3 * static_cast<std::size_t>(i);
-      const std::size_t found = tree.knnSearch(query, want, index.data(), distance_sq.data());
+      const float* query = query_positions_kpc.data() + 3 * static_cast<std::size_t>(i);
+      const std::size_t found =
+          impl_->tree->knnSearch(query, want, index.data(), distance_sq.data());
       out[static_cast<std::size_t>(i)] =
           found == 0 ? 0.0f : static_cast<float>(std::sqrt(distance_sq[found - 1]));
     }
   }
   return out;
+}
+
+std::vector<float> knn_smoothing_length_kpc(const std::vector<float>& positions_kpc, int k) {
+  return KnnLengths(positions_kpc, k).of(positions_kpc);
+}
+
+Stage::Pass KnnPass::pass(const StreamedInput& input) const {
+  return params_.kind == Smoothing::kernel &&
+                 input.optional_star_fields.count("smoothing_length_kpc") == 0
+             ? Stage::Pass::stars
+             : Stage::Pass::none;
+}
+
+std::vector<MemoryItem> KnnPass::memory_estimate(const PlanContext& c,
+                                                 const std::string& stage) const {
+  if (params_.kind != Smoothing::kernel) return {};
+  // 12 bytes of position and ~8 of tree (an index, and a node per 5 points) a star.
+  return {
+      {"kNN smoothing lengths: every star's position and the k-d tree (host; none where the "
+       "input gives StellarHsml)",
+       c.n_stars * 20, false, "stages." + stage + ".smoothing"}};
+}
+
+void KnnPass::observe(const RunState& block) {
+  const std::vector<float> p = block.data.stars.position_kpc.to_host();
+  positions_kpc_.insert(positions_kpc_.end(), p.begin(), p.end());
+}
+
+void KnnPass::end_pass(const Mesh& mesh) {
+  std::vector<float> all = std::exchange(positions_kpc_, {});
+  if (mesh.spans_processes()) {  // a run across processes: every process's stars
+    const std::vector<float> mine = std::exchange(all, {});
+    for (const auto& theirs : processes::allgather_values(mine))
+      all.insert(all.end(), theirs.begin(), theirs.end());
+  }
+  spdlog::info("smoothing: a k-d tree over {} stars for their k = {} nearest neighbours",
+               all.size() / 3, params_.knn_neighbours);
+  lengths_ = std::make_unique<const KnnLengths>(std::move(all), params_.knn_neighbours);
 }
 
 double gas_cell_radius_kpc(double mass_msun, double density_msun_per_kpc3) {
@@ -115,20 +171,21 @@ void prepare_gas_footprint(RunState& state, const std::string& stage) {
   gas.smoothing_length_kpc = device_put(state.mesh, radius, 1, Sharding::sharded());
 }
 
-void prepare_star_smoothing(RunState& state, const SmoothingParams& params) {
+void prepare_star_smoothing(RunState& state, const SmoothingParams& params, const KnnPass& knn) {
   if (params.kind == Smoothing::none) return;
   Stars& stars = state.data.stars;
   if (!stars.smoothing_length_kpc.empty() && stars.smoothing_length_kpc.rows() == stars.count()) {
     spdlog::info("smoothing: the input's stellar smoothing lengths (StellarHsml)");
     return;
   }
-  const std::vector<float> positions = stars.position_kpc.to_host();
-  spdlog::info(
+  if (!knn.lengths())
+    throw std::logic_error("smoothing: kNN lengths before the pass over the stars");
+  spdlog::debug(
       "smoothing: stellar smoothing lengths, the distance to the k-th nearest star, k = {} ({} "
       "stars)",
       params.knn_neighbours, stars.count());
-  const std::vector<float> lengths = knn_smoothing_length_kpc(positions, params.knn_neighbours);
-  stars.smoothing_length_kpc = device_put(state.mesh, lengths, 1, Sharding::sharded());
+  stars.smoothing_length_kpc = device_put(
+      state.mesh, knn.lengths()->of(stars.position_kpc.to_host()), 1, Sharding::sharded());
 }
 
 }  // namespace ifusim

@@ -20,51 +20,48 @@ SpaxelGridParams SpaxelGridParams::from_json(JsonParams p) {
 
 namespace {
 
-// Kernel smoothing without the input's lengths (StellarHsml) takes each star's from its k nearest
-// neighbours, among all the stars.
-constexpr const char* kKernelNeedsNeighbours =
-    "smoothing \"kernel\" needs every star's neighbours (the input gives no smoothing lengths, "
-    "StellarHsml)";
-
-// Whether the stage can take a streamed galaxy's stars block by block: without smoothing, or
-// with the input's smoothing lengths.
-bool smoothing_streams(const SmoothingParams& smoothing, const StreamedInput& input) {
-  return smoothing.kind == Smoothing::none ||
-         input.optional_star_fields.count("smoothing_length_kpc") > 0;
-}
-
+// Both spaxel stages stream. Kernel smoothing without the input's lengths (StellarHsml) takes
+// each star's from its k nearest neighbours among all the stars: a pass over them first
+// (KnnPass), which holds their positions.
 class SpaxelGridStage final : public Stage {
  public:
-  explicit SpaxelGridStage(SpaxelGridParams params) : params_(params) {}
+  explicit SpaxelGridStage(SpaxelGridParams params) : params_(params), knn_(params.smoothing) {}
   std::string name() const override { return "spaxel_grid"; }
   std::vector<std::string> needs() const override { return {"stars.position_kpc"}; }
   std::vector<std::string> provides() const override { return {"stars.spaxel_index", "spaxels"}; }
 
-  bool streams(const StreamedInput& input) const override {
-    return smoothing_streams(params_.smoothing, input);
+  bool streams(const StreamedInput&) const override { return true; }
+  Pass pass(const StreamedInput& input) const override { return knn_.pass(input); }
+  void observe(RunState& block) override { knn_.observe(block); }
+  void end_pass(RunState& state) override { knn_.end_pass(state.mesh); }
+  std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
+    return knn_.memory_estimate(c, name());
   }
-  std::string why_not_streamed() const override { return kKernelNeedsNeighbours; }
 
   void run(RunState& state) const override {
     assign_stars_to_grid(state, params_.grid, 0);
-    prepare_star_smoothing(state, params_.smoothing);
+    prepare_star_smoothing(state, params_.smoothing, knn_);
   }
 
  private:
   SpaxelGridParams params_;
+  KnnPass knn_;
 };
 
 class ApertureStage final : public Stage {
  public:
-  explicit ApertureStage(SmoothingParams smoothing) : smoothing_(smoothing) {}
+  explicit ApertureStage(SmoothingParams smoothing) : smoothing_(smoothing), knn_(smoothing) {}
   std::string name() const override { return "aperture"; }
   std::vector<std::string> needs() const override { return {"stars.position_kpc"}; }
   std::vector<std::string> provides() const override { return {"stars.spaxel_index", "spaxels"}; }
 
-  bool streams(const StreamedInput& input) const override {
-    return smoothing_streams(smoothing_, input);
+  bool streams(const StreamedInput&) const override { return true; }
+  Pass pass(const StreamedInput& input) const override { return knn_.pass(input); }
+  void observe(RunState& block) override { knn_.observe(block); }
+  void end_pass(RunState& state) override { knn_.end_pass(state.mesh); }
+  std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
+    return knn_.memory_estimate(c, name());
   }
-  std::string why_not_streamed() const override { return kKernelNeedsNeighbours; }
 
   void run(RunState& state) const override {
     const Telescope& t = state.observation.telescope;
@@ -78,11 +75,12 @@ class ApertureStage final : public Stage {
     grid.aperture_kpc = t.fov_arcsec * kpc_per_arcsec;
     grid.smoothing = static_cast<int>(smoothing_.kind);
     assign_stars_to_grid(state, grid, t.n_wave());
-    prepare_star_smoothing(state, smoothing_);
+    prepare_star_smoothing(state, smoothing_, knn_);
   }
 
  private:
   SmoothingParams smoothing_;
+  KnnPass knn_;
 };
 
 }  // namespace

@@ -3,8 +3,9 @@
 # share of the blocks, the partials summed over the processes. The cube is bitwise that of
 # `ifusim run` in one process: a synthetic galaxy on 1, 2 and 3 processes; the TNG cutout in
 # blocks fewer than the processes (one process deposits no star); the sparse histogram and the
-# exact method; dust and emission lines (the gas in its own block, on process 0). A stage that
-# cannot stream is refused on every process, and nothing hangs.
+# exact method; dust and emission lines (the gas in its own block, on process 0); kNN smoothing
+# (a pass over every star's position). A run that cannot be made is refused on every process,
+# and nothing hangs.
 # Usage: run.sh IFUSIM MPIEXEC SOURCE_DIR
 set -euo pipefail
 ifusim="$1"
@@ -43,12 +44,17 @@ same "$examples/muse_tng_mastar_dusty.json" 2 dusty
 same "$examples/muse_tng_mastar.json" 3 gas_lines --set 'pipeline="calc_ifu_gas"' \
   --set input.stream_block_stars=700
 
+same "$examples/muse_synthetic.json" 2 knn --set input.synthetic.stars=20000 \
+  --set 'stages.aperture.smoothing="kernel"'
+
+# A run that cannot be made is refused on every process, and nothing hangs or is written.
 if timeout 120 "$mpiexec" "${oversubscribe[@]}" -np 2 "$ifusim" run "$examples/muse_synthetic.json" \
-  "${common[@]}" --set 'stages.aperture.smoothing="kernel"' --out "$d/knn" > "$d/log" 2>&1; then
-  echo "kNN smoothing across processes was not refused"
+  "${common[@]}" --set 'telescope="MUSE-WFM"' --set 'stages.stellar_spectra.histogram="dense"' \
+  --set stages.stellar_spectra.histogram_memory_gb=0.01 --out "$d/refused" > "$d/log" 2>&1; then
+  echo "a dense histogram too large for its budget was not refused"
   exit 1
 fi
-grep -q "mpirun ifusim run: stage aperture needs all the particles at once" "$d/log" ||
-  { cat "$d/log"; echo "no refusal naming the stage"; exit 1; }
-[ ! -e "$d/knn" ] || { echo "a refused run left $d/knn"; exit 1; }
-echo "kNN smoothing across processes: refused, naming the stage, nothing written"
+grep -q 'stages.stellar_spectra.histogram: "dense" needs the whole histogram at once' "$d/log" ||
+  { cat "$d/log"; echo "no refusal naming the key"; exit 1; }
+[ ! -e "$d/refused" ] || { echo "a refused run left $d/refused"; exit 1; }
+echo "a dense histogram too large across processes: refused, naming the key, nothing written"
