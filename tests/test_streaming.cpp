@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -61,12 +62,13 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
 void check_same_cube(const Cube& held, const Cube& streamed) {
   REQUIRE(held.data.size() > 0);
   double total = 0;
-  std::size_t masked = 0;  // NaN outside a circular aperture (SAMI), the same in both
+  std::size_t masked = 0, infinite = 0;  // NaN: outside a circular aperture (SAMI), in both
   for (double v : held.data) {
     if (std::isnan(v)) ++masked;
-    REQUIRE(!std::isinf(v));
-    if (!std::isnan(v)) total += v;
+    if (std::isinf(v)) ++infinite;
+    if (std::isfinite(v)) total += v;
   }
+  CHECK(infinite == 0);
   CHECK(masked < held.data.size() / 2);
   CHECK(total > 0);
   CHECK(same_bits(held.data, streamed.data));
@@ -83,27 +85,37 @@ void check_same_cube(const Cube& held, const Cube& streamed) {
 
 TEST_CASE("streaming: bitwise the cube of the held galaxy, for any block size and device count",
           "[streaming]") {
-  const std::pair<const char*, std::vector<std::string>> variants[] = {
-      {"binned, automatic histogram (calc_ifu)", {}},
-      {"binned, sparse histogram", {"stages.stellar_spectra.histogram=\"sparse\""}},
-      {"binned, dense histogram", {"stages.stellar_spectra.histogram=\"dense\""}},
-      {"exact", {"stages.stellar_spectra.method=\"exact\"", "telescope=\"SAMI\""}},
+  struct Variant {
+    const char* what;
+    std::vector<std::string> overrides;
+    bool every_split;  // all three block sizes and device counts, or the first only
+  };
+  const Variant variants[] = {
+      {"binned, automatic histogram (calc_ifu)", {}, true},
+      {"binned, sparse histogram", {"stages.stellar_spectra.histogram=\"sparse\""}, true},
+      {"binned, dense histogram", {"stages.stellar_spectra.histogram=\"dense\""}, true},
+      {"exact", {"stages.stellar_spectra.method=\"exact\"", "telescope=\"SAMI\""}, true},
       {"mass image, edge-on",
        {"stages={}", "pipeline=[\"orient\", \"aperture\", \"mass_image\", \"psum\"]",
-        "galaxy.orientation=\"edge-on\""}},
+        "galaxy.orientation=\"edge-on\""},
+       true},
       {"kernel smoothing, kNN lengths (a pass over the stars' positions)",
-       {"stages.aperture.smoothing=\"kernel\"", "stages.aperture.knn_neighbours=8"}},
+       {"stages.aperture.smoothing=\"kernel\"", "stages.aperture.knn_neighbours=8"},
+       true},
       {"gas: dust and emission lines (calc_ifu_gas)",
-       {"input.synthetic.gas=3000", "pipeline=\"calc_ifu_gas\""}},
-      {"gas, smoothed: the gas cells' kernels (dust, exact, edge-on)",
+       {"input.synthetic.gas=3000", "pipeline=\"calc_ifu_gas\""},
+       false},
+      {"gas and stars smoothed (dust, exact, edge-on)",
        {"input.synthetic.gas=3000", "pipeline=\"calc_dusty_ifu\"",
-        "stages.stellar_spectra.method=\"exact\"", "galaxy.orientation=\"edge-on\""}}};
-  for (const auto& [what, overrides] : variants) {
+        "stages.aperture.smoothing=\"kernel\"", "stages.aperture.knn_neighbours=8",
+        "stages.stellar_spectra.method=\"exact\"", "galaxy.orientation=\"edge-on\""},
+       false}};
+  const std::pair<std::string, int> splits[] = {{"5003", 3}, {"2801", 1}, {"1000000", 2}};
+  for (const auto& [what, overrides, every_split] : variants) {
     INFO(what);
     const RunReport held = run(config(overrides), 1);
-    for (const auto& [block, devices] :
-         {std::pair{std::string("2801"), 1}, std::pair{std::string("5003"), 3},
-          std::pair{std::string("1000000"), 2}}) {
+    for (std::size_t i = 0; i < (every_split ? std::size(splits) : 1); ++i) {
+      const auto& [block, devices] = splits[i];
       INFO("blocks of " << block << " stars on " << devices << " device(s)");
       auto o = overrides;
       o.push_back("input.stream_block_stars=" + block);
