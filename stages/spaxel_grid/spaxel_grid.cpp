@@ -20,13 +20,13 @@ SpaxelGridParams SpaxelGridParams::from_json(JsonParams p) {
 
 namespace {
 
-// Both spaxel stages stream. Kernel smoothing without the input's lengths (StellarHsml) takes
-// each star's from its k nearest neighbours among all the stars: a pass over them first
+// What both spaxel stages share: they place the stars on a grid, and with kernel smoothing
+// give them smoothing lengths. Both stream. Without the input's lengths (StellarHsml) each
+// star's comes from its k nearest neighbours among all the stars: a pass over them first
 // (KnnPass), which holds their positions.
-class SpaxelGridStage final : public Stage {
+class SpaxelStage : public Stage {
  public:
-  explicit SpaxelGridStage(SpaxelGridParams params) : params_(params), knn_(params.smoothing) {}
-  std::string name() const override { return "spaxel_grid"; }
+  explicit SpaxelStage(SmoothingParams smoothing) : smoothing_(smoothing), knn_(smoothing) {}
   std::vector<std::string> needs() const override { return {"stars.position_kpc"}; }
   std::vector<std::string> provides() const override { return {"stars.spaxel_index", "spaxels"}; }
 
@@ -38,30 +38,32 @@ class SpaxelGridStage final : public Stage {
     return knn_.memory_estimate(c, name());
   }
 
-  void run(RunState& state) const override {
-    assign_stars_to_grid(state, params_.grid, 0);
-    prepare_star_smoothing(state, params_.smoothing, knn_);
+ protected:
+  void place(RunState& state, const SpaxelGrid& grid, int n_wave) const {
+    assign_stars_to_grid(state, grid, n_wave);
+    prepare_star_smoothing(state, smoothing_, knn_);
   }
+  SmoothingParams smoothing_;
 
  private:
-  SpaxelGridParams params_;
   KnnPass knn_;
 };
 
-class ApertureStage final : public Stage {
+class SpaxelGridStage final : public SpaxelStage {
  public:
-  explicit ApertureStage(SmoothingParams smoothing) : smoothing_(smoothing), knn_(smoothing) {}
-  std::string name() const override { return "aperture"; }
-  std::vector<std::string> needs() const override { return {"stars.position_kpc"}; }
-  std::vector<std::string> provides() const override { return {"stars.spaxel_index", "spaxels"}; }
+  explicit SpaxelGridStage(SpaxelGridParams params)
+      : SpaxelStage(params.smoothing), grid_(params.grid) {}
+  std::string name() const override { return "spaxel_grid"; }
+  void run(RunState& state) const override { place(state, grid_, 0); }
 
-  bool streams(const StreamedInput&) const override { return true; }
-  Pass pass(const StreamedInput& input) const override { return knn_.pass(input); }
-  void observe(RunState& block) override { knn_.observe(block); }
-  void end_pass(RunState& state) override { knn_.end_pass(state.mesh); }
-  std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
-    return knn_.memory_estimate(c, name());
-  }
+ private:
+  SpaxelGrid grid_;
+};
+
+class ApertureStage final : public SpaxelStage {
+ public:
+  explicit ApertureStage(SmoothingParams smoothing) : SpaxelStage(smoothing) {}
+  std::string name() const override { return "aperture"; }
 
   void run(RunState& state) const override {
     const Telescope& t = state.observation.telescope;
@@ -74,13 +76,8 @@ class ApertureStage final : public Stage {
     grid.aperture = static_cast<int>(t.aperture);
     grid.aperture_kpc = t.fov_arcsec * kpc_per_arcsec;
     grid.smoothing = static_cast<int>(smoothing_.kind);
-    assign_stars_to_grid(state, grid, t.n_wave());
-    prepare_star_smoothing(state, smoothing_, knn_);
+    place(state, grid, t.n_wave());
   }
-
- private:
-  SmoothingParams smoothing_;
-  KnnPass knn_;
 };
 
 }  // namespace
