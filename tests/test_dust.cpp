@@ -249,16 +249,17 @@ struct SpectraWithMaps {
 };
 
 SpectraWithMaps spectra_run(const test::HostStars& stars, const HostGas& gas, bool with_dust,
-                            const nlohmann::json& dust_params, SpectralMethod method) {
+                            const nlohmann::json& dust_params, SpectralMethod method,
+                            const WaveBins& bins = kBins) {
   auto mesh = make_mesh(Backend::cpu, 2);
   RunState state(*mesh);
   state.data.stars = test::put_stars(*mesh, stars);
   state.data.gas = put_gas(*mesh, gas);
   state.observation.redshift = kRedshift;
-  state.observation.axes.wave_start_angstrom = kBins.start_angstrom;
-  state.observation.axes.wave_step_angstrom = kBins.step_angstrom;
+  state.observation.axes.wave_start_angstrom = bins.start_angstrom;
+  state.observation.axes.wave_step_angstrom = bins.step_angstrom;
   run_stage(*make_spaxel_grid_stage(kGrid, "p"), state);
-  state.spaxels.n_wave = kBins.n;
+  state.spaxels.n_wave = bins.n;
   if (with_dust) run_stage(*make_dust_stage(dust_params, "d"), state);
   StellarSpectraParams params;
   params.method = method;
@@ -376,12 +377,17 @@ TEST_CASE("dust: the binned method's A_V axis agrees with the exact per-star att
   for (int i = 0; i < 400; ++i)
     gas.add(static_cast<float>(pos(rng)), static_cast<float>(pos(rng)),
             static_cast<float>(pos(rng)), static_cast<float>(mass(rng)), 0.02f);
-  for (const std::string curve : {"ccm89", "calzetti00"}) {
-    INFO("curve " << curve);
+  // kBins, and a band holding both ends of the templates (3150 and 8400 A observed), whose
+  // windows (EdgeWindow) are attenuated too.
+  const WaveBins wide{2800.0, 2.0, 3100};
+  for (const auto& [curve, bins] : {std::pair<std::string, WaveBins>{"ccm89", kBins},
+                                    {"calzetti00", kBins},
+                                    {"calzetti00", wide}}) {
+    INFO("curve " << curve << ", " << bins.n << " bins from " << bins.start_angstrom << " A");
     const nlohmann::json params{{"curve", curve}};
-    const auto exact = spectra_run(stars, gas, true, params, SpectralMethod::exact);
-    const auto binned = spectra_run(stars, gas, true, params, SpectralMethod::binned);
-    const auto clear = spectra_run(stars, gas, false, params, SpectralMethod::exact);
+    const auto exact = spectra_run(stars, gas, true, params, SpectralMethod::exact, bins);
+    const auto binned = spectra_run(stars, gas, true, params, SpectralMethod::binned, bins);
+    const auto clear = spectra_run(stars, gas, false, params, SpectralMethod::exact, bins);
     double dimmed = 0, total = 0;
     for (std::size_t i = 0; i < clear.cube.data.size(); ++i) {
       dimmed += exact.cube.data[i];
@@ -402,9 +408,13 @@ TEST_CASE("dust: the binned method's A_V axis agrees with the exact per-star att
     CHECK(a.p99_relative <= 1e-2);
     CHECK(a.max_velocity_kms <= 2.0);
     // Total light: linear interpolation of 10^(-0.4 A_V k) between A_V nodes dav = 0.05 mag
-    // apart errs by at most (0.4 ln 10 k dav)^2 / 8 of the light; k = A_lambda / A_V <= 1.4 over
-    // these bins (rest 4476-6618 A, both curves) gives 4e-4.
-    const double k_max = 1.4, dav = 0.05;
+    // apart errs by at most (0.4 ln 10 k dav)^2 / 8 of the light, k = A_lambda / A_V at most
+    // k_max over the bins' rest wavelengths (1.4 for kBins: 4e-4).
+    const DustCurve dust_curve = DustParams::from_json(JsonParams(params, "d")).curve;
+    double k_max = 0;
+    for (int k = 0; k <= bins.n; ++k)
+      k_max = std::max(k_max, attenuation_ratio(dust_curve, bins.edge(k) / (1 + kRedshift) / 1.01));
+    const double dav = 0.05;
     CHECK(a.total_relative <= std::pow(0.4 * std::log(10.0) * k_max * dav, 2) / 8);
   }
 }

@@ -22,12 +22,19 @@ struct SparseRows {
   std::vector<double> value;
 };
 
-}  // namespace
+// The dust attenuation of bin k for A_V = a_v, at its centre's rest wavelength for a shift D.
+double attenuation(const BinnedProductInput& in, double a_v, int k, double doppler) {
+  if (!(a_v > 0.0)) return 1.0;
+  return std::pow(10.0,
+                  -0.4 * a_v * attenuation_ratio(in.dust, in.bins.vacuum_centre(k) / doppler));
+}
 
-void basis_row(const BinnedProductInput& in, int node, int velocity_node, int dust_node,
-               double* out) {
+BasisColumn spectrum_row(const BinnedProductInput& in, int node, int velocity_node, int dust_node,
+                         double* out) {
+  const HistogramTile& tile = in.tile;
   const double doppler =
-      in.one_plus_z * std::exp(in.tile.velocity.u_min + velocity_node * in.tile.velocity.du);
+      in.one_plus_z * std::exp(tile.velocity.u_min + velocity_node * tile.velocity.du);
+  const double a_v = dust_node * tile.dust.dav_mag;
   int j = 0;
   double f = 0.0;
   locate(in.ssp, in.bins.vacuum_edge(0) / doppler, j, f);
@@ -35,15 +42,51 @@ void basis_row(const BinnedProductInput& in, int node, int velocity_node, int du
   for (int k = 0; k < in.bins.n; ++k) {
     locate(in.ssp, in.bins.vacuum_edge(k + 1) / doppler, j, f);
     const double c = cumulative_at(in.ssp, node, j, f);
-    out[k] = (c - below) / in.bins.step_angstrom;
+    out[k] = (c - below) / in.bins.step_angstrom * attenuation(in, a_v, k, doppler);
     below = c;
   }
+  BasisColumn light{0.0, tile.velocity.velocity_kms(velocity_node)};
+  for (int k = in.band_first_bin; k < in.band_end_bin; ++k)
+    light.band_energy += out[k] * in.bins.step_angstrom;
+  for (const EdgeWindow& window : tile.edges)
+    for (int k = window.first_bin; k < window.first_bin + window.n_bins; ++k)
+      out[k] = (continued_cumulative(in.ssp, node, in.bins.vacuum_edge(k + 1) / doppler) -
+                continued_cumulative(in.ssp, node, in.bins.vacuum_edge(k) / doppler)) /
+               in.bins.step_angstrom * attenuation(in, a_v, k, doppler);
+  return light;
+}
+
+// An S (part 0) or P (part 1) column of a template's end, at bin `bin` of the observed axis.
+void edge_row(const BinnedProductInput& in, const EdgeWindow& window, int part, int bin,
+              int dust_node, double* out) {
+  std::fill(out, out + in.bins.n, 0.0);
+  const int end = window.first_bin + window.n_bins;
+  // The continuation covers the bins the step has passed: above it (red end) or below it (blue).
+  const int lo = part == 1 ? bin : window.red ? bin + 1 : window.first_bin;
+  const int hi = part == 1 ? bin + 1 : window.red ? end : bin;
+  const double doppler = in.bins.vacuum_centre(bin) / window.rest_angstrom;
   const double a_v = dust_node * in.tile.dust.dav_mag;
-  if (a_v > 0.0)
-    for (int k = 0; k < in.bins.n; ++k) {
-      const double rest_centre = in.bins.vacuum_centre(k) / doppler;
-      out[k] *= std::pow(10.0, -0.4 * a_v * attenuation_ratio(in.dust, rest_centre));
-    }
+  for (int k = lo; k < hi; ++k)
+    out[k] = -window.flux_scale * (in.bins.vacuum_edge(k + 1) - in.bins.vacuum_edge(k)) /
+             in.bins.step_angstrom * attenuation(in, a_v, k, doppler);
+}
+
+}  // namespace
+
+BasisColumn basis_row(const BinnedProductInput& in, std::size_t column, double* out) {
+  const HistogramTile& tile = in.tile;
+  const std::size_t n_a = static_cast<std::size_t>(tile.dust.n);
+  const int dust_node = static_cast<int>(column % n_a);
+  if (column < tile.spectrum_columns()) {
+    const auto velocity_node = static_cast<int>(column / n_a % tile.velocity.n);
+    const auto node = static_cast<int>(column / n_a / tile.velocity.n);
+    return spectrum_row(in, node, velocity_node, dust_node, out);
+  }
+  const int e = column < tile.edge_column(1) ? 0 : 1;
+  const EdgeWindow& window = tile.edges[e];
+  const auto at = static_cast<int>((column - tile.edge_column(e)) / n_a);
+  edge_row(in, window, at / window.n_bins, window.first_bin + at % window.n_bins, dust_node, out);
+  return {};
 }
 
 BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
@@ -51,7 +94,6 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
   const std::size_t n_rows = static_cast<std::size_t>(in.tile.n_spaxels);
   const std::size_t n_columns = in.tile.columns();
   const std::size_t n_wave = static_cast<std::size_t>(in.bins.n);
-  const int n_v = in.tile.velocity.n, n_a = in.tile.dust.n;
   BinnedProductStats stats;
 
   // 1. The populated columns, and H over them by rows.
@@ -92,15 +134,10 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
     RowMatrix basis(static_cast<Eigen::Index>(c1 - c0), static_cast<Eigen::Index>(n_wave));
 #pragma omp parallel for schedule(dynamic, 16)
     for (std::size_t p = c0; p < c1; ++p) {
-      const int ja = static_cast<int>(populated[p] % n_a);
-      const int jv = static_cast<int>(populated[p] / n_a % n_v);
-      const int node = static_cast<int>(populated[p] / n_a / n_v);
-      double* row = basis.row(static_cast<Eigen::Index>(p - c0)).data();
-      basis_row(in, node, jv, ja, row);
-      double e = 0.0;
-      for (int k = in.band_first_bin; k < in.band_end_bin; ++k) e += row[k];
-      column_energy[p] = e * in.bins.step_angstrom;
-      column_velocity[p] = in.tile.velocity.velocity_kms(jv);
+      const BasisColumn light =
+          basis_row(in, populated[p], basis.row(static_cast<Eigen::Index>(p - c0)).data());
+      column_energy[p] = light.band_energy;
+      column_velocity[p] = light.velocity_kms;
     }
 
     const std::size_t n_blocks = (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;

@@ -46,10 +46,19 @@ struct HostHistogram {
 BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
                                   double* cube_rows, double* light_moments);
 
-// Row (node, j, a) of B: the node's template for unit initial mass, shifted by (1 + z) e^(u_j),
-// resampled onto the observed bins (L_sun / A) and attenuated by A_V = a dav at each bin
-// centre's rest-frame wavelength, as the exact kernel does.
-void basis_row(const BinnedProductInput& in, int node, int velocity_node, int dust_node,
-               double* out);
+// Row `column` of B (the tile's column layout, HistogramTile). A spectrum column (node, j, a):
+// the node's template for unit initial mass, shifted by (1 + z) e^(u_j), resampled onto the
+// observed bins (L_sun / A), continued beyond its ends within their windows (EdgeWindow), and
+// attenuated by A_V = a dav at each bin centre's rest-frame wavelength, as the exact kernel
+// does. An S or P column of a template's end: minus the continuation's light that one unit of
+// it stands for, attenuated at the rest wavelengths of a star whose step is at that bin's
+// centre. Returns the column's light weight: for a spectrum column, the energy of the
+// (uncontinued) template within the band and its velocity; 0 for the ends' columns, whose
+// light is not a star's.
+struct BasisColumn {
+  double band_energy = 0.0;  // L_sun per M_sun
+  double velocity_kms = 0.0;
+};
+BasisColumn basis_row(const BinnedProductInput& in, std::size_t column, double* out);
 
 }  // namespace ifusim

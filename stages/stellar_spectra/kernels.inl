@@ -113,24 +113,74 @@ void accumulate_mass_moments(const Device& device, const StarViews& stars, doubl
   parallel_for(device, stars.n, DepositMassMoments{stars, counts_per_unit, moment_sums.data});
 }
 
+// Binned method, at a template's end (EdgeWindow): the bin of the window that holds a star's
+// step x = lambda_end D (its S column) and the fraction of that bin the continuation beyond the
+// step covers (its P column); bin -1 when the continuation covers none of the window.
+struct EdgeStep {
+  int bin = -1;
+  double fraction = 0.0;
+};
+
+IFUSIM_HD inline EdgeStep edge_step(const WaveBins& bins, const EdgeWindow& window, double x) {
+  const int first = window.first_bin, end = window.first_bin + window.n_bins;
+  const double lo = bins.vacuum_edge(first), hi = bins.vacuum_edge(end);
+  // Outside the window only where it was cut at the band's ends: all of it, or none.
+  if (window.red ? x >= hi : x <= lo) return {};
+  if (window.red && x < lo) return {first, 1.0};
+  if (!window.red && x > hi) return {end - 1, 1.0};
+  int a = first, b = end;  // vacuum_edge(a) <= x < vacuum_edge(b)
+  while (b - a > 1) {
+    const int mid = (a + b) / 2;
+    if (bins.vacuum_edge(mid) <= x)
+      a = mid;
+    else
+      b = mid;
+  }
+  const double e0 = bins.vacuum_edge(a), e1 = bins.vacuum_edge(a + 1);
+  return {a, window.red ? (e1 - x) / (e1 - e0) : (x - e0) / (e1 - e0)};
+}
+
 // Binned method: a star's initial mass x bilinear node weights x cloud-in-cell velocity weights,
 // and (with dust) linear weights on the two nearest A_V nodes, for every spaxel of the tile its
 // light reaches: f(index, mass) with index = row * columns + column into the tile's histogram
-// (8 entries a spaxel, 16 with dust, some of them 0).
+// (8 entries a spaxel, 16 with dust, some of them 0), and the S and P entries of each template
+// end with a window (2 more, 4 with dust).
 template <class F>
-IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const StarViews& stars,
-                                        const HistogramTile& tile, std::size_t i, F&& f) {
+IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const WaveBins& bins,
+                                        const StarViews& stars, const HistogramTile& tile,
+                                        std::size_t i, F&& f) {
   const NodeWeights w = node_weights(ssp, stars.age_gyr[i], stars.metallicity[i]);
   if (w.skip) return;
+  const double v = stars.velocity_los_kms[i];
   int jv = 0;
   double tv = 0.0;
-  tile.velocity.locate(stars.velocity_los_kms[i], jv, tv);
+  tile.velocity.locate(v, jv, tv);
   int ja = 0;
   double ta = 0.0;
   tile.dust.locate(stars.dust_av ? stars.dust_av[i] : 0.0, ja, ta);
   const double mass = stars.initial_mass_msun[i];
   const std::size_t columns = tile.columns();
   const std::size_t n_a = static_cast<std::size_t>(tile.dust.n);
+  // An entry shared between the two nearest A_V nodes (columns c and c + 1) with dust.
+  auto deposit = [&](std::size_t index, double m) {
+    if (n_a == 1) {
+      f(index, m);
+    } else {
+      f(index, m * (1.0 - ta));
+      f(index + 1, m * ta);
+    }
+  };
+  const double doppler = tile.one_plus_z * (1.0 + v / kSpeedOfLightKms);
+  EdgeStep step[2];
+  double edge_amount[2] = {0.0, 0.0};  // per unit mass of footprint weight, / flux_scale
+  for (int e = 0; e < 2; ++e) {
+    const EdgeWindow& window = tile.edges[e];
+    if (window.n_bins == 0) continue;
+    step[e] = edge_step(bins, window, window.rest_angstrom * doppler);
+    double flux = 0.0;
+    for (int n = 0; n < 4; ++n) flux += w.weight[n] * end_flux_density(ssp, w.node[n], window.red);
+    edge_amount[e] = flux / (doppler * window.flux_scale);
+  }
   stars.footprint.for_each(i, [&](std::int32_t spaxel, double weight) {
     const std::int32_t row = spaxel - tile.first_spaxel;
     if (row < 0 || row >= tile.n_spaxels) return;
@@ -139,16 +189,17 @@ IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const StarViews& sta
       const double m = mass * weight * w.weight[n];
       const std::size_t column =
           (static_cast<std::size_t>(w.node[n]) * tile.velocity.n + jv) * n_a + ja;
-      const double mv[2] = {m * (1.0 - tv), m * tv};
-      for (int dv = 0; dv < 2; ++dv) {
-        const std::size_t index = base + column + dv * n_a;
-        if (n_a == 1) {
-          f(index, mv[dv]);
-        } else {
-          f(index, mv[dv] * (1.0 - ta));
-          f(index + 1, mv[dv] * ta);
-        }
-      }
+      deposit(base + column, m * (1.0 - tv));
+      deposit(base + column + n_a, m * tv);
+    }
+    for (int e = 0; e < 2; ++e) {
+      if (step[e].bin < 0) continue;
+      const std::size_t s = base + tile.edge_column(e) +
+                            static_cast<std::size_t>(step[e].bin - tile.edges[e].first_bin) * n_a +
+                            ja;
+      const double amount = mass * weight * edge_amount[e];
+      deposit(s, amount);
+      deposit(s + static_cast<std::size_t>(tile.edges[e].n_bins) * n_a, amount * step[e].fraction);
     }
   });
 }
@@ -156,39 +207,42 @@ IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const StarViews& sta
 // Dense: integer atomics into the tile's histogram.
 struct DepositHistogram {
   SspView ssp;
+  WaveBins bins;
   StarViews stars;
   HistogramTile tile;
   double counts_per_unit;
   std::int64_t* histogram;
   IFUSIM_HD void operator()(std::size_t i) const {
-    for_each_histogram_entry(ssp, stars, tile, i, [&](std::size_t index, double m) {
+    for_each_histogram_entry(ssp, bins, stars, tile, i, [&](std::size_t index, double m) {
       if (m != 0.0) atomic_add_fixed(histogram + index, to_fixed(m, counts_per_unit));
     });
   }
 };
 
-void accumulate_histogram(const Device& device, const SspView& ssp, const StarViews& stars,
-                          const HistogramTile& tile, double counts_per_unit,
+void accumulate_histogram(const Device& device, const SspView& ssp, const WaveBins& bins,
+                          const StarViews& stars, const HistogramTile& tile, double counts_per_unit,
                           Span<std::int64_t> histogram) {
   parallel_for(device, stars.n,
-               DepositHistogram{ssp, stars, tile, counts_per_unit, histogram.data});
+               DepositHistogram{ssp, bins, stars, tile, counts_per_unit, histogram.data});
 }
 
 // Sparse: each star's entries counted, then written at their offsets as (index, fixed) pairs.
 struct CountHistogramEntries {
   SspView ssp;
+  WaveBins bins;
   StarViews stars;
   HistogramTile tile;
   std::uint64_t* counts;
   IFUSIM_HD void operator()(std::size_t i) const {
     std::uint64_t n = 0;
-    for_each_histogram_entry(ssp, stars, tile, i, [&](std::size_t, double) { ++n; });
+    for_each_histogram_entry(ssp, bins, stars, tile, i, [&](std::size_t, double) { ++n; });
     counts[i] = n;
   }
 };
 
 struct WriteHistogramEntries {
   SspView ssp;
+  WaveBins bins;
   StarViews stars;
   HistogramTile tile;
   double counts_per_unit;
@@ -197,7 +251,7 @@ struct WriteHistogramEntries {
   std::int64_t* values;
   IFUSIM_HD void operator()(std::size_t i) const {
     std::uint64_t at = offsets[i];
-    for_each_histogram_entry(ssp, stars, tile, i, [&](std::size_t index, double m) {
+    for_each_histogram_entry(ssp, bins, stars, tile, i, [&](std::size_t index, double m) {
       keys[at] = index;
       values[at] = to_fixed(m, counts_per_unit);
       ++at;
@@ -206,18 +260,18 @@ struct WriteHistogramEntries {
 };
 
 SparseHistogramShard sparse_histogram(const Device& device, const SspView& ssp,
-                                      const StarViews& stars, const HistogramTile& tile,
-                                      double counts_per_unit) {
+                                      const WaveBins& bins, const StarViews& stars,
+                                      const HistogramTile& tile, double counts_per_unit) {
   SparseHistogramShard out;
   if (stars.n == 0) return out;
   DeviceBuffer<std::uint64_t> offsets(device, stars.n);
-  parallel_for(device, stars.n, CountHistogramEntries{ssp, stars, tile, offsets.data()});
+  parallel_for(device, stars.n, CountHistogramEntries{ssp, bins, stars, tile, offsets.data()});
   const std::size_t n = exclusive_scan(device, offsets.data(), stars.n);
   DeviceBuffer<std::uint64_t> keys(device, n);
   DeviceBuffer<std::int64_t> values(device, n);
   parallel_for(device, stars.n,
-               WriteHistogramEntries{ssp, stars, tile, counts_per_unit, offsets.data(), keys.data(),
-                                     values.data()});
+               WriteHistogramEntries{ssp, bins, stars, tile, counts_per_unit, offsets.data(),
+                                     keys.data(), values.data()});
   offsets.reset();
   out.keys = DeviceBuffer<std::uint64_t>(device, n);
   out.values = DeviceBuffer<std::int64_t>(device, n);

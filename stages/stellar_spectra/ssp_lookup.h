@@ -156,6 +156,28 @@ IFUSIM_HD inline double cumulative_at(const SspView& ssp, int node, int j, doubl
   return c[j] + fraction * (c[j + 1] - c[j]);
 }
 
+// Flux density (energy per vacuum Angstrom, per M_sun) of a template's first pixel (red =
+// false) or last pixel (red = true).
+IFUSIM_HD inline double end_flux_density(const SspView& ssp, int node, bool red) {
+  const double* c = ssp.cumulative + static_cast<std::size_t>(node) * (ssp.n_wave + 1);
+  const int j = red ? ssp.n_wave - 1 : 0;
+  return (c[j + 1] - c[j]) / (ssp.edges[j + 1] - ssp.edges[j]);
+}
+
+// The cumulative energy of a template continued beyond its ends at its end pixels' flux
+// densities (negative below the first edge). Unlike cumulative_at it has no kink of the size of
+// the whole flux at the ends: the binned method's basis rows use it near the ends (EdgeWindow).
+IFUSIM_HD inline double continued_cumulative(const SspView& ssp, int node, double lambda) {
+  if (lambda < ssp.edges[0]) return end_flux_density(ssp, node, false) * (lambda - ssp.edges[0]);
+  if (lambda > ssp.edges[ssp.n_wave])
+    return ssp.cumulative[static_cast<std::size_t>(node) * (ssp.n_wave + 1) + ssp.n_wave] +
+           end_flux_density(ssp, node, true) * (lambda - ssp.edges[ssp.n_wave]);
+  int j = 0;
+  double fraction = 0.0;
+  locate(ssp, lambda, j, fraction);
+  return cumulative_at(ssp, node, j, fraction);
+}
+
 // The binned method's velocity axis: nodes uniform in u = ln(1 + v/c), u_j = u_min + j du,
 // j < n. A star at u deposits linear (cloud-in-cell) weights on the two nearest nodes.
 struct VelocityBins {

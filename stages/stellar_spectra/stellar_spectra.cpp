@@ -192,9 +192,12 @@ struct DeviceTables {
 // and the sort's second copy.
 constexpr double kSparseEntryBytes = 40.0;
 
-// Entries a star makes: 4 nodes x 2 velocity nodes (x 2 A_V nodes with dust).
+// Entries a star makes: 4 nodes x 2 velocity nodes, and S and P for each template end with a
+// window (x 2 A_V nodes with dust).
 double entries_per_star(const HistogramTile& tile) {
-  return tile.dust.n > 1 ? 16.0 : 8.0;
+  double entries = 8.0;
+  for (const EdgeWindow& window : tile.edges) entries += window.n_bins > 0 ? 2.0 : 0.0;
+  return tile.dust.n > 1 ? 2.0 * entries : entries;
 }
 
 HistogramStorage histogram_storage(const StellarSpectraParams& p, double n_stars,
@@ -213,6 +216,42 @@ VelocityBins velocity_bins(double v_max_kms, double velocity_bin_kms) {
   v.u_min = std::log1p(-beta);
   v.n = static_cast<int>(std::floor((std::log1p(beta) - std::log1p(-beta)) / v.du)) + 2;
   return v;
+}
+
+// The windows of the templates' ends (EdgeWindow): the observed bins that lambda_end D reaches
+// for D over the tile's velocity nodes, where that is inside the band.
+void set_edge_windows(HistogramTile& tile, const SspTables& tables, const WaveBins& bins) {
+  const VelocityBins& v = tile.velocity;
+  const double d_lo = tile.one_plus_z * std::exp(v.u_min);
+  const double d_hi = tile.one_plus_z * std::exp(v.u_min + (v.n - 1) * v.du);
+  // The bin k with vacuum_edge(k) <= x < vacuum_edge(k + 1), clamped to the band.
+  auto bin_of = [&](double x) {
+    int lo = 0, hi = bins.n;
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (bins.vacuum_edge(mid) <= x)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    return lo;
+  };
+  const SspView ssp = tables.host_view(OutsideGrid::clamp);
+  for (int e = 0; e < 2; ++e) {
+    EdgeWindow& window = tile.edges[e];
+    window = {};
+    window.red = e == 1;
+    window.rest_angstrom = window.red ? tables.edges.back() : tables.edges.front();
+    const double x_lo = window.rest_angstrom * d_lo, x_hi = window.rest_angstrom * d_hi;
+    double max_flux = 0.0;
+    for (int node = 0; node < ssp.n_age * ssp.n_z; ++node)
+      max_flux = std::max(max_flux, std::abs(end_flux_density(ssp, node, window.red)));
+    if (x_hi <= bins.vacuum_edge(0) || x_lo >= bins.vacuum_edge(bins.n) || max_flux == 0.0)
+      continue;
+    window.first_bin = bin_of(x_lo);
+    window.n_bins = bin_of(x_hi) - window.first_bin + 1;
+    window.flux_scale = max_flux / d_lo;
+  }
 }
 
 // The dense tile: whole row blocks of the product (binned_product.h) within the budget.
@@ -315,11 +354,13 @@ class BinnedSpectra final : public PartialResult {
     shard_map(mesh, [&](const Device& d) {
       const SspView ssp = setup_.device_tables->view(*setup_.tables, setup_.outside, d);
       const StarViews stars = star_views(state.data.stars, setup_.grid, d);
+      const WaveBins bins = setup_.bins_on(d);
       const double counts = scale().counts_per_unit;
       if (storage_ == HistogramStorage::sparse)
-        shards[d.id] = IFUSIM_DISPATCH(d, sparse_histogram, d, ssp, stars, tile_, counts);
+        shards[d.id] = IFUSIM_DISPATCH(d, sparse_histogram, d, ssp, bins, stars, tile_, counts);
       else
-        IFUSIM_DISPATCH(d, accumulate_histogram, d, ssp, stars, tile_, counts, sums_.local(d));
+        IFUSIM_DISPATCH(d, accumulate_histogram, d, ssp, bins, stars, tile_, counts,
+                        sums_.local(d));
     });
     if (storage_ == HistogramStorage::sparse) add_sparse(std::move(shards));
   }
@@ -367,8 +408,8 @@ class BinnedSpectra final : public PartialResult {
     add_to_cube(state, cube.shape, cube.unit, std::move(cube.data));
   }
 
-  // Every element of H sums weights <= 1 times initial masses: N * max m bounds it whatever the
-  // split.
+  // Every element of H sums weights <= 1 times initial masses (the template ends' columns too,
+  // EdgeWindow::flux_scale): N * max m bounds it whatever the split.
   FixedPointScale scale() const {
     return FixedPointScale::for_bound(setup_.n_stars * setup_.m_init_max,
                                       "stellar_spectra: the histogram (stars.initial_mass_msun)");
@@ -485,6 +526,12 @@ class StellarSpectraStage final : public Stage {
     HistogramTile tile;
     tile.n_nodes = c.n_ssp_nodes;
     tile.velocity = velocity_bins(kPlanVelocityKms, params_.velocity_bin_kms);
+    tile.one_plus_z = 1.0 + c.observation.redshift;
+    // The windows of the templates' ends, for bins taken in vacuum (at most a bin wider or
+    // narrower than in air).
+    set_edge_windows(tile, make_ssp_tables(*grid_),
+                     WaveBins{c.observation.simulated_wave_start_angstrom(),
+                              c.observation.axes.wave_step_angstrom, c.n_wave});
     if (c.dust)
       tile.dust = {params_.dust_av_bin_mag,
                    static_cast<int>(kPlanDustAvMag / params_.dust_av_bin_mag) + 2};
@@ -609,6 +656,8 @@ class StellarSpectraStage final : public Stage {
     HistogramTile tile;
     tile.n_nodes = static_cast<int>(tables.log_age.size() * tables.log_z.size());
     tile.velocity = velocity_bins(setup.speed_bound_kms, params_.velocity_bin_kms);
+    tile.one_plus_z = 1.0 + setup.redshift;
+    set_edge_windows(tile, tables, setup.bins);
     if (!stars.dust_av.empty()) {
       // The A_V range of every star of the galaxy, whatever the block: the dust stage's bound.
       tile.dust.dav_mag = params_.dust_av_bin_mag;

@@ -13,7 +13,8 @@
 //   B is the node's template shifted by (1 + z)(1 + v/c) and resampled exactly onto the observed
 //   bins. Per-star work is O(1); the product is O(populated (spaxel, node, v) x n_lambda). The
 //   only approximation is the linear interpolation in velocity between nodes du apart, whose
-//   error falls as du^2 (measured against exact in tests and bench/).
+//   error falls as du^2 (measured against exact in tests and bench/); the templates' ends inside
+//   the band, where it would not, are made exact by two more columns (EdgeWindow).
 //
 // Both are integer fixed point until psum (data/fixed_point.h), so the cube is bitwise identical
 // for any device count. Both also give per-spaxel moments of v_los: mass-weighted (sums of m,
@@ -125,17 +126,47 @@ struct DustBins {
   }
 };
 
+// The binned method at a template's end. Interpolating in velocity is second order in du only
+// where a basis row is smooth in velocity. At a template's end inside the band, a star's exact
+// spectrum steps to zero at lambda_end D, which moves with its own D; interpolating that step
+// between two nodes errs to first order in du (5e-3 of the peak voxel at MaNGA's blue end with
+// MILES, 5 km/s nodes). So, over the window of observed bins that lambda_end D can reach, the
+// basis rows carry the template continued beyond its end at its end pixel's flux density
+// (continued_cumulative, smooth in D), and each star deposits what that continuation adds to
+// its own spectrum, exactly: its amount m sum_n w_n f_n,end / D (column S, at the bin holding
+// lambda_end D) and the fraction of that bin the continuation covers (column P). The window's
+// energy of the continuation is then S summed over the bins the step has passed, times each
+// bin's width, plus P times the width of the bin holding the step: linear in the deposits, so
+// S and P are histogram columns like the others and reduce exactly (rows: edge_basis_row).
+struct EdgeWindow {
+  int first_bin = 0, n_bins = 0;  // observed bins [first_bin, first_bin + n_bins); 0: no window
+  double rest_angstrom = 0.0;     // the template's end (vacuum, rest frame)
+  // (max over nodes of |f_end|) / D_min, so that a deposit is at most the star's mass.
+  double flux_scale = 1.0;
+  bool red = false;  // the red end (the continuation lies above it), or the blue end
+};
+
 // The binned method's histogram tile: spaxels [first_spaxel, first_spaxel + n_spaxels), each
-// with n_nodes x velocity.n x dust.n columns, column = (node * velocity.n + j) * dust.n + a.
+// with n_nodes x velocity.n x dust.n columns, column = (node * velocity.n + j) * dust.n + a,
+// then, for each template end with a window, 2 x n_bins x dust.n columns:
+// edge_column(e) + (part * n_bins + bin - first_bin) * dust.n + a, part 0 for S and 1 for P.
 struct HistogramTile {
   std::int32_t first_spaxel = 0;
   std::int32_t n_spaxels = 0;
   int n_nodes = 0;
   VelocityBins velocity;
   DustBins dust;
-  IFUSIM_HD std::size_t columns() const {
+  double one_plus_z = 1.0;
+  EdgeWindow edges[2];  // the templates' blue and red ends
+  IFUSIM_HD std::size_t spectrum_columns() const {
     return static_cast<std::size_t>(n_nodes) * velocity.n * dust.n;
   }
+  IFUSIM_HD std::size_t edge_column(int e) const {
+    std::size_t c = spectrum_columns();
+    for (int k = 0; k < e; ++k) c += 2 * static_cast<std::size_t>(edges[k].n_bins) * dust.n;
+    return c;
+  }
+  IFUSIM_HD std::size_t columns() const { return edge_column(2); }
 };
 
 // One device's sparse histogram: sorted unique indices (row * columns + column) and their
@@ -157,9 +188,9 @@ IFUSIM_DECLARE_BACKENDS(
     void accumulate_mass_moments(const Device& device, const ifusim::StarViews& stars,
                                  double counts_per_unit, Span<std::int64_t> moment_sums);
     void accumulate_histogram(const Device& device, const ifusim::SspView& ssp,
-                              const ifusim::StarViews& stars, const ifusim::HistogramTile& tile,
-                              double counts_per_unit, Span<std::int64_t> histogram);
-    ifusim::SparseHistogramShard sparse_histogram(const Device& device, const ifusim::SspView& ssp,
-                                                  const ifusim::StarViews& stars,
-                                                  const ifusim::HistogramTile& tile,
-                                                  double counts_per_unit);)
+                              const ifusim::WaveBins& bins, const ifusim::StarViews& stars,
+                              const ifusim::HistogramTile& tile, double counts_per_unit,
+                              Span<std::int64_t> histogram);
+    ifusim::SparseHistogramShard sparse_histogram(
+        const Device& device, const ifusim::SspView& ssp, const ifusim::WaveBins& bins,
+        const ifusim::StarViews& stars, const ifusim::HistogramTile& tile, double counts_per_unit);)
