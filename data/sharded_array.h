@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/buffer.h"
+#include "data/host_memory.h"
 #include "data/mesh.h"
 #include "data/sharding.h"
 
@@ -105,9 +106,10 @@ class ShardedArray {
   std::vector<T> download_shard(const Device& device) const {
     const auto& s = shard(device);
     const std::size_t n = s.range.size(), k = static_cast<std::size_t>(components_);
-    std::vector<T> planes(n * k), rows(n * k);
+    std::vector<T> planes = large_vector<T>(n * k);
     buffer_of(device).download(planes.data(), planes.size());
     if (k == 1) return planes;
+    std::vector<T> rows = large_vector<T>(n * k);
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t c = 0; c < k; ++c) rows[i * k + c] = planes[c * n + i];
     return rows;

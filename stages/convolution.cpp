@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "data/host_memory.h"
 #include "io/config_error.h"
 
 namespace ifusim {
@@ -59,7 +60,10 @@ void convolve_axis(const std::vector<double>& in, std::vector<double>& out, std:
   if (in.size() != total) throw std::logic_error("convolve_axis: size mismatch");
   if (kernels.size() != 1 && kernels.size() != static_cast<std::size_t>(std::max(n, 0)))
     throw std::logic_error("convolve_axis: one kernel, or one per source pixel");
-  out.assign(total, 0.0);
+  if (out.capacity() < total)
+    out = large_vector<double>(total);
+  else
+    out.assign(total, 0.0);
   if (n <= 0 || total == 0) return;
   auto kernel_of = [&](int j) -> const Kernel1D& { return kernels[kernels.size() == 1 ? 0 : j]; };
   int reach = 0;  // the widest kernel bounds the sources a target can receive from

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "data/collectives/processes.h"
+#include "data/host_memory.h"
 
 namespace ifusim {
 
@@ -30,7 +31,7 @@ std::vector<double> reduce_to_host(const Mesh& mesh, ShardedArray<std::int64_t>&
                                    const FixedPointScale& scale) {
   psum(mesh, partial);
   const std::vector<std::int64_t> sums = partial.to_host();
-  std::vector<double> out(sums.size());
+  std::vector<double> out = large_vector<double>(sums.size());
   const double quantum = scale.quantum();
   for (std::size_t i = 0; i < sums.size(); ++i) out[i] = static_cast<double>(sums[i]) * quantum;
   return out;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "data/host_memory.h"
 #include "io/json_params.h"
 
 namespace ifusim {
@@ -34,7 +35,8 @@ void crop_margin(const CubeMargin& margin, Cube& cube, std::map<std::string, Sky
     throw std::logic_error("aperture_mask: the cube is smaller than its margin");
   auto crop = [&](std::vector<double>& values, int n_wave_in, int n_wave_out, int k0) {
     if (values.empty()) return;
-    std::vector<double> kept(out.n_spaxels() * static_cast<std::size_t>(n_wave_out));
+    std::vector<double> kept =
+        large_vector<double>(out.n_spaxels() * static_cast<std::size_t>(n_wave_out));
     for (int iy = 0; iy < out.ny; ++iy)
       for (int ix = 0; ix < out.nx; ++ix) {
         const std::size_t from =

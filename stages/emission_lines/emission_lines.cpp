@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "data/collectives/reductions.h"
+#include "data/host_memory.h"
 #include "data/wavelength.h"
 #include "io/config_error.h"
 #include "io/hdf5.h"
@@ -280,7 +281,7 @@ struct LineTotal {
 
   void operator()(RunState& state, std::vector<double> total) const {
     const std::size_t n_spaxels = shape.n_spaxels();
-    std::vector<double> cube(shape.n_voxels(), 0.0);
+    std::vector<double> cube = large_vector<double>(shape.n_voxels());
     for (std::size_t l = 0; l < windows.size(); ++l) {
       const LineWindow& w = windows[l];
       const EmissionLine& line = kEmissionLines[w.ratio_row];

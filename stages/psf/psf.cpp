@@ -8,6 +8,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "data/host_memory.h"
 #include "io/telescope.h"
 #include "stages/convolution.h"
 
@@ -183,7 +184,7 @@ void apply_moffat(const PsfParams& params, double fwhm_arcsec, double beta, doub
     fft2(fft, kernel_ft, px, py, false, py, in, out);
   }
 
-  std::vector<double> result(cube.data.size());
+  std::vector<double> result = large_vector<double>(cube.data.size());
   const int pairs = (n_wave + 1) / 2;
 #pragma omp parallel
   {

@@ -10,6 +10,7 @@
 #include "data/collectives/processes.h"
 #include "data/collectives/psum.h"
 #include "data/collectives/reductions.h"
+#include "data/host_memory.h"
 #include "data/sharded_array.h"
 #include "data/wavelength.h"
 #include "io/config_error.h"
@@ -369,7 +370,7 @@ class BinnedSpectra final : public PartialResult {
     Cube cube;
     cube.shape = setup_.shape;
     cube.unit = "Lsun/Angstrom";
-    cube.data.assign(cube.shape.n_voxels(), 0.0);
+    cube.data = large_vector<double>(cube.shape.n_voxels());
     std::vector<double> light_moments(3 * cube.shape.n_spaxels(), 0.0);
     const std::int32_t n_spaxels = static_cast<std::int32_t>(cube.shape.n_spaxels());
     BinnedProductStats totals;
