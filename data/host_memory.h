@@ -27,8 +27,8 @@ inline void advise_huge_pages([[maybe_unused]] void* data, [[maybe_unused]] std:
 #endif
 }
 
-// n copies of value in a vector whose storage was advised huge pages before it was filled. (A
-// large allocation is a fresh mapping: its pages are untouched until the fill.)
+// n copies of value in a vector whose storage was advised huge pages before it was filled (an
+// allocation of many MB is a fresh mapping from malloc, untouched until the fill).
 template <class T>
 std::vector<T> large_vector(std::size_t n, const T& value = T()) {
   std::vector<T> v;

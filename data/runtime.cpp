@@ -154,13 +154,12 @@ void* allocate(const Device& device, std::size_t bytes) {
     no_cuda();
 #endif
   } else {
-    // Large buffers (partial cubes, dense histograms) start on a huge page and ask for huge
-    // pages (host_memory.h): far fewer page faults when they are first written.
-    const std::size_t align = bytes >= kHugePageBytes ? kHugePageBytes : 64;
-    const std::size_t total = (bytes + kHostHeader + align - 1) / align * align;
-    auto* raw = static_cast<unsigned char*>(std::aligned_alloc(align, total));
+    const std::size_t total = (bytes + kHostHeader + 63) / 64 * 64;
+    auto* raw = static_cast<unsigned char*>(std::aligned_alloc(64, total));
     if (!raw) throw std::bad_alloc();
-    if (align == kHugePageBytes) advise_huge_pages(raw, total);
+    // Large buffers (partial cubes, dense histograms) ask for huge pages over their interior,
+    // which makes their first writes cheap (host_memory.h).
+    advise_huge_pages(raw, total);
     std::memcpy(raw, &bytes, sizeof bytes);
     ptr = raw + kHostHeader;
   }
