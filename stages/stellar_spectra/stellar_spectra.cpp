@@ -528,8 +528,8 @@ class StellarSpectraStage final : public Stage {
     tile.n_nodes = c.n_ssp_nodes;
     tile.velocity = velocity_bins(kPlanVelocityKms, params_.velocity_bin_kms);
     tile.one_plus_z = 1.0 + c.observation.redshift;
-    // The windows of the templates' ends, for bins taken in vacuum (at most a bin wider or
-    // narrower than in air).
+    // The windows of the templates' ends, with the bins' edges taken as vacuum ones (in air a
+    // window moves by a bin or two and keeps its length).
     set_edge_windows(tile, make_ssp_tables(*grid_),
                      WaveBins{c.observation.simulated_wave_start_angstrom(),
                               c.observation.axes.wave_step_angstrom, c.n_wave});
