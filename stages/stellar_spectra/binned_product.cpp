@@ -33,7 +33,7 @@ BasisColumn spectrum_row(const BinnedProductInput& in, int node, int velocity_no
                          double* out) {
   const HistogramTile& tile = in.tile;
   const double doppler =
-      in.one_plus_z * std::exp(tile.velocity.u_min + velocity_node * tile.velocity.du);
+      tile.one_plus_z * std::exp(tile.velocity.u_min + velocity_node * tile.velocity.du);
   const double a_v = dust_node * tile.dust.dav_mag;
   int j = 0;
   double f = 0.0;

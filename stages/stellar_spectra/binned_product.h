@@ -20,7 +20,6 @@ inline constexpr std::size_t kRowsPerBlock = 32;
 struct BinnedProductInput {
   SspView ssp;  // host view of the template tables
   WaveBins bins;
-  double one_plus_z = 1.0;
   DustCurve dust;  // the attenuation curve of the dust axis (tile.dust)
   HistogramTile tile;
   int band_first_bin = 0, band_end_bin = 0;  // bins whose energy weighs the light moments

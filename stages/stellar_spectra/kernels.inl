@@ -128,14 +128,7 @@ IFUSIM_HD inline EdgeStep edge_step(const WaveBins& bins, const EdgeWindow& wind
   if (window.red ? x >= hi : x <= lo) return {};
   if (window.red && x < lo) return {first, 1.0};
   if (!window.red && x > hi) return {end - 1, 1.0};
-  int a = first, b = end;  // vacuum_edge(a) <= x < vacuum_edge(b)
-  while (b - a > 1) {
-    const int mid = (a + b) / 2;
-    if (bins.vacuum_edge(mid) <= x)
-      a = mid;
-    else
-      b = mid;
-  }
+  const int a = bins.vacuum_bin(x, first, end);
   const double e0 = bins.vacuum_edge(a), e1 = bins.vacuum_edge(a + 1);
   return {a, window.red ? (e1 - x) / (e1 - e0) : (x - e0) / (e1 - e0)};
 }

@@ -57,6 +57,19 @@ struct WaveBins {
     return vacuum_edges ? 0.5 * (vacuum_edges[k] + vacuum_edges[k + 1])
                         : start_angstrom + k * step_angstrom;
   }
+  // The bin k in [first, end) with vacuum_edge(k) <= x < vacuum_edge(k + 1), clamped to that
+  // range (a binary search: in air the edges are a table).
+  IFUSIM_HD int vacuum_bin(double x, int first, int end) const {
+    int lo = first, hi = end;
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (vacuum_edge(mid) <= x)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    return lo;
+  }
 };
 
 // Position of x in an ascending table of n values: the lower node and the weight of the upper

@@ -225,18 +225,6 @@ void set_edge_windows(HistogramTile& tile, const SspTables& tables, const WaveBi
   const VelocityBins& v = tile.velocity;
   const double d_lo = tile.one_plus_z * std::exp(v.u_min);
   const double d_hi = tile.one_plus_z * std::exp(v.u_min + (v.n - 1) * v.du);
-  // The bin k with vacuum_edge(k) <= x < vacuum_edge(k + 1), clamped to the band.
-  auto bin_of = [&](double x) {
-    int lo = 0, hi = bins.n;
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) / 2;
-      if (bins.vacuum_edge(mid) <= x)
-        lo = mid;
-      else
-        hi = mid;
-    }
-    return lo;
-  };
   const SspView ssp = tables.host_view(OutsideGrid::clamp);
   for (int e = 0; e < 2; ++e) {
     EdgeWindow& window = tile.edges[e];
@@ -249,8 +237,8 @@ void set_edge_windows(HistogramTile& tile, const SspTables& tables, const WaveBi
       max_flux = std::max(max_flux, std::abs(end_flux_density(ssp, node, window.red)));
     if (x_hi <= bins.vacuum_edge(0) || x_lo >= bins.vacuum_edge(bins.n) || max_flux == 0.0)
       continue;
-    window.first_bin = bin_of(x_lo);
-    window.n_bins = bin_of(x_hi) - window.first_bin + 1;
+    window.first_bin = bins.vacuum_bin(x_lo, 0, bins.n);
+    window.n_bins = bins.vacuum_bin(x_hi, 0, bins.n) - window.first_bin + 1;
     window.flux_scale = max_flux / d_lo;
   }
 }
@@ -379,7 +367,6 @@ class BinnedSpectra final : public PartialResult {
       BinnedProductInput in;
       in.ssp = setup_.tables->host_view(setup_.outside);
       in.bins = setup_.bins;
-      in.one_plus_z = 1.0 + setup_.redshift;
       in.dust = setup_.dust;
       in.tile = tile_;
       in.band_first_bin = setup_.band_first_bin;

@@ -156,8 +156,8 @@ struct HistogramTile {
   int n_nodes = 0;
   VelocityBins velocity;
   DustBins dust;
-  double one_plus_z = 1.0;
-  EdgeWindow edges[2];  // the templates' blue and red ends
+  double one_plus_z = 1.0;  // 1 + z: with the velocity nodes, the shift of every basis row
+  EdgeWindow edges[2];      // the templates' blue and red ends
   IFUSIM_HD std::size_t spectrum_columns() const {
     return static_cast<std::size_t>(n_nodes) * velocity.n * dust.n;
   }
