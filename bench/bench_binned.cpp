@@ -20,7 +20,7 @@
 #include "bench/cube_agreement.h"
 #include "data/runtime.h"
 #include "pipeline/devices.h"
-#include "stages/psum/psum.h"
+#include "stages/stage.h"
 
 using namespace ifusim;
 
@@ -34,7 +34,7 @@ struct Run {
 };
 
 Run run(Backend backend, int n_devices, const Telescope& telescope, const bench::HostStars& host,
-        const Stage& spectra) {
+        Stage& spectra) {
   const auto mesh = make_mesh(backend, n_devices);
   auto state = bench::prepared_state(*mesh, telescope, host);
   Run out;

@@ -24,7 +24,7 @@
 #include "data/sharded_array.h"
 #include "io/ssp/ssp_library.h"
 #include "io/telescope.h"
-#include "stages/psum/psum.h"
+#include "stages/stage.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
 #include "stages/stellar_spectra/stellar_spectra.h"
 
@@ -132,7 +132,7 @@ inline StellarSpectraParams exact_params() {
 }
 
 // The fused spectral stage and psum: the cube in L_sun / A, as the pipeline would have it.
-inline Cube spectra_cube(const Stage& spectra, RunState& state) {
+inline Cube spectra_cube(Stage& spectra, RunState& state) {
   spectra.run(state);
   reduce_partials(state);
   return std::move(*state.cube);

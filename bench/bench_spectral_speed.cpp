@@ -44,7 +44,7 @@ double median(std::vector<double> t) {
 // warm-up, and the cube of the last repetition. The stars are placed and assigned to spaxels
 // once, untimed. threads > 0: the OpenMP threads the cpu mesh shares (else all).
 FusedRun time_fused(Backend backend, int n_devices, const Telescope& telescope,
-                    const bench::HostStars& host, const Stage& spectra, int reps, int threads = 0) {
+                    const bench::HostStars& host, Stage& spectra, int reps, int threads = 0) {
   // A one-device mesh binds the calling thread (its OpenMP thread count) to that device: set
   // the count the mesh shares, and give the thread the whole machine back at the end.
   omp_set_num_threads(threads > 0 ? threads : g_all_threads);
@@ -80,7 +80,7 @@ long long count_in_field(const std::vector<std::int32_t>& spaxel_index) {
 
 // Section 1 (and the reference half of 3): fused on `backend` against the reference.
 bool against_reference(Backend backend, const Telescope& telescope, const SspGrid& grid,
-                       const Stage& spectra, const bench::HostStars& host, int reps) {
+                       Stage& spectra, const bench::HostStars& host, int reps) {
   const FusedRun fused = time_fused(backend, 1, telescope, host, spectra, reps);
   const WaveBins bins{telescope.wave_start_angstrom, telescope.wave_step_angstrom,
                       telescope.n_wave()};
@@ -125,7 +125,7 @@ bool against_reference(Backend backend, const Telescope& telescope, const SspGri
 }
 
 // Sections 2 and 3: one device against `many`.
-bool device_scaling(Backend backend, int many, const Telescope& telescope, const Stage& spectra,
+bool device_scaling(Backend backend, int many, const Telescope& telescope, Stage& spectra,
                     const bench::HostStars& host, int reps, const Cube* cpu_cube) {
   const FusedRun one = time_fused(backend, 1, telescope, host, spectra, reps);
   const FusedRun several = time_fused(backend, many, telescope, host, spectra, reps);

@@ -1,7 +1,7 @@
 #pragma once
 // GalaxyData: the project's RubixData. A galaxy record plus structure-of-arrays particle sets.
 // Each particle set declares its fields once, in for_each_field beside the members: name, unit,
-// components, sharding and whether the field comes from the input or is derived by a stage.
+// components, sharding and where its values come from (FieldOrigin).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -15,12 +15,17 @@
 
 namespace ifusim {
 
+// Where a field's values come from: the input file or arrays; the readers, from other input
+// fields (a gas cell's temperature from u and x_e); or a stage, which lists it in its provides().
+enum class FieldOrigin { input, reader, stage };
+
 struct FieldSpec {
   const char* name;
   const char* unit;  // "" for dimensionless
   int components;
   Sharding::Kind sharding;
-  bool derived;  // filled by a stage, not read from the input
+  FieldOrigin origin;
+  bool derived() const { return origin != FieldOrigin::input; }
 };
 
 struct Galaxy {
@@ -53,15 +58,15 @@ struct Stars {
   template <class Self, class F>
   static void for_each_field(Self& s, F&& f) {
     using K = Sharding::Kind;
-    f(FieldSpec{"position_kpc", "kpc", 3, K::sharded, false}, s.position_kpc);
-    f(FieldSpec{"velocity_kms", "km/s", 3, K::sharded, false}, s.velocity_kms);
-    f(FieldSpec{"initial_mass_msun", "Msun", 1, K::sharded, false}, s.initial_mass_msun);
-    f(FieldSpec{"mass_msun", "Msun", 1, K::sharded, false}, s.mass_msun);
-    f(FieldSpec{"metallicity", "", 1, K::sharded, false}, s.metallicity);
-    f(FieldSpec{"age_gyr", "Gyr", 1, K::sharded, false}, s.age_gyr);
-    f(FieldSpec{"smoothing_length_kpc", "kpc", 1, K::sharded, false}, s.smoothing_length_kpc);
-    f(FieldSpec{"spaxel_index", "", 1, K::sharded, true}, s.spaxel_index);
-    f(FieldSpec{"dust_av", "mag", 1, K::sharded, true}, s.dust_av);
+    f(FieldSpec{"position_kpc", "kpc", 3, K::sharded, FieldOrigin::input}, s.position_kpc);
+    f(FieldSpec{"velocity_kms", "km/s", 3, K::sharded, FieldOrigin::input}, s.velocity_kms);
+    f(FieldSpec{"initial_mass_msun", "Msun", 1, K::sharded, FieldOrigin::input}, s.initial_mass_msun);
+    f(FieldSpec{"mass_msun", "Msun", 1, K::sharded, FieldOrigin::input}, s.mass_msun);
+    f(FieldSpec{"metallicity", "", 1, K::sharded, FieldOrigin::input}, s.metallicity);
+    f(FieldSpec{"age_gyr", "Gyr", 1, K::sharded, FieldOrigin::input}, s.age_gyr);
+    f(FieldSpec{"smoothing_length_kpc", "kpc", 1, K::sharded, FieldOrigin::input}, s.smoothing_length_kpc);
+    f(FieldSpec{"spaxel_index", "", 1, K::sharded, FieldOrigin::stage}, s.spaxel_index);
+    f(FieldSpec{"dust_av", "mag", 1, K::sharded, FieldOrigin::stage}, s.dust_av);
   }
 };
 
@@ -75,7 +80,7 @@ struct Gas {
   ShardedArray<float> metallicity;             // mass fraction Z
   ShardedArray<float> metals;                  // (N, 10) GFM_Metals mass fractions
   ShardedArray<float> sfr_msun_per_yr;
-  ShardedArray<float> temperature_k;        // derived
+  ShardedArray<float> temperature_k;        // derived by the readers from u and x_e
   ShardedArray<std::int32_t> spaxel_index;  // derived: on the stars' grid, -1 outside
   // Derived with smoothing "kernel": the radius of the sphere of the cell's volume,
   // (3 m / (4 pi rho))^(1/3) (stages/spaxel_grid/smoothing.h).
@@ -87,21 +92,21 @@ struct Gas {
   template <class Self, class F>
   static void for_each_field(Self& s, F&& f) {
     using K = Sharding::Kind;
-    f(FieldSpec{"position_kpc", "kpc", 3, K::sharded, false}, s.position_kpc);
-    f(FieldSpec{"velocity_kms", "km/s", 3, K::sharded, false}, s.velocity_kms);
-    f(FieldSpec{"mass_msun", "Msun", 1, K::sharded, false}, s.mass_msun);
-    f(FieldSpec{"density_msun_per_kpc3", "Msun/kpc^3", 1, K::sharded, false},
+    f(FieldSpec{"position_kpc", "kpc", 3, K::sharded, FieldOrigin::input}, s.position_kpc);
+    f(FieldSpec{"velocity_kms", "km/s", 3, K::sharded, FieldOrigin::input}, s.velocity_kms);
+    f(FieldSpec{"mass_msun", "Msun", 1, K::sharded, FieldOrigin::input}, s.mass_msun);
+    f(FieldSpec{"density_msun_per_kpc3", "Msun/kpc^3", 1, K::sharded, FieldOrigin::input},
       s.density_msun_per_kpc3);
-    f(FieldSpec{"internal_energy_km2_s2", "km^2/s^2", 1, K::sharded, false},
+    f(FieldSpec{"internal_energy_km2_s2", "km^2/s^2", 1, K::sharded, FieldOrigin::input},
       s.internal_energy_km2_s2);
-    f(FieldSpec{"electron_abundance", "", 1, K::sharded, false}, s.electron_abundance);
-    f(FieldSpec{"metallicity", "", 1, K::sharded, false}, s.metallicity);
-    f(FieldSpec{"metals", "", 10, K::sharded, false}, s.metals);
-    f(FieldSpec{"sfr_msun_per_yr", "Msun/yr", 1, K::sharded, false}, s.sfr_msun_per_yr);
-    f(FieldSpec{"temperature_k", "K", 1, K::sharded, true}, s.temperature_k);
-    f(FieldSpec{"spaxel_index", "", 1, K::sharded, true}, s.spaxel_index);
-    f(FieldSpec{"smoothing_length_kpc", "kpc", 1, K::sharded, true}, s.smoothing_length_kpc);
-    f(FieldSpec{"dust_av", "mag", 1, K::sharded, true}, s.dust_av);
+    f(FieldSpec{"electron_abundance", "", 1, K::sharded, FieldOrigin::input}, s.electron_abundance);
+    f(FieldSpec{"metallicity", "", 1, K::sharded, FieldOrigin::input}, s.metallicity);
+    f(FieldSpec{"metals", "", 10, K::sharded, FieldOrigin::input}, s.metals);
+    f(FieldSpec{"sfr_msun_per_yr", "Msun/yr", 1, K::sharded, FieldOrigin::input}, s.sfr_msun_per_yr);
+    f(FieldSpec{"temperature_k", "K", 1, K::sharded, FieldOrigin::reader}, s.temperature_k);
+    f(FieldSpec{"spaxel_index", "", 1, K::sharded, FieldOrigin::stage}, s.spaxel_index);
+    f(FieldSpec{"smoothing_length_kpc", "kpc", 1, K::sharded, FieldOrigin::stage}, s.smoothing_length_kpc);
+    f(FieldSpec{"dust_av", "mag", 1, K::sharded, FieldOrigin::stage}, s.dust_av);
   }
 };
 

@@ -5,12 +5,14 @@
 #include <stdexcept>
 #include <thread>
 
+#include "data/collectives/processes.h"
 #include "data/runtime.h"
 
 namespace ifusim {
 
-Mesh::Mesh(Backend backend, std::vector<Device> devices, std::string axis_name)
-    : backend_(backend), axis_name_(std::move(axis_name)) {
+Mesh::Mesh(Backend backend, std::vector<Device> devices, std::string axis_name,
+           bool spans_processes)
+    : backend_(backend), axis_name_(std::move(axis_name)), spans_processes_(spans_processes) {
   if (devices.empty()) throw std::invalid_argument("a mesh needs at least one device");
   for (std::size_t i = 0; i < devices.size(); ++i) {
     if (devices[i].backend != backend)
@@ -28,6 +30,14 @@ Mesh::Mesh(Backend backend, std::vector<Device> devices, std::string axis_name)
         owner = j;
     memory_owner_.push_back(owner);
   }
+}
+
+int Mesh::process_rank() const {
+  return spans_processes_ ? processes::rank() : 0;
+}
+
+int Mesh::process_count() const {
+  return spans_processes_ ? processes::size() : 1;
 }
 
 std::vector<const Device*> Mesh::memory_owners() const {

@@ -12,7 +12,10 @@ namespace ifusim {
 // Devices live at stable addresses for the mesh's lifetime: buffers refer to them.
 class Mesh {
  public:
-  Mesh(Backend backend, std::vector<Device> devices, std::string axis_name = "particles");
+  // `spans_processes`: the mesh is this process's part of a run across the processes mpirun
+  // started (mpirun ifusim run).
+  Mesh(Backend backend, std::vector<Device> devices, std::string axis_name = "particles",
+       bool spans_processes = false);
   ~Mesh();
   Mesh(const Mesh&) = delete;
   Mesh& operator=(const Mesh&) = delete;
@@ -31,7 +34,15 @@ class Mesh {
   // Whether the mesh is one process's part of a run across processes (mpirun ifusim run): its
   // collectives then also sum over the processes (data/collectives/processes.h).
   bool spans_processes() const { return spans_processes_; }
-  void set_spans_processes(bool spans) { spans_processes_ = spans; }
+  // This process's rank and the number of processes the run spans (0 and 1 for a mesh that does
+  // not span processes), and whether block b of a run's particles is this process's: the blocks
+  // are dealt round-robin, b to process b mod K. Every pass over the blocks asks here.
+  int process_rank() const;
+  int process_count() const;
+  bool owns_block(std::size_t block) const {
+    return block % static_cast<std::size_t>(process_count()) ==
+           static_cast<std::size_t>(process_rank());
+  }
 
   // State a collective keeps for the mesh's lifetime (the NCCL communicators, created once).
   mutable std::shared_ptr<void> collective_state;

@@ -53,7 +53,7 @@ std::map<std::string, FieldSpec> input_fields() {
   std::map<std::string, FieldSpec> out;
   Set set;
   Set::for_each_field(set, [&](const FieldSpec& spec, auto&) {
-    if (!spec.derived) out.emplace(spec.name, spec);
+    if (!spec.derived()) out.emplace(spec.name, spec);
   });
   return out;
 }
@@ -112,7 +112,7 @@ Set put_set(const Mesh& mesh, const std::map<std::string, HostField>& fields) {
     using Array = std::decay_t<decltype(field)>;
     if constexpr (std::is_same_v<Array, ShardedArray<float>>) {
       const auto it = fields.find(spec.name);
-      if (it != fields.end() && !spec.derived)
+      if (it != fields.end() && !spec.derived())
         field = device_put(mesh, it->second.values, spec.components, Sharding::sharded());
     }
   });
@@ -125,7 +125,7 @@ std::map<std::string, HostField> host_set(const Set& set) {
   Set::for_each_field(set, [&](const FieldSpec& spec, const auto& field) {
     using Array = std::decay_t<decltype(field)>;
     if constexpr (std::is_same_v<Array, ShardedArray<float>>)
-      if (!spec.derived && !field.empty())
+      if (!spec.derived() && !field.empty())
         out[spec.name] = {field.to_host(), field.rows(), spec.components};
   });
   return out;

@@ -22,7 +22,7 @@ Stars StarStream::empty_block(const Mesh& mesh) const {
   Stars::for_each_field(stars, [&](const FieldSpec& spec, auto& field) {
     // Derived fields come from the stages; of the input's, the smoothing length is optional.
     const std::string name = spec.name;
-    if (spec.derived || (name == "smoothing_length_kpc" && !optional.count(name))) return;
+    if (spec.derived() || (name == "smoothing_length_kpc" && !optional.count(name))) return;
     field = std::decay_t<decltype(field)>(mesh, 0, spec.components, Sharding::sharded());
   });
   return stars;

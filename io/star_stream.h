@@ -7,7 +7,6 @@
 #include <set>
 #include <string>
 
-#include "data/collectives/processes.h"
 #include "data/galaxy_data.h"
 #include "data/mesh.h"
 
@@ -39,16 +38,12 @@ class StarStream {
   // blocks shared among the processes of a run across them (for_each_own_block).
   StarBounds read_bounds(const Mesh& mesh, std::size_t block_rows) const;
   // f(first_row, n_rows) for every block of block_rows rows this process reads in a pass: all
-  // of them, or in a run across processes (Mesh::spans_processes) blocks k, k + K, k + 2K, ...
-  // of process k of K. What the blocks give is then merged over the processes.
+  // of them, or in a run across processes its share (Mesh::owns_block). What the blocks give is
+  // then merged over the processes.
   template <class F>
   void for_each_own_block(const Mesh& mesh, std::size_t block_rows, F&& f) const {
-    const bool shared = mesh.spans_processes();
-    const auto k = static_cast<std::size_t>(shared ? processes::rank() : 0);
-    const auto processes_count = static_cast<std::size_t>(shared ? processes::size() : 1);
-    for (std::size_t first = k * block_rows; first < n_rows();
-         first += processes_count * block_rows)
-      f(first, std::min(block_rows, n_rows() - first));
+    for (std::size_t b = 0, first = 0; first < n_rows(); ++b, first += block_rows)
+      if (mesh.owns_block(b)) f(first, std::min(block_rows, n_rows() - first));
   }
 };
 

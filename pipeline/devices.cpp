@@ -34,7 +34,7 @@ void check_run_device_count(Backend backend, int n_devices, bool oversubscribe,
                       "sharing threads (the same cube, only slower: for testing sharding)");
 }
 
-std::unique_ptr<Mesh> make_mesh(Backend backend, int n_devices) {
+std::unique_ptr<Mesh> make_mesh(Backend backend, int n_devices, bool spans_processes) {
   if (n_devices < 0) throw std::invalid_argument("--devices: expected a count >= 1");
   std::vector<Device> devices;
   if (backend == Backend::cpu) {
@@ -68,7 +68,7 @@ std::unique_ptr<Mesh> make_mesh(Backend backend, int n_devices) {
       devices.push_back(std::move(d));
     }
   }
-  return std::make_unique<Mesh>(backend, std::move(devices));
+  return std::make_unique<Mesh>(backend, std::move(devices), "particles", spans_processes);
 }
 
 }  // namespace ifusim

@@ -12,7 +12,8 @@ namespace ifusim {
 // - cuda: one device per GPU by default (n_devices = 0); more logical devices than GPUs are
 //   allowed, dealt round-robin over the GPUs, each with its own stream and buffers.
 // Throws with a plain message when the backend cannot provide them (no GPU, bad count).
-std::unique_ptr<Mesh> make_mesh(Backend backend, int n_devices = 0);
+// `spans_processes`: the mesh is this process's part of a run across processes (Mesh).
+std::unique_ptr<Mesh> make_mesh(Backend backend, int n_devices = 0, bool spans_processes = false);
 
 // The OpenMP threads the cpu backend deals out to host devices.
 int host_thread_count();

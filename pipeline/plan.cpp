@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include "data/runtime.h"
@@ -59,10 +60,10 @@ std::string gb(double bytes) {
 }
 
 // The fields a particle set would hold (declared once in data/galaxy_data.h), their sharding
-// text, and the bytes one row takes. Derived fields a run does not make are left out.
+// text, and the bytes one row takes. Fields of stages the run does not have are left out.
 template <class Set>
 std::size_t describe_fields(std::ostream& out, const std::string& set_name, std::size_t rows,
-                            const Mesh& mesh, bool with_dust) {
+                            const Mesh& mesh, const std::set<std::string>& provided) {
   std::vector<ShardLayout> layout;
   const auto ranges = split_evenly(rows, mesh.size());
   for (std::size_t d = 0; d < mesh.size(); ++d) {
@@ -74,8 +75,7 @@ std::size_t describe_fields(std::ostream& out, const std::string& set_name, std:
   Set::for_each_field(set, [&](const FieldSpec& f, const auto& field) {
     using T = typename std::decay_t<decltype(field)>::value_type;
     const std::string name(f.name);
-    if (name == "dust_av" && !with_dust) return;
-    if (name == "temperature_k" && rows == 0) return;
+    if (f.origin == FieldOrigin::stage && provided.count(set_name + "." + name) == 0) return;
     row_bytes += sizeof(T) * static_cast<std::size_t>(f.components);
     out << describe_sharding(set_name + "." + name, type_name<T>(), rows, f.components,
                              Sharding::sharded(), layout);
@@ -102,7 +102,7 @@ Observation observation_of(const RunConfig& c, const SspGrid& ssp) {
   return o;
 }
 
-CubeMargin run_margin(const std::vector<std::unique_ptr<Stage>>& stages, const Observation& obs) {
+CubeMargin run_margin(const std::vector<const Stage*>& stages, const Observation& obs) {
   CubeMargin total;
   for (const auto& stage : stages) {
     const CubeMargin m = stage->margin(obs);
@@ -112,15 +112,11 @@ CubeMargin run_margin(const std::vector<std::unique_ptr<Stage>>& stages, const O
   return total;
 }
 
-RunPlan plan_run(const RunConfig& c, const Mesh& mesh,
-                 const std::vector<std::unique_ptr<Stage>>& stages, const SspGrid& ssp,
-                 bool read_gas, const CubeMargin& margin) {
+RunPlan plan_run(const RunConfig& c, const Mesh& mesh, const std::vector<const Stage*>& stages,
+                 const SspGrid& ssp, bool read_gas, const CubeMargin& margin) {
   RunPlan plan;
   std::ostringstream out;
   const Counts n = count_particles(c, read_gas);
-  bool dust = false;
-  for (const auto& s : stages)
-    for (const auto& p : s->provides()) dust = dust || p == "stars.dust_av";
 
   PlanContext ctx;
   ctx.mesh = &mesh;
@@ -132,7 +128,8 @@ RunPlan plan_run(const RunConfig& c, const Mesh& mesh,
   ctx.n_spaxels = side * side;
   ctx.n_wave = c.telescope.n_wave() + 2 * margin.wavelengths;
   ctx.n_ssp_nodes = static_cast<int>(ssp.n_age() * ssp.n_metallicity());
-  ctx.dust = dust;
+  for (const Stage* s : stages)
+    for (const auto& p : s->provides()) ctx.provided.insert(p.name);
   ctx.observation = observation_of(c, ssp);
   ctx.observation.margin = margin;
 
@@ -150,9 +147,10 @@ RunPlan plan_run(const RunConfig& c, const Mesh& mesh,
 
   // 1. Sharding of every field, and the replicated tables.
   out << "particle fields (Sharded over \"" << mesh.axis_name() << "\"):\n";
-  const std::size_t star_row_bytes = describe_fields<Stars>(out, "stars", n.stars, mesh, dust);
+  const std::size_t star_row_bytes =
+      describe_fields<Stars>(out, "stars", n.stars, mesh, ctx.provided);
   const std::size_t gas_row_bytes =
-      n.gas > 0 ? describe_fields<Gas>(out, "gas", n.gas, mesh, false) : 0;
+      n.gas > 0 ? describe_fields<Gas>(out, "gas", n.gas, mesh, ctx.provided) : 0;
   out << "replicated tables:\n";
   std::vector<ShardLayout> replicas;
   for (std::size_t d = 0; d < mesh.size(); ++d) {

@@ -25,12 +25,11 @@ struct RunPlan {
 Observation observation_of(const RunConfig& config, const SspGrid& ssp);
 
 // What the run simulates beyond the field and the band: the stages' margins summed per axis.
-CubeMargin run_margin(const std::vector<std::unique_ptr<Stage>>& stages, const Observation& obs);
+CubeMargin run_margin(const std::vector<const Stage*>& stages, const Observation& obs);
 
 // `read_gas`: whether the run reads the gas (some stage uses it and the config allows it);
 // `margin`: run_margin of the stages.
-RunPlan plan_run(const RunConfig& config, const Mesh& mesh,
-                 const std::vector<std::unique_ptr<Stage>>& stages, const SspGrid& ssp,
-                 bool read_gas, const CubeMargin& margin);
+RunPlan plan_run(const RunConfig& config, const Mesh& mesh, const std::vector<const Stage*>& stages,
+                 const SspGrid& ssp, bool read_gas, const CubeMargin& margin);
 
 }  // namespace ifusim

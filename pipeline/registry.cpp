@@ -1,12 +1,14 @@
 #include "pipeline/registry.h"
 
 #include <algorithm>
+#include <set>
 
 #include "io/json_params.h"
 #include "stages/aperture_mask/aperture_mask.h"
 #include "stages/dust/dust.h"
 #include "stages/emission_lines/emission_lines.h"
 #include "stages/flux/flux.h"
+#include "stages/foreground_dust/foreground_dust.h"
 #include "stages/lsf/lsf.h"
 #include "stages/mass_image/mass_image.h"
 #include "stages/noise/noise.h"
@@ -19,68 +21,124 @@
 namespace ifusim {
 namespace {
 
-std::unique_ptr<Stage> make_stellar_spectra(const nlohmann::json& params, const std::string& path,
-                                            const StageResources& resources) {
-  if (!resources.ssp) throw ConfigError(path + ": stellar_spectra needs an SSP template library");
-  return make_stellar_spectra_stage(resources.ssp,
-                                    StellarSpectraParams::from_json(JsonParams(params, path)));
+// Every stage, in pipeline order: its folder's StageEntry (stages/<folder>/<folder>.h). Adding a
+// stage is its folder, its header's include above and one line here.
+const std::vector<StageEntry>& registry() {
+  static const std::vector<StageEntry> entries = {
+      spaxel_grid_stage(),
+      orient_stage(),
+      aperture_stage(),
+      dust_stage(),
+      mass_image_stage(),
+      stellar_spectra_stage(),
+      emission_lines_stage(),
+      psum_stage(),
+      flux_stage(),
+      foreground_dust_stage(),
+      psf_stage(),
+      lsf_stage(),
+      aperture_mask_stage(),
+      noise_stage(),
+  };
+  return entries;
 }
 
-// Every stage, in pipeline order.
-constexpr StageEntry kStages[] = {
-    {"spaxel_grid", "assign stars to a square grid of spaxels (kpc)", &make_spaxel_grid_stage,
-     nullptr},
-    {"orient", "face-on by the inertia tensor, then Euler angles", &make_orient_stage, nullptr},
-    {"aperture", "assign stars to the telescope's spaxels and aperture", &make_aperture_stage,
-     nullptr},
-    {"dust", "A_V per star from the gas in front of it (CCM89 or Calzetti 2000 curve)",
-     &make_dust_stage, nullptr},
-    {"mass_image", "accumulate a mass-weighted image per device", &make_mass_image_stage, nullptr},
-    {"stellar_spectra", "fused SSP interpolation, Doppler shift and resampling into the cube",
-     nullptr, &make_stellar_spectra},
-    {"emission_lines",
-     "nebular lines of the star-forming gas (Kennicutt H-alpha, Case B, Curti 2020 metal lines)",
-     &make_emission_lines_stage, nullptr},
-    {"psum", "sum the per-device partial cubes (exact, reproducible)", &make_psum_stage, nullptr},
-    {"flux", "luminosity density to observed flux density, L / (4 pi D_L^2)", &make_flux_stage,
-     nullptr},
-    {"psf", "convolve every wavelength plane with a Gaussian or Moffat PSF", &make_psf_stage,
-     nullptr},
-    {"lsf", "convolve every spectrum with the instrument's Gaussian LSF", &make_lsf_stage, nullptr},
-    {"aperture_mask", "NaN in the spaxels outside a circular or hexagonal aperture",
-     &make_aperture_mask_stage, nullptr},
-    {"noise", "add seeded Gaussian noise for a target S/N, fill the variance", &make_noise_stage,
-     nullptr},
-};
+const char* kind_name(StageKind kind) {
+  switch (kind) {
+    case StageKind::particle:
+      return "a particle stage";
+    case StageKind::reduction:
+      return "the reduction";
+    case StageKind::cube:
+      return "a cube stage";
+  }
+  return "";
+}
+
+// Whether `field` is one of the field table's fields of a particle set.
+template <class Set>
+bool in_field_table(const std::string& field) {
+  bool found = false;
+  Set set;
+  Set::for_each_field(set, [&](const FieldSpec& f, const auto&) { found = found || field == f.name; });
+  return found;
+}
+
+// For a particle field ("stars.x", "gas.x"): whether it is one of the field table's.
+bool known_field(const std::string& name) {
+  if (name.rfind("stars.", 0) == 0) return in_field_table<Stars>(name.substr(6));
+  if (name.rfind("gas.", 0) == 0) return in_field_table<Gas>(name.substr(4));
+  return true;  // a product, not a field
+}
 
 }  // namespace
 
 std::span<const StageEntry> stage_registry() {
-  return kStages;
+  return registry();
+}
+
+const StageEntry& stage_entry(const std::string& name, const std::string& path) {
+  const auto& entries = registry();
+  const auto entry = std::find_if(entries.begin(), entries.end(),
+                                  [&](const StageEntry& s) { return name == s.name; });
+  if (entry != entries.end()) return *entry;
+  std::string known;
+  for (const auto& s : entries) known += (known.empty() ? "" : ", ") + s.name;
+  throw ConfigError(path + ": unknown stage \"" + name + "\" (known: " + known + ")");
 }
 
 std::unique_ptr<Stage> make_stage(const std::string& name, const nlohmann::json& params,
                                   const std::string& path, const StageResources& resources) {
-  const auto entry = std::find_if(stage_registry().begin(), stage_registry().end(),
-                                  [&](const StageEntry& s) { return name == s.name; });
-  if (entry == stage_registry().end()) {
-    std::string known;
-    for (const auto& s : stage_registry())
-      known += (known.empty() ? "" : ", ") + std::string(s.name);
-    throw ConfigError(path + ": unknown stage \"" + name + "\" (known: " + known + ")");
-  }
-  return entry->make ? entry->make(params, path)
-                     : entry->make_with_resources(params, path, resources);
+  return stage_entry(name, path).make(params, path, resources);
 }
 
-void check_stage_order(const std::vector<std::unique_ptr<Stage>>& stages,
-                       const std::vector<std::string>& paths, std::vector<std::string> available) {
-  for (std::size_t i = 0; i < stages.size(); ++i) {
-    for (const auto& need : stages[i]->needs())
+std::vector<std::string> input_fields() {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& set_name, auto set) {
+    decltype(set)::for_each_field(set, [&](const FieldSpec& f, const auto&) {
+      if (f.origin != FieldOrigin::stage) out.push_back(set_name + "." + f.name);
+    });
+  };
+  add("stars", Stars{});
+  add("gas", Gas{});
+  return out;
+}
+
+void check_stages(const std::vector<RunStage>& stages, std::vector<std::string> available) {
+  std::set<std::string> seen;
+  const RunStage* after_particles = nullptr;  // the first stage that is not a particle stage
+  const RunStage* first_cube = nullptr;
+  auto order_error = [](const RunStage& s, const RunStage& before) {
+    return ConfigError(s.path + ": stage \"" + s.entry->name + "\" is " +
+                       kind_name(s.entry->kind) + " and must come before " +
+                       kind_name(before.entry->kind) + " \"" + before.entry->name + "\" (" +
+                       before.path +
+                       "): the particles are deposited, then reduced, then the cube transformed");
+  };
+  for (const RunStage& s : stages) {
+    const std::string& name = s.entry->name;
+    const StageKind kind = s.entry->kind;
+    if (kind == StageKind::particle && after_particles) throw order_error(s, *after_particles);
+    if (kind == StageKind::reduction && first_cube) throw order_error(s, *first_cube);
+    if (kind != StageKind::particle && !after_particles) after_particles = &s;
+    if (kind == StageKind::cube && !first_cube) first_cube = &s;
+    if (!seen.insert(name).second && !s.entry->repeatable)
+      throw ConfigError(s.path + ": stage \"" + name +
+                        "\" is listed twice; a stage may appear once in a pipeline");
+    for (const auto& need : s.stage->needs()) {
+      if (!known_field(need))
+        throw std::logic_error("stage " + name + " needs " + need +
+                               ", which is not in the field table (data/galaxy_data.h)");
       if (std::find(available.begin(), available.end(), need) == available.end())
-        throw ConfigError(paths[i] + ": stage \"" + stages[i]->name() + "\" needs " + need +
+        throw ConfigError(s.path + ": stage \"" + name + "\" needs " + need +
                           ", which neither the input nor an earlier stage provides");
-    for (const auto& p : stages[i]->provides()) available.push_back(p);
+    }
+    for (const auto& p : s.stage->provides()) {
+      if (!known_field(p.name))
+        throw std::logic_error("stage " + name + " provides " + p.name +
+                               ", which is not in the field table (data/galaxy_data.h)");
+      available.push_back(p.name);
+    }
   }
 }
 
@@ -91,8 +149,7 @@ std::vector<std::unique_ptr<Stage>> make_stages(const nlohmann::json& stages,
   if (!stages.is_array() || stages.empty())
     throw ConfigError(path +
                       ": expected a non-empty array of {\"stage\": NAME, \"params\": {...}}");
-  std::vector<std::unique_ptr<Stage>> out;
-  std::vector<std::string> paths;
+  std::vector<RunStage> run;
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const std::string at = path + "[" + std::to_string(i) + "]";
     JsonParams entry(stages[i], at);
@@ -102,10 +159,12 @@ std::vector<std::unique_ptr<Stage>> make_stages(const nlohmann::json& stages,
     const nlohmann::json params =
         entry.has("params") ? entry.raw("params") : nlohmann::json::object();
     entry.finish();
-    out.push_back(make_stage(name, params, at + ".params", resources));
-    paths.push_back(at);
+    const StageEntry& e = stage_entry(name, at);
+    run.push_back({&e, e.make(params, at + ".params", resources), at});
   }
-  check_stage_order(out, paths, std::move(available));
+  check_stages(run, std::move(available));
+  std::vector<std::unique_ptr<Stage>> out;
+  for (auto& s : run) out.push_back(std::move(s.stage));
   return out;
 }
 

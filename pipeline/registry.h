@@ -1,4 +1,7 @@
 #pragma once
+// The stage registry: every stage the pipeline knows, in one explicit list
+// (pipeline/registry.cpp; no static self-registration), each described by its entry
+// (stages/stage.h: StageEntry).
 #include <memory>
 #include <span>
 #include <string>
@@ -6,45 +9,46 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/ssp_grid.h"
 #include "stages/stage.h"
 
 namespace ifusim {
 
-using StageFactory = std::unique_ptr<Stage> (*)(const nlohmann::json& params,
-                                                const std::string& path);
-
-// What some stages need beyond their parameters, loaded once by the runner.
-struct StageResources {
-  std::shared_ptr<const SspGrid> ssp;  // the template library (stellar_spectra)
-};
-using ResourceStageFactory = std::unique_ptr<Stage> (*)(const nlohmann::json& params,
-                                                        const std::string& path,
-                                                        const StageResources& resources);
-
-struct StageEntry {
-  const char* name;
-  const char* summary;
-  StageFactory make;  // one of the two is set
-  ResourceStageFactory make_with_resources;
-};
-
-// Every stage the pipeline knows, in one explicit list (no static self-registration).
+// Every stage, in pipeline order.
 std::span<const StageEntry> stage_registry();
 
-// Makes the stages of a run from a JSON array [{"stage": NAME, "params": {...}}, ...] at `path`
-// (e.g. "stages"), validating every stage's parameters and the order (each stage's needs met by
-// the input or an earlier stage) before anything runs. `available` is what the input provides.
+// The entry of stage `name`; a ConfigError at `path` naming the known stages otherwise.
+const StageEntry& stage_entry(const std::string& name, const std::string& path);
+
+// One stage of a run: its entry, the stage made from its parameters, and the config path of its
+// parameters ("stages.psf", "stages[2].params").
+struct RunStage {
+  const StageEntry* entry = nullptr;
+  std::unique_ptr<Stage> stage;
+  std::string path;
+};
+
+// One stage by name, its parameters at `path`.
+std::unique_ptr<Stage> make_stage(const std::string& name, const nlohmann::json& params,
+                                  const std::string& path, const StageResources& resources);
+
+// Checks a run's stages before anything runs, with errors naming the stage's config path:
+// - every stage's needs are met by `available` (what the input provides) or an earlier stage;
+//   a particle field it needs or provides ("stars.x", "gas.x") is one of the field table's
+//   (data/galaxy_data.h);
+// - a stage is listed once unless its entry says it may repeat;
+// - the particle stages come before the reduction (psum, if listed) and the cube stages after.
+void check_stages(const std::vector<RunStage>& stages, std::vector<std::string> available);
+
+// The particle fields every input gives (the field table's fields that no stage derives), as
+// needs: "stars.position_kpc", ...
+std::vector<std::string> input_fields();
+
+// Makes the stages of a JSON array [{"stage": NAME, "params": {...}}, ...] at `path` (e.g.
+// "stages"), validating every stage's parameters and checking them (check_stages) before
+// anything runs. `available` is what the input provides (input_fields(): all the input fields).
 std::vector<std::unique_ptr<Stage>> make_stages(const nlohmann::json& stages,
                                                 const std::string& path,
                                                 std::vector<std::string> available,
                                                 const StageResources& resources = {});
-
-// One stage by name, its parameters at `path` (used by make_stages and the runner).
-std::unique_ptr<Stage> make_stage(const std::string& name, const nlohmann::json& params,
-                                  const std::string& path, const StageResources& resources);
-// Checks that every stage's needs are met by `available` or an earlier stage.
-void check_stage_order(const std::vector<std::unique_ptr<Stage>>& stages,
-                       const std::vector<std::string>& paths, std::vector<std::string> available);
 
 }  // namespace ifusim

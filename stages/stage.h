@@ -1,29 +1,52 @@
 #pragma once
-// The contract every stage keeps: parameters parsed and validated from JSON when the stage is
-// made (nothing runs until every stage of a run is made), then run() on the run's state, using
-// shard_map for per-device work. Stages are listed explicitly in pipeline/registry.cpp.
+// The contract every stage keeps (docs/design.md, "Stages"). A run is one loop:
+//
+//   passes over the particles -> each block deposited by the particle stages -> one reduction
+//   (psum) -> the cube stages on the reduced cube -> outputs
+//
+// - A particle stage (StageKind::particle) may ask for a pass over the stars or the gas first
+//   (pass / observe / end_pass: a centre, bounds, kNN lengths, dust screens), then run() on every
+//   block of particles: it derives fields of the block (stars.spaxel_index, stars.dust_av) or
+//   deposits the block into the partial results it declared on its first block (declare_partial:
+//   fixed-point arrays, the spectral histogram, moments). A held galaxy is one block; a streamed
+//   galaxy many; a run across processes each process's share of them.
+// - The reduction (StageKind::reduction: psum) sums every partial result over the devices and
+//   processes, exactly, and lets each make what it stands for (the cube, maps). The run loop
+//   does it between the particle and the cube stages whether or not the config lists psum.
+// - A cube stage (StageKind::cube) transforms the reduced cube and its maps (flux, psf, lsf,
+//   aperture_mask, noise).
+//
+// A stage describes itself: its registry entry (StageEntry: name, summary, kind, the run-config
+// keys its parameters inherit, its quick-looks, whether it crops the margin or may repeat), and
+// the stage made from its parameters (what it needs and provides, with units; its memory; its
+// margin). Parameters are parsed and validated when the stage is made, before anything runs.
+// Stages are listed explicitly in pipeline/registry.cpp, and the runner knows none by name.
+#include <any>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
+#include <typeinfo>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "data/collectives/reductions.h"
 #include "data/datacube.h"
 #include "data/galaxy_data.h"
 #include "data/mesh.h"
+#include "data/ssp_grid.h"
 #include "data/telescope.h"
-#include "stages/dust/dust_curves.h"
-#include "stages/spaxel_grid/grid.h"
 
 namespace ifusim {
 
 // How far beyond the telescope's field (spaxels, on each side) and band (wavelength pixels, at
 // each end) the run simulates, so that the PSF and the LSF can bring in light from just outside;
-// aperture_mask crops it.
+// a stage that crops the margin (StageEntry::crops_margin) cuts it off again.
 struct CubeMargin {
   int spaxels = 0;
   int wavelengths = 0;
@@ -41,7 +64,7 @@ struct Observation {
   ResolutionCurve template_fwhm_angstrom;       // the SSP library's own resolution (rest frame)
   std::uint64_t seed = 0;                       // for anything random (noise)
   // What the run simulates beyond the field and the band: the sum of the stages' margin(), set
-  // by the pipeline; aperture_mask crops it and sets it back to none.
+  // by the pipeline; the stage that crops it sets it back to none.
   CubeMargin margin;
   // The wavelength grid's first pixel centre, margin included.
   double simulated_wave_start_angstrom() const {
@@ -49,21 +72,47 @@ struct Observation {
   }
 };
 
+// What stages make for later stages besides particle fields and maps: the spaxel grid the stars
+// were placed on ("spaxels"), the dust's attenuation curve ("dust_attenuation"), ... Each is
+// stored under the name the stage lists in provides() and read, typed, by the stages that list
+// it in needs(); a missing product or the wrong type is a logic error naming it (the needs are
+// checked against the provides before anything runs).
+class Products {
+ public:
+  template <class T>
+  void put(const std::string& name, T value) {
+    values_[name] = std::move(value);
+  }
+  template <class T>
+  const T* find(const std::string& name) const {
+    const auto it = values_.find(name);
+    if (it == values_.end()) return nullptr;
+    const T* value = std::any_cast<T>(&it->second);
+    if (!value)
+      throw std::logic_error("product \"" + name + "\" is not a " + typeid(T).name());
+    return value;
+  }
+  template <class T>
+  const T& get(const std::string& name) const {
+    const T* value = find<T>(name);
+    if (!value) throw std::logic_error("product \"" + name + "\" has not been made yet");
+    return *value;
+  }
+
+ private:
+  std::map<std::string, std::any> values_;
+};
+
 struct RunState;
 
-// A partial result a stage leaves for the psum stage: device-local sums that only mean something
-// once reduced over the mesh, and what the total becomes (the cube, maps, ...). The psum stage
-// reduces every one in the order they were declared, so the runner knows nothing of what a stage
+// A partial result a particle stage declares: device-local sums that only mean something once
+// reduced over the mesh, and what the total becomes (the cube, maps, ...). The reduction reduces
+// every one in the order they were declared, so the run loop knows nothing of what a stage
 // accumulates.
 class PartialResult {
  public:
   virtual ~PartialResult() = default;
   virtual void reduce(RunState& state) = 0;
-  // Who declared it (the stage) and what it is ("mass moments"): a streamed run gives a stage its
-  // stars block by block, and each block adds to the partials the first one declared
-  // (find_partial).
-  const void* owner = nullptr;
-  std::string name;
 };
 
 // The common case: one fixed-point array (data/fixed_point.h) and what to do with its total.
@@ -91,19 +140,17 @@ class PartialArray final : public PartialResult {
 struct RunState {
   explicit RunState(const Mesh& run_mesh) : mesh(run_mesh) {}
   const Mesh& mesh;
-  GalaxyData data;
+  GalaxyData data;  // the block of particles held now (all of a held galaxy)
   Observation observation;
-  CubeShape spaxels;       // set by the spaxel stage (n_wave = 0 until spectra)
-  SpaxelGrid spaxel_grid;  // the grid behind `spaxels` (set with it)
-  // Declared by the stages that accumulate per device, reduced (and emptied) by psum.
+  CubeShape spaxels;  // the cube's shape: set by the spaxel stage (n_wave = 0 until spectra)
+  Products products;  // what stages made for later stages (Products)
+  // Declared by the particle stages, reduced (and emptied) by the reduction.
   std::vector<std::unique_ptr<PartialResult>> partials;
   // Per-spaxel maps made along the way, by name ("velocity_mass_kms", "dispersion_light_kms",
   // ...): they go into the cube's files beside it.
   std::map<std::string, SkyMap> maps;
-  std::optional<Cube> cube;  // the reduced cube, after psum
-  DustCurve dust_curve;      // set by the dust stage with stars.dust_av
-  // Set with it: no star's A_V exceeds this (the deepest screen), in any block of the stars.
-  double dust_av_bound_mag = 0.0;
+  std::optional<Cube> cube;  // the reduced cube, after the reduction
+  std::uint64_t reductions = 0;  // how many times the partials were reduced (PartialHandle)
 
   // Bounds over all the galaxy's stars (GalaxyData::star_bounds): set by the pipeline before
   // the first stage; measured on the stars held now where a test runs stages by hand.
@@ -117,23 +164,33 @@ struct RunState {
   }
 };
 
-// The partial `name` that `owner` declared in this run and psum has not reduced yet, or nullptr.
+// A particle stage's hold on a partial result it declares: the first block of a run's deposit
+// declares it, every later block adds to it, and the reduction takes it (after which a new
+// deposit declares a new one). The stage keeps the handle as its own state.
 template <class P>
-P* find_partial(const RunState& state, const void* owner, const std::string& name) {
-  for (const auto& p : state.partials)
-    if (p->owner == owner && p->name == name) return dynamic_cast<P*>(p.get());
-  return nullptr;
-}
+class PartialHandle {
+ public:
+  // The partial declared in `state` since its last reduction, or nullptr.
+  P* get(const RunState& state) const {
+    return state_ == &state && reductions_ == state.reductions ? partial_ : nullptr;
+  }
+  P& declare(RunState& state, std::unique_ptr<P> partial) {
+    partial_ = partial.get();
+    state_ = &state;
+    reductions_ = state.reductions;
+    state.partials.push_back(std::move(partial));
+    return *partial_;
+  }
 
-// Declares a partial of `owner`, named `name`, and returns it.
-template <class P>
-P& declare_partial(RunState& state, const void* owner, std::string name, std::unique_ptr<P> p) {
-  p->owner = owner;
-  p->name = std::move(name);
-  P& out = *p;
-  state.partials.push_back(std::move(p));
-  return out;
-}
+ private:
+  P* partial_ = nullptr;
+  const RunState* state_ = nullptr;
+  std::uint64_t reductions_ = 0;
+};
+
+// The reduction: every partial result of the run reduced over the mesh (and the processes), in
+// the order they were declared, then emptied. What the psum stage and the run loop call.
+void reduce_partials(RunState& state);
 
 // What a dry run knows before any particle is read (ifusim plan, and the check ifusim run makes
 // first): the particle counts, the spaxels and wavelengths, the template grid.
@@ -144,7 +201,9 @@ struct PlanContext {
   std::size_t n_spaxels = 0;
   int n_wave = 0;
   int n_ssp_nodes = 0;
-  bool dust = false;        // a dust stage gives the stars an A_V
+  // The products the run's stages provide ("stars.dust_av" where a dust stage gives the stars
+  // an A_V).
+  std::set<std::string> provided;
   Observation observation;  // without the galaxy's cosmology (distances and scales are 0)
   std::size_t n_voxels() const { return n_spaxels * static_cast<std::size_t>(n_wave); }
 };
@@ -173,31 +232,38 @@ struct StreamedInput {
   }
 };
 
+// Something a stage makes: a particle field ("stars.dust_av", declared in the field table of
+// data/galaxy_data.h), a product for later stages ("spaxels"), or a stage of the cube ("cube",
+// "cube_flux"), with its unit ("" for none) and what it is.
+struct Provided {
+  std::string name;
+  std::string unit;
+  std::string what;
+};
+
+enum class StageKind {
+  particle,   // passes over the particles, then deposits every block
+  reduction,  // psum: the barrier between the particle and the cube stages
+  cube,       // transforms the reduced cube and maps
+};
+
 class Stage {
  public:
   virtual ~Stage() = default;
   virtual std::string name() const = 0;
-  // Names of what the stage reads and writes ("stars.spaxel_index", "partial_cube", "cube"),
-  // so that a run's stage order is checked before anything runs.
+  // Names of what the stage reads and makes: particle fields ("stars.spaxel_index") and products
+  // ("spaxels", "partial_cube", "cube"). A run's stage order is checked against them, and
+  // against the field table, before anything runs.
   virtual std::vector<std::string> needs() const = 0;
-  virtual std::vector<std::string> provides() const = 0;
-  virtual void run(RunState& state) const = 0;
+  virtual std::vector<Provided> provides() const = 0;
+  // A particle stage: every block of particles (a held galaxy's one block, a streamed galaxy's
+  // blocks: its gas in one block of its own, then its stars). A cube stage: once, on the cube.
+  virtual void run(RunState& state) = 0;
 
-  // Streaming (input.stream_block_stars, docs/streaming.md): the galaxy's stars come in blocks
-  // and never all at once; its gas comes in one block of its own, before them. The stages
-  // before the first that does not stream run on every block; the rest run once, after. A stage
-  // that streams acts on each particle on its own, given the tables of the run and what its
-  // passes found, and adds each block to the partials its first block declared (find_partial).
-  // `input`: what the blocks bring.
-  virtual bool streams(const StreamedInput& /*input*/) const { return false; }
-  virtual std::string why_not_streamed() const { return "it works on the whole galaxy"; }
-  // A stage that needs something of all the particles before it can act on any asks for a
-  // pass over the stars (orient: their inertia tensor) or over the gas (dust: its screens): the
-  // pipeline shows it every block of those particles, as the stages before it left the block,
-  // then calls end_pass. A run that holds the galaxy makes the same calls once, with all of it,
-  // just before run(). A streamed run holds the gas (one block, on process 0) and streams the
-  // stars.
-  // `input`: what the blocks bring (the stars held, for a run that holds them).
+  // A particle stage that needs something of all the particles before it can act on any asks
+  // for a pass over the stars (orient: their inertia tensor) or over the gas (dust: its
+  // screens): the run loop shows it every block of those particles, as the stages before it left
+  // the block, then calls end_pass. `input`: what the blocks bring.
   enum class Pass { none, stars, gas };
   virtual Pass pass(const StreamedInput& /*input*/) const { return Pass::none; }
   virtual void observe(RunState& /*block*/) {}
@@ -209,15 +275,47 @@ class Stage {
   virtual CubeMargin margin(const Observation&) const { return {}; }
 };
 
-// What the pipeline does with a stage of a run that holds all its galaxy: the stage's pass over
-// the stars, if it needs one, then run().
-inline void run_stage(Stage& stage, RunState& state) {
-  if (stage.pass(StreamedInput::of(state.data.stars)) != Stage::Pass::none) {
-    state.star_bounds();
-    stage.observe(state);
-    stage.end_pass(state);
-  }
-  stage.run(state);
-}
+// A stage run by hand on a galaxy held at once (tests, benchmarks): its pass over the stars or
+// the gas, if it asks for one, then run() (the reduction, for the psum stage).
+void run_stage(Stage& stage, RunState& state);
+
+// What stages may ask for beyond their parameters, loaded by the pipeline (io/), never by a
+// stage.
+struct StageResources {
+  std::shared_ptr<const SspGrid> ssp;  // the run's template library
+};
+
+using StageFactory = std::unique_ptr<Stage> (*)(const nlohmann::json& params,
+                                                const std::string& path,
+                                                const StageResources& resources);
+
+// A map the run draws as a quick-look picture: the first of `maps` the run made (each with its
+// title), to `file`.
+struct QuickLook {
+  std::string file;  // "halpha_flux.png"
+  std::vector<std::pair<std::string, std::string>> maps;  // (map name, title)
+  bool diverging = false;  // a diverging colour map symmetric about 0 (velocities)
+  bool log_scale = false;  // logarithmic colours (fluxes)
+};
+
+// A run-config value a stage's parameter takes when the stage's own parameters do not give it:
+// `param` of the stage from `run_key`, a key of the run context the pipeline builds from the
+// run config ("galaxy.orientation", "ssp.interpolation", "telescope.psf_fwhm_arcsec").
+struct InheritedKey {
+  std::string param;
+  std::string run_key;
+};
+
+// A stage's registry entry: everything known of it before it is made.
+struct StageEntry {
+  std::string name;
+  std::string summary;
+  StageKind kind = StageKind::particle;
+  StageFactory make = nullptr;
+  std::vector<InheritedKey> inherits = {};
+  std::vector<QuickLook> quicklooks = {};
+  bool crops_margin = false;  // cuts the run's margin off the cube (CubeMargin)
+  bool repeatable = false;    // may be listed more than once in a run
+};
 
 }  // namespace ifusim

@@ -13,7 +13,7 @@
 #include "pipeline/registry.h"
 #include "ssp_fixture.h"
 #include "stages/dust/dust.h"
-#include "stages/psum/psum.h"
+#include "stages/stage.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
 #include "stages/stellar_spectra/stellar_spectra.h"
 
@@ -62,7 +62,7 @@ DustRun run_dust(int n_devices, const test::HostStars& stars, const HostGas& gas
   DustRun out;
   out.dust_av = state.data.stars.dust_av.to_host();
   if (!gas.mass_msun.empty()) out.gas_spaxel_index = state.data.gas.spaxel_index.to_host();
-  out.curve = state.dust_curve;
+  out.curve = state.products.get<DustAttenuation>("dust_attenuation").curve;
   return out;
 }
 

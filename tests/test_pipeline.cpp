@@ -15,6 +15,7 @@
 #include "io/run_config.h"
 #include "io/tng/synthetic_galaxy.h"
 #include "pipeline/devices.h"
+#include "pipeline/registry.h"
 #include "pipeline/runner.h"
 
 using namespace ifusim;
@@ -324,4 +325,69 @@ TEST_CASE(
   for (const double w : wavelength) n_line += std::abs(w - centre) <= 8;
   const double excess = (line - n_line * continuum / n_continuum) * cube.axes.wave_step_angstrom;
   CHECK(excess * 1e-20 == Approx(halpha_map).epsilon(0.1));
+}
+
+TEST_CASE("the run loop reduces between the particle and the cube stages; a stage is listed once",
+          "[pipeline]") {
+  TempDir dir;
+  const std::string config = example("muse_synthetic");
+  const std::vector<std::string> small = {"input.synthetic.stars=3000", "input.synthetic.gas=0"};
+  auto with = [&](const std::string& pipeline) {
+    std::vector<std::string> overrides = small;
+    overrides.push_back("pipeline=" + pipeline);
+    return load_run_config(config, overrides);
+  };
+  // Without psum the loop reduces all the same: the same cube, bit for bit, and psum reported.
+  const RunReport listed =
+      run(with(R"(["orient", "aperture", "stellar_spectra", "psum", "flux"])"), 1, dir.path / "a");
+  const RunReport implicit =
+      run(with(R"(["orient", "aperture", "stellar_spectra", "flux"])"), 1, dir.path / "b");
+  REQUIRE(listed.cube.data.size() == implicit.cube.data.size());
+  CHECK(std::memcmp(listed.cube.data.data(), implicit.cube.data.data(),
+                    listed.cube.data.size() * sizeof(double)) == 0);
+  double total = 0;
+  for (double v : implicit.cube.data) total += v;
+  CHECK(total > 0);
+  std::vector<std::string> names;
+  for (const auto& s : implicit.stages) names.push_back(s.name);
+  CHECK(names == std::vector<std::string>{"orient", "aperture", "stellar_spectra", "psum", "flux"});
+
+  // A stage listed twice would deposit (or divide by D_L^2) twice: refused, naming it.
+  CHECK_THROWS_WITH(
+      run(with(R"(["orient", "aperture", "stellar_spectra", "stellar_spectra", "psum"])"), 1,
+          dir.path / "c"),
+      Catch::Contains("stage \"stellar_spectra\" is listed twice"));
+  CHECK_THROWS_WITH(
+      run(with(R"(["orient", "aperture", "stellar_spectra", "psum", "flux", "flux"])"), 1,
+          dir.path / "c"),
+      Catch::Contains("stage \"flux\" is listed twice"));
+  // A particle stage after the reduction, the reduction after a cube stage: refused.
+  CHECK_THROWS_WITH(run(with(R"(["orient", "aperture", "psum", "stellar_spectra"])"), 1,
+                        dir.path / "c"),
+                    Catch::Contains("stages.stellar_spectra: stage \"stellar_spectra\" is a "
+                                    "particle stage and must come before the reduction \"psum\""));
+  CHECK_THROWS_WITH(
+      run(with(R"(["orient", "aperture", "stellar_spectra", "flux", "psum"])"), 1, dir.path / "c"),
+      Catch::Contains("stages.psum: stage \"psum\" is the reduction and must come before a cube "
+                      "stage \"flux\""));
+  CHECK_FALSE(fs::exists(dir.path / "c"));
+}
+
+TEST_CASE("a stage's parameters inherit the run config's keys its entry names", "[pipeline]") {
+  // orient inherits galaxy.orientation, psf the telescope's PSF, stellar_spectra the ssp policy.
+  const auto& orient = stage_entry("orient", "p");
+  REQUIRE(orient.inherits.size() == 1);
+  CHECK(orient.inherits[0].run_key == "galaxy.orientation");
+  TempDir dir;
+  const std::string config = example("muse_synthetic");
+  const std::vector<std::string> small = {"input.synthetic.stars=3000", "input.synthetic.gas=0",
+                                          R"(pipeline=["orient", "aperture", "stellar_spectra"])"};
+  auto edge_on = small, explicit_edge_on = small;
+  edge_on.push_back("galaxy.orientation=edge-on");
+  explicit_edge_on.push_back("stages.orient.orientation=edge-on");
+  const RunReport a = run(load_run_config(config, edge_on), 1, dir.path / "a");
+  const RunReport b = run(load_run_config(config, explicit_edge_on), 1, dir.path / "b");
+  const RunReport c = run(load_run_config(config, small), 1, dir.path / "c");
+  CHECK(a.cube.data == b.cube.data);
+  CHECK(a.cube.data != c.cube.data);
 }

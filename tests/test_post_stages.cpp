@@ -175,7 +175,9 @@ TEST_CASE(
       auto mesh = make_mesh(Backend::cpu, 1);
       RunState state(*mesh);
       state.observation = obs;
-      state.spaxel_grid.n_side = n + 2 * m;
+      SpaxelGrid grid;
+      grid.n_side = n + 2 * m;
+      state.products.put("spaxels", grid);
       state.spaxels = {n + 2 * m, n + 2 * m, 2};
       state.cube = point_source(n + 2 * m, n + 2 * m, 2, ix + m, iy + m);
       const double before = plane_total(*state.cube, 0);

@@ -184,7 +184,7 @@ TEST_CASE("the data model declares every field's sharding once", "[sharding]") {
   Stars stars;
   Stars::for_each_field(stars, [&](const FieldSpec& spec, auto&) {
     ++n_fields;
-    n_derived += spec.derived;
+    n_derived += spec.derived();
     CHECK(spec.sharding == Sharding::Kind::sharded);  // particle fields are split
   });
   CHECK(n_fields == 9);

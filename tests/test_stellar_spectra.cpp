@@ -11,7 +11,7 @@
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
 #include "ssp_fixture.h"
-#include "stages/psum/psum.h"
+#include "stages/stage.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
 #include "stages/stellar_spectra/stellar_spectra.h"
 #include "tng_test_util.h"

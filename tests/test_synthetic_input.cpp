@@ -51,7 +51,7 @@ std::map<std::string, std::vector<float>> fields(const GalaxyData& d) {
   std::map<std::string, std::vector<float>> out;
   Stars::for_each_field(d.stars, [&](const FieldSpec& spec, const auto& field) {
     if constexpr (std::is_same_v<std::decay_t<decltype(field)>, ShardedArray<float>>)
-      if (!spec.derived && !field.empty()) out[std::string("stars.") + spec.name] = host(field);
+      if (!spec.derived() && !field.empty()) out[std::string("stars.") + spec.name] = host(field);
   });
   Gas::for_each_field(d.gas, [&](const FieldSpec& spec, const auto& field) {
     if constexpr (std::is_same_v<std::decay_t<decltype(field)>, ShardedArray<float>>)

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "data/buffer.h"
+#include "data/collectives/processes.h"
 #include "data/dispatch.h"
 #include "data/galaxy_data.h"
 #include "data/sharded_array.h"
@@ -21,6 +22,28 @@ double max_over_processes(const Mesh& mesh, double value);
 std::int64_t sum_over_processes(const Mesh& mesh, std::int64_t value);
 void sum_over_processes(const Mesh& mesh, std::vector<std::int64_t>& values);  // in place
 StarBounds merge_over_processes(const Mesh& mesh, const StarBounds& bounds);
+
+// What every process of a run that spans them found, on every process, folded in rank order:
+// merge(merge(merge({}, rank 0's), rank 1's), ...). `mine` itself where the run is one process.
+// The stages' passes gather this way (the dust deposits, the stars' positions for kNN, the
+// sparse histogram's entries), so that every process ends with the same, split-independent set.
+template <class T, class Merge>
+std::vector<T> merge_over_processes(const Mesh& mesh, std::vector<T> mine, Merge merge) {
+  if (!mesh.spans_processes()) return mine;
+  std::vector<T> merged;
+  for (std::vector<T>& theirs : processes::allgather_values(mine))
+    merged = merge(std::move(merged), std::move(theirs));
+  return merged;
+}
+
+// The same, the processes' values one after another in rank order.
+template <class T>
+std::vector<T> concatenate_over_processes(const Mesh& mesh, std::vector<T> mine) {
+  return merge_over_processes(mesh, std::move(mine), [](std::vector<T> all, std::vector<T> theirs) {
+    all.insert(all.end(), theirs.begin(), theirs.end());
+    return all;
+  });
+}
 
 // The bounds of the stars held (data/galaxy_data.h).
 StarBounds measure_star_bounds(const Mesh& mesh, const Stars& stars);

@@ -62,11 +62,14 @@ class ApertureMaskStage final : public Stage {
  public:
   std::string name() const override { return "aperture_mask"; }
   std::vector<std::string> needs() const override { return {"cube", "spaxels"}; }
-  std::vector<std::string> provides() const override { return {"cube_masked"}; }
+  std::vector<Provided> provides() const override {
+    return {{"cube_masked", "",
+             "NaN outside the aperture, the PSF's and LSF's margin cropped"}};
+  }
 
-  void run(RunState& state) const override {
+  void run(RunState& state) override {
     if (!state.cube) throw std::logic_error("aperture_mask: no cube (psum must run first)");
-    apply_aperture_mask(state.spaxel_grid, *state.cube, state.maps);
+    apply_aperture_mask(state.products.get<SpaxelGrid>("spaxels"), *state.cube, state.maps);
     crop_margin(state.observation.margin, *state.cube, state.maps);
     state.observation.margin = {};
   }
@@ -78,6 +81,15 @@ std::unique_ptr<Stage> make_aperture_mask_stage(const nlohmann::json& params,
                                                 const std::string& path) {
   JsonParams(params, path).finish();  // no parameters: the aperture is the telescope's
   return std::make_unique<ApertureMaskStage>();
+}
+
+StageEntry aperture_mask_stage() {
+  return {.name = "aperture_mask",
+          .summary = "NaN in the spaxels outside a circular or hexagonal aperture; crops the margin",
+          .kind = StageKind::cube,
+          .make = [](const nlohmann::json& params, const std::string& path,
+                     const StageResources&) { return make_aperture_mask_stage(params, path); },
+          .crops_margin = true};
 }
 
 }  // namespace ifusim

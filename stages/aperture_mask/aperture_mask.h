@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "stages/common/spaxel_grid.h"
 #include "stages/stage.h"
 
 namespace ifusim {
@@ -22,6 +23,7 @@ void apply_aperture_mask(const SpaxelGrid& grid, Cube& cube, std::map<std::strin
 // and off every map of the cube's field.
 void crop_margin(const CubeMargin& margin, Cube& cube, std::map<std::string, SkyMap>& maps);
 
+StageEntry aperture_mask_stage();
 std::unique_ptr<Stage> make_aperture_mask_stage(const nlohmann::json& params,
                                                 const std::string& path);
 

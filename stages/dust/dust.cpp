@@ -9,7 +9,6 @@
 #include <stdexcept>
 #include <utility>
 
-#include "data/collectives/processes.h"
 #include "data/collectives/reductions.h"
 #include "data/sharded_array.h"
 #include "stages/spaxel_grid/smoothing.h"
@@ -122,12 +121,17 @@ class DustStage final : public Stage {
     return {"stars.spaxel_index", "stars.position_kpc", "spaxels",
             "gas.position_kpc",   "gas.mass_msun",      "gas.metallicity"};
   }
-  std::vector<std::string> provides() const override { return {"stars.dust_av", "gas.dust_av"}; }
-  bool streams(const StreamedInput&) const override { return true; }
+  std::vector<Provided> provides() const override {
+    return {{"stars.dust_av", "mag", "A_V of the gas in front of each star"},
+            {"gas.dust_av", "mag", "A_V of the gas in front of each gas cell"},
+            {"gas.spaxel_index", "", "the gas cells placed on the stars' grid"},
+            {"gas.smoothing_length_kpc", "kpc", "the gas cells' radii (smoothing \"kernel\")"},
+            {"dust_attenuation", "", "the attenuation curve, and the largest A_V of any star"}};
+  }
 
   Pass pass(const StreamedInput&) const override { return Pass::gas; }
   void observe(RunState& block) override {
-    const SpaxelGrid& grid = block.spaxel_grid;
+    const SpaxelGrid& grid = block.products.get<SpaxelGrid>("spaxels");
     if (block.spaxels.nx != grid.n_side || block.spaxels.ny != grid.n_side ||
         !(grid.spaxel_size_kpc > 0))
       throw std::logic_error("dust: the spaxel grid was not set by a spaxel stage");
@@ -163,17 +167,13 @@ class DustStage final : public Stage {
     n_gas_seen_ += n;
   }
   void end_pass(RunState& state) override {
-    const SpaxelGrid& grid = state.spaxel_grid;
+    const SpaxelGrid& grid = state.products.get<SpaxelGrid>("spaxels");
     const std::size_t n_spaxels = static_cast<std::size_t>(grid.n_side) * grid.n_side;
-    std::vector<DustDeposit> deposits = std::exchange(deposits_, {});
-    auto n_gas = static_cast<std::int64_t>(std::exchange(n_gas_seen_, 0));
-    if (state.mesh.spans_processes()) {  // a run across processes: the gas of every process
-      std::vector<DustDeposit> all;
-      for (const auto& theirs : processes::allgather_values(deposits))
-        all.insert(all.end(), theirs.begin(), theirs.end());
-      deposits = std::move(all);
-      n_gas = sum_over_processes(state.mesh, n_gas);
-    }
+    // A run across processes: the gas of every process.
+    std::vector<DustDeposit> deposits =
+        concatenate_over_processes(state.mesh, std::exchange(deposits_, {}));
+    const std::int64_t n_gas = sum_over_processes(
+        state.mesh, static_cast<std::int64_t>(std::exchange(n_gas_seen_, 0)));
     if (n_gas == 0) spdlog::warn("dust: the galaxy has no gas; every star gets A_V = 0");
     const std::size_t n_deposits = deposits.size();
     const DustScreens screens =
@@ -199,10 +199,10 @@ class DustStage final : public Stage {
                                    device_put(state.mesh, screens.av_through, 1, rep)});
   }
 
-  void run(RunState& state) const override {
+  void run(RunState& state) override {
     if (!screens_) throw std::logic_error("dust: run before its pass over the gas");
     const Mesh& mesh = state.mesh;
-    const SpaxelGrid& grid = state.spaxel_grid;
+    const SpaxelGrid& grid = state.products.get<SpaxelGrid>("spaxels");
     Stars& stars = state.data.stars;
     Gas& gas = state.data.gas;
     stars.dust_av = ShardedArray<float>(mesh, stars.count(), 1, Sharding::sharded());
@@ -220,8 +220,7 @@ class DustStage final : public Stage {
                         gas.position_kpc.local(d, 2), gas.dust_av.local(d));
       });
     }
-    state.dust_curve = params_.curve;
-    state.dust_av_bound_mag = av_bound_mag_;
+    state.products.put("dust_attenuation", DustAttenuation{params_.curve, av_bound_mag_});
   }
 
  private:
@@ -237,6 +236,14 @@ class DustStage final : public Stage {
 
 std::unique_ptr<Stage> make_dust_stage(const nlohmann::json& params, const std::string& path) {
   return std::make_unique<DustStage>(DustParams::from_json(JsonParams(params, path)));
+}
+
+StageEntry dust_stage() {
+  return {.name = "dust",
+          .summary = "A_V per star from the gas in front of it (CCM89 or Calzetti 2000 curve)",
+          .kind = StageKind::particle,
+          .make = [](const nlohmann::json& params, const std::string& path,
+                     const StageResources&) { return make_dust_stage(params, path); }};
 }
 
 }  // namespace ifusim

@@ -1,16 +1,18 @@
 #pragma once
 // Dust (optional stage, RUBIX's calc_dusty_ifu): every star's light is attenuated by the dust in
 // the gas in front of it along the line of sight. The spectral stage applies the attenuation;
-// this stage gives each star its A_V (stars.dust_av) and sets the curve (state.dust_curve).
+// this stage gives each star its A_V (stars.dust_av) and sets the curve (the product
+// "dust_attenuation").
 //
 // Model (docs/dust.md):
 // - Screen. The gas particles are the screen. A star in spaxel s at depth z_star (the line of
 //   sight +z points away from the observer, so gas in front has z_gas < z_star) sees the dust
 //   surface density Sigma_dust = sum over gas with z_gas < z_star of w_s m_gas DGR(Z_gas) /
-//   A_spaxel, w_s the gas particle's footprint weight in s (stages/spaxel_grid/footprint.h):
+//   A_spaxel, w_s the gas particle's footprint weight in s (stages/common/footprint.h):
 //   1 in its own spaxel without smoothing; with smoothing "kernel" its kernel's share of s, the
 //   kernel's width from the cell radius (3 m / (4 pi rho))^(1/3). Gas is assigned to spaxels with
-//   the stars' own grid (state.spaxel_grid, aperture and smoothing included);
+//   the stars' own grid (the product "spaxels", aperture and smoothing
+//   included);
 //   A_spaxel = spaxel_size_kpc^2.
 // - A star's A_V. Without smoothing, the screen of its own spaxel at its depth. With smoothing,
 //   its light is spread over its footprint, each part behind that spaxel's screen; the star gets
@@ -31,7 +33,7 @@
 //   m_H): 1.84e21 for Z = 0.02, X = 0.70 and 2.9e21 for Z = 0.0134, X = 0.738 (the Draine
 //   model's dust-to-gas ratio 1/124 corresponds to f_dm = 0.6 at Z = 0.0134).
 // - Curves: Cardelli, Clayton & Mathis 1989 with R_V (default 3.1) or Calzetti et al. 2000
-//   (default R_V = 4.05), stages/dust/dust_curves.h, evaluated at the rest wavelength.
+//   (default R_V = 4.05), stages/common/dust_curves.h, evaluated at the rest wavelength.
 //
 // Devices: on the host, the gas deposits in the grid (one per gas particle and spaxel of its
 // footprint) are sorted by (spaxel, z) and each spaxel's A_V is accumulated front to back
@@ -48,8 +50,8 @@
 #include "data/dispatch.h"
 #include "data/hd.h"
 #include "io/json_params.h"
-#include "stages/dust/dust_curves.h"
-#include "stages/spaxel_grid/footprint.h"
+#include "stages/common/dust_curves.h"
+#include "stages/common/footprint.h"
 #include "stages/stage.h"
 
 namespace ifusim {
@@ -73,6 +75,7 @@ struct DustParams {
   }
 };
 
+StageEntry dust_stage();
 std::unique_ptr<Stage> make_dust_stage(const nlohmann::json& params, const std::string& path);
 
 // The gas screens of all spaxels: entries [offsets[s], offsets[s+1]) belong to spaxel s, sorted

@@ -14,7 +14,7 @@
 #include "io/config_error.h"
 #include "io/hdf5.h"
 #include "stages/flux/flux.h"  // kSolarLuminosityErgPerS
-#include "stages/psum/psum.h"
+#include "stages/common/cube_partials.h"
 #include "stages/spaxel_grid/smoothing.h"
 
 namespace ifusim {
@@ -323,8 +323,13 @@ class EmissionLinesStage final : public Stage {
     return {"spaxels", "gas.position_kpc", "gas.velocity_kms", "gas.metallicity",
             "gas.sfr_msun_per_yr"};
   }
-  std::vector<std::string> provides() const override {
-    return {"partial_cube", "gas_kinematics", "line_maps"};
+  std::vector<Provided> provides() const override {
+    return {{"partial_cube", "Lsun/Angstrom", "the gas's emission lines, added to the cube"},
+            {"gas.spaxel_index", "", "the gas cells placed on the stars' grid"},
+            {"gas.smoothing_length_kpc", "kpc", "the gas cells' radii (smoothing \"kernel\")"},
+            {"gas_kinematics", "km/s",
+             "velocity_gas_kms, dispersion_gas_kms: H-alpha-weighted moments of the gas"},
+            {"line_maps", "erg/s/cm^2 (after flux)", "flux_<line>: every line's flux per spaxel"}};
   }
 
   std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
@@ -339,7 +344,6 @@ class EmissionLinesStage final : public Stage {
             {"emission-line windows, reduced (host)", bytes, false, ""}};
   }
 
-  bool streams(const StreamedInput&) const override { return true; }
 
   // The line windows and the fixed-point scales bound what every cell can add, so they need the
   // whole gas first: a pass over it (its count, largest SFR and |v_los|), which a streamed run
@@ -434,25 +438,25 @@ class EmissionLinesStage final : public Stage {
     setup_.emplace(std::move(s));
   }
 
-  void run(RunState& state) const override {
+  void run(RunState& state) override {
     if (!setup_) throw std::logic_error("emission_lines: run before its pass over the gas");
     const Mesh& mesh = state.mesh;
     Gas& gas = state.data.gas;
     const std::size_t n = gas.count();
     const std::size_t n_spaxels = setup_->total.shape.n_spaxels();
     // The first block declares the partials; later ones (a streamed run) add to them.
-    auto* sums = find_partial<PartialArray>(state, this, "line windows");
-    auto* moments = find_partial<PartialArray>(state, this, "gas moments");
+    PartialArray* sums = sums_.get(state);
+    PartialArray* moments = moments_.get(state);
     if (!sums) {
-      sums = &declare_partial(
-          state, this, "line windows",
+      sums = &sums_.declare(
+          state,
           std::make_unique<PartialArray>(
               ShardedArray<std::int64_t>(
                   mesh, n_spaxels * static_cast<std::size_t>(setup_->total.row_columns), 1,
                   Sharding::partial()),
               setup_->line_scale, setup_->total));
-      moments = &declare_partial(
-          state, this, "gas moments",
+      moments = &moments_.declare(
+          state,
           std::make_unique<PartialArray>(
               ShardedArray<std::int64_t>(mesh, 3 * n_spaxels, 1, Sharding::partial()),
               setup_->moment_scale, [](RunState& s, std::vector<double> sums_total) {
@@ -466,10 +470,11 @@ class EmissionLinesStage final : public Stage {
     prepare_gas_footprint(state, "emission_lines");
     const bool metals = gas.metals.rows() == n;
     LineDeposit deposit = setup_->deposit;
+    const auto* dust = state.products.find<DustAttenuation>("dust_attenuation");
     for (int l = 0; l < deposit.n_lines; ++l)
-      deposit.lines[l].attenuation_ratio =
-          attenuation_ratio(state.dust_curve, deposit.lines[l].vacuum_angstrom);
-    const SpaxelGrid& spaxel_grid = state.spaxel_grid;
+      deposit.lines[l].attenuation_ratio = attenuation_ratio(
+          dust ? dust->curve : DustCurve{}, deposit.lines[l].vacuum_angstrom);
+    const SpaxelGrid& spaxel_grid = state.products.get<SpaxelGrid>("spaxels");
     shard_map(mesh, [&](const Device& d) {
       LineDeposit on_device = deposit;
       on_device.ratio_to_halpha = setup_->ratios.local(d).data;
@@ -514,6 +519,9 @@ class EmissionLinesStage final : public Stage {
   std::size_t n_gas_ = 0;  // the pass so far
   double v_max_kms_ = 0.0, max_sfr_ = 0.0;
   std::optional<Setup> setup_;
+  // Declared by the first block, reduced by the reduction.
+  PartialHandle<PartialArray> sums_;     // the line windows
+  PartialHandle<PartialArray> moments_;  // the gas's velocity moments
 };
 
 }  // namespace
@@ -525,6 +533,20 @@ std::unique_ptr<Stage> make_emission_lines_stage(const nlohmann::json& params,
   if (!p.line_ratio_file.empty())
     table = std::make_shared<const LineRatioTable>(LineRatioTable::read(p.line_ratio_file));
   return std::make_unique<EmissionLinesStage>(std::move(p), std::move(table));
+}
+
+StageEntry emission_lines_stage() {
+  return {.name = "emission_lines",
+          .summary = "nebular lines of the star-forming gas (Kennicutt H-alpha, Case B, Curti 2020 "
+                     "metal lines)",
+          .kind = StageKind::particle,
+          .make = [](const nlohmann::json& params, const std::string& path,
+                     const StageResources&) { return make_emission_lines_stage(params, path); },
+          .quicklooks = {{"halpha_flux.png", {{"flux_halpha", "H-alpha flux"}}, false, true},
+                         {"gas_velocity.png",
+                          {{"velocity_gas_kms", "Gas line-of-sight velocity (H-alpha-weighted)"}},
+                          true,
+                          false}}};
 }
 
 }  // namespace ifusim

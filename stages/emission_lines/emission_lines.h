@@ -61,8 +61,8 @@
 #include "data/dispatch.h"
 #include "data/hd.h"
 #include "io/json_params.h"
-#include "stages/dust/dust_curves.h"
-#include "stages/spaxel_grid/footprint.h"
+#include "stages/common/dust_curves.h"
+#include "stages/common/footprint.h"
 #include "stages/stage.h"
 #include "stages/stellar_spectra/ssp_lookup.h"  // kSpeedOfLightKms
 
@@ -146,6 +146,7 @@ double calibrated_ratio_to_halpha(const EmissionLineParams& params, int index, d
 double oii_doublet_ratio(double electron_density_cm3);
 double sii_doublet_ratio(double electron_density_cm3);
 
+StageEntry emission_lines_stage();
 std::unique_ptr<Stage> make_emission_lines_stage(const nlohmann::json& params,
                                                  const std::string& path);
 

@@ -49,9 +49,12 @@ class FluxStage final : public Stage {
   FluxStage(FluxParams params, std::string path) : params_(params), path_(std::move(path)) {}
   std::string name() const override { return "flux"; }
   std::vector<std::string> needs() const override { return {"cube"}; }
-  std::vector<std::string> provides() const override { return {"cube_flux"}; }
+  std::vector<Provided> provides() const override {
+    return {{"cube_flux", "erg/(s cm^2 Angstrom)",
+             "the cube as observed flux density, L / (4 pi D_L^2)"}};
+  }
 
-  void run(RunState& state) const override {
+  void run(RunState& state) override {
     if (!state.cube) throw std::logic_error("flux: no cube (psum must run first)");
     const double observed = state.observation.luminosity_distance_mpc;
     double d_l = observed;
@@ -96,6 +99,14 @@ class FluxStage final : public Stage {
 
 std::unique_ptr<Stage> make_flux_stage(const nlohmann::json& params, const std::string& path) {
   return std::make_unique<FluxStage>(FluxParams::from_json(JsonParams(params, path)), path);
+}
+
+StageEntry flux_stage() {
+  return {.name = "flux",
+          .summary = "luminosity density to observed flux density, L / (4 pi D_L^2)",
+          .kind = StageKind::cube,
+          .make = [](const nlohmann::json& params, const std::string& path,
+                     const StageResources&) { return make_flux_stage(params, path); }};
 }
 
 }  // namespace ifusim

@@ -50,6 +50,7 @@ std::string flux_unit(int power_of_ten);
 // k when `unit_scale` is 10^k for an integer k in [-99, 99] (to 1e-12), else nothing.
 std::optional<int> power_of_ten(double unit_scale);
 
+StageEntry flux_stage();
 std::unique_ptr<Stage> make_flux_stage(const nlohmann::json& params, const std::string& path);
 
 }  // namespace ifusim

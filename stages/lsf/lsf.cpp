@@ -43,7 +43,9 @@ class LsfStage final : public Stage {
   LsfStage(LsfParams params, std::string path) : params_(params), path_(std::move(path)) {}
   std::string name() const override { return "lsf"; }
   std::vector<std::string> needs() const override { return {"cube"}; }
-  std::vector<std::string> provides() const override { return {"cube_lsf"}; }
+  std::vector<Provided> provides() const override {
+    return {{"cube_lsf", "", "every spectrum convolved with the instrument's LSF"}};
+  }
   std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
     return {
         {"convolved cube (double, host; with the cube)", c.n_voxels() * sizeof(double), false, ""}};
@@ -64,7 +66,7 @@ class LsfStage final : public Stage {
                    widest / step * gaussian_truncation_sigmas(params_.truncate_peak_fraction)))};
   }
 
-  void run(RunState& state) const override {
+  void run(RunState& state) override {
     if (!state.cube) throw std::logic_error("lsf: no cube (psum must run first)");
     Cube& cube = *state.cube;
     refuse_cropped_cube(state, "lsf (" + path_ + ")");
@@ -164,6 +166,14 @@ class LsfStage final : public Stage {
 
 std::unique_ptr<Stage> make_lsf_stage(const nlohmann::json& params, const std::string& path) {
   return std::make_unique<LsfStage>(LsfParams::from_json(JsonParams(params, path)), path);
+}
+
+StageEntry lsf_stage() {
+  return {.name = "lsf",
+          .summary = "convolve every spectrum with the instrument's Gaussian LSF",
+          .kind = StageKind::cube,
+          .make = [](const nlohmann::json& params, const std::string& path,
+                     const StageResources&) { return make_lsf_stage(params, path); }};
 }
 
 }  // namespace ifusim

@@ -51,6 +51,7 @@ struct LsfParams {
 double lsf_kernel_sigma_angstrom(double telescope_fwhm_angstrom, double template_fwhm_angstrom,
                                  double redshift);
 
+StageEntry lsf_stage();
 std::unique_ptr<Stage> make_lsf_stage(const nlohmann::json& params, const std::string& path);
 
 }  // namespace ifusim

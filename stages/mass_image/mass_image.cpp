@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "data/collectives/reductions.h"
-#include "stages/psum/psum.h"
+#include "stages/common/cube_partials.h"
 
 namespace ifusim {
 
@@ -24,17 +24,19 @@ class MassImageStage final : public Stage {
     return {"stars.spaxel_index", "spaxels",
             params_.initial_mass ? "stars.initial_mass_msun" : "stars.mass_msun"};
   }
-  std::vector<std::string> provides() const override { return {"partial_cube"}; }
+  std::vector<Provided> provides() const override {
+    return {{"partial_cube", "Msun",
+             std::string("the stars' ") + (params_.initial_mass ? "initial" : "current") +
+                 " mass per spaxel (a one-plane cube)"}};
+  }
 
-  bool streams(const StreamedInput&) const override { return true; }
-
-  void run(RunState& state) const override {
+  void run(RunState& state) override {
     const Mesh& mesh = state.mesh;
     const Stars& stars = state.data.stars;
     const ShardedArray<float>& weight =
         params_.initial_mass ? stars.initial_mass_msun : stars.mass_msun;
     // A streamed galaxy's first block declares the image; every block adds to it.
-    auto* image = find_partial<PartialArray>(state, this, "image");
+    PartialArray* image = image_.get(state);
     if (!image) {
       // The fixed-point scale must not depend on the split: bound every pixel's total by
       // N * max|weight| over the whole galaxy (a star's footprint weights sum to at most 1).
@@ -42,22 +44,23 @@ class MassImageStage final : public Stage {
       const double bound = static_cast<double>(b.count) *
                            (params_.initial_mass ? b.max_initial_mass_msun : b.max_mass_msun);
       const CubeShape shape{state.spaxels.nx, state.spaxels.ny, 1};
-      image = &declare_partial(
-          state, this, "image",
+      image = &image_.declare(
+          state,
           cube_partial(ShardedArray<std::int64_t>(mesh, shape.n_voxels(), 1, Sharding::partial()),
                        FixedPointScale::for_bound(bound, "mass_image: the mass per spaxel"), shape,
                        "Msun"));
     }
+    const SpaxelGrid& grid = state.products.get<SpaxelGrid>("spaxels");
     shard_map(mesh, [&](const Device& device) {
       IFUSIM_DISPATCH(device, accumulate_mass_image, device,
-                      Span<const float>(weight.local(device)),
-                      star_footprint(stars, state.spaxel_grid, device),
+                      Span<const float>(weight.local(device)), star_footprint(stars, grid, device),
                       image->scale().counts_per_unit, image->sums().local(device));
     });
   }
 
  private:
   MassImageParams params_;
+  PartialHandle<PartialArray> image_;  // declared by the first block, reduced by the reduction
 };
 
 }  // namespace
@@ -65,6 +68,14 @@ class MassImageStage final : public Stage {
 std::unique_ptr<Stage> make_mass_image_stage(const nlohmann::json& params,
                                              const std::string& path) {
   return std::make_unique<MassImageStage>(MassImageParams::from_json(JsonParams(params, path)));
+}
+
+StageEntry mass_image_stage() {
+  return {.name = "mass_image",
+          .summary = "accumulate a mass-weighted image per device",
+          .kind = StageKind::particle,
+          .make = [](const nlohmann::json& params, const std::string& path,
+                     const StageResources&) { return make_mass_image_stage(params, path); }};
 }
 
 }  // namespace ifusim

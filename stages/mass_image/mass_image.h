@@ -8,7 +8,7 @@
 #include "data/buffer.h"
 #include "data/dispatch.h"
 #include "io/json_params.h"
-#include "stages/spaxel_grid/footprint.h"
+#include "stages/common/footprint.h"
 #include "stages/stage.h"
 
 namespace ifusim {
@@ -18,6 +18,7 @@ struct MassImageParams {
   static MassImageParams from_json(JsonParams params);
 };
 
+StageEntry mass_image_stage();
 std::unique_ptr<Stage> make_mass_image_stage(const nlohmann::json& params, const std::string& path);
 
 }  // namespace ifusim

@@ -134,12 +134,14 @@ class NoiseStage final : public Stage {
   NoiseStage(NoiseParams params, std::string path) : params_(params), path_(std::move(path)) {}
   std::string name() const override { return "noise"; }
   std::vector<std::string> needs() const override { return {"cube"}; }
-  std::vector<std::string> provides() const override { return {"variance"}; }
+  std::vector<Provided> provides() const override {
+    return {{"variance", "(cube unit)^2", "the variance of every voxel (the noise drawn)"}};
+  }
   std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
     return {{"variance (double, host)", c.n_voxels() * sizeof(double), false, ""}};
   }
 
-  void run(RunState& state) const override {
+  void run(RunState& state) override {
     if (!state.cube) throw std::logic_error("noise: no cube (psum must run first)");
     const std::uint64_t seed = params_.seed.value_or(state.observation.seed);
     const double s_ref =
@@ -157,6 +159,14 @@ class NoiseStage final : public Stage {
 
 std::unique_ptr<Stage> make_noise_stage(const nlohmann::json& params, const std::string& path) {
   return std::make_unique<NoiseStage>(NoiseParams::from_json(JsonParams(params, path)), path);
+}
+
+StageEntry noise_stage() {
+  return {.name = "noise",
+          .summary = "add seeded Gaussian noise for a target S/N, fill the variance",
+          .kind = StageKind::cube,
+          .make = [](const nlohmann::json& params, const std::string& path,
+                     const StageResources&) { return make_noise_stage(params, path); }};
 }
 
 }  // namespace ifusim

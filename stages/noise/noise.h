@@ -62,6 +62,7 @@ double counter_normal(std::uint64_t seed, std::uint64_t index);
 double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::uint64_t seed,
                    Cube& cube, const std::string& path = "noise");
 
+StageEntry noise_stage();
 std::unique_ptr<Stage> make_noise_stage(const nlohmann::json& params, const std::string& path);
 
 }  // namespace ifusim

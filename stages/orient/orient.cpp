@@ -82,8 +82,10 @@ class OrientStage final : public Stage {
   std::vector<std::string> needs() const override {
     return {"stars.position_kpc", "stars.velocity_kms", "stars.mass_msun"};
   }
-  std::vector<std::string> provides() const override { return {"oriented"}; }
-  bool streams(const StreamedInput&) const override { return true; }
+  std::vector<Provided> provides() const override {
+    return {{"oriented", "",
+             "the particles and velocities rotated so that +z points away from the observer"}};
+  }
 
   // Face-on needs the inertia tensor of all the stars first.
   Pass pass(const StreamedInput&) const override {
@@ -127,7 +129,7 @@ class OrientStage final : public Stage {
     face_on_ = face_on_rotation(inertia, angular_momentum);
   }
 
-  void run(RunState& state) const override {
+  void run(RunState& state) override {
     Matrix3 rotation = euler_rotation(params_.alpha_deg, params_.beta_deg, params_.gamma_deg);
     if (params_.align_face_on) {
       if (!face_on_) throw std::logic_error("orient: run before its pass over the stars");
@@ -161,6 +163,15 @@ class OrientStage final : public Stage {
 
 std::unique_ptr<Stage> make_orient_stage(const nlohmann::json& params, const std::string& path) {
   return std::make_unique<OrientStage>(OrientParams::from_json(JsonParams(params, path)));
+}
+
+StageEntry orient_stage() {
+  return {.name = "orient",
+          .summary = "face-on by the inertia tensor, then Euler angles",
+          .kind = StageKind::particle,
+          .make = [](const nlohmann::json& params, const std::string& path,
+                     const StageResources&) { return make_orient_stage(params, path); },
+          .inherits = {{"orientation", "galaxy.orientation"}}};
 }
 
 }  // namespace ifusim

@@ -37,6 +37,7 @@ Matrix3 euler_rotation(double alpha_deg, double beta_deg, double gamma_deg);
 Matrix3 face_on_rotation(const std::array<double, 6>& inertia,
                          const std::array<double, 3>& angular_momentum);
 
+StageEntry orient_stage();
 std::unique_ptr<Stage> make_orient_stage(const nlohmann::json& params, const std::string& path);
 
 struct RotationMatrix {

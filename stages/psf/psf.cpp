@@ -288,7 +288,9 @@ class PsfStage final : public Stage {
   PsfStage(PsfParams params, std::string path) : params_(params), path_(std::move(path)) {}
   std::string name() const override { return "psf"; }
   std::vector<std::string> needs() const override { return {"cube"}; }
-  std::vector<std::string> provides() const override { return {"cube_psf"}; }
+  std::vector<Provided> provides() const override {
+    return {{"cube_psf", "", "every wavelength plane convolved with the PSF"}};
+  }
   std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
     return {
         {"convolved cube (double, host; with the cube)", c.n_voxels() * sizeof(double), false, ""}};
@@ -299,7 +301,7 @@ class PsfStage final : public Stage {
     return {psf_margin_spaxels(params_, obs.axes.spaxel_arcsec), 0};
   }
 
-  void run(RunState& state) const override {
+  void run(RunState& state) override {
     if (!state.cube) throw std::logic_error("psf: no cube (psum must run first)");
     const double spaxel_arcsec = state.observation.axes.spaxel_arcsec;
     if (!(spaxel_arcsec > 0.0))
@@ -326,6 +328,15 @@ class PsfStage final : public Stage {
 
 std::unique_ptr<Stage> make_psf_stage(const nlohmann::json& params, const std::string& path) {
   return std::make_unique<PsfStage>(PsfParams::from_json(JsonParams(params, path)), path);
+}
+
+StageEntry psf_stage() {
+  return {.name = "psf",
+          .summary = "convolve every wavelength plane with a Gaussian or Moffat PSF",
+          .kind = StageKind::cube,
+          .make = [](const nlohmann::json& params, const std::string& path,
+                     const StageResources&) { return make_psf_stage(params, path); },
+          .inherits = {{"fwhm_arcsec", "telescope.psf_fwhm_arcsec"}}};
 }
 
 }  // namespace ifusim

@@ -84,6 +84,7 @@ int psf_margin_spaxels(const PsfParams& params, double spaxel_arcsec);
 void apply_psf(const PsfParams& params, double spaxel_arcsec,
                const std::vector<double>& plane_wavelength_angstrom, Cube& cube);
 
+StageEntry psf_stage();
 std::unique_ptr<Stage> make_psf_stage(const nlohmann::json& params, const std::string& path);
 
 }  // namespace ifusim

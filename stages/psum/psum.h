@@ -1,37 +1,13 @@
 #pragma once
-// The psum stage: reduces every partial result the earlier stages declared (RunState::partials)
-// over the mesh, exactly (fixed point), and lets each make what it stands for: the cube, the
-// kinematic maps, ... After it, the run holds one reduced cube.
-#include <memory>
-#include <string>
-
-#include <nlohmann/json.hpp>
-
+// The psum stage: the reduction between the particle and the cube stages. It sums every partial
+// result the particle stages declared (RunState::partials) over the mesh and the processes,
+// exactly (fixed point), and lets each make what it stands for: the cube, the kinematic maps,
+// ... The run loop does this whether or not a config lists psum; listed, it must stand between
+// the particle and the cube stages.
 #include "stages/stage.h"
 
 namespace ifusim {
 
-std::unique_ptr<Stage> make_psum_stage(const nlohmann::json& params, const std::string& path);
-
-// What the stage does, for tests and benchmarks that run stages by hand.
-void reduce_partials(RunState& state);
-
-// Adds `data` (of `shape`, in `unit`) into the run's cube: the cube itself where none is there
-// yet. Several stages' totals (stars, emission lines) make one cube; a shape or unit that differs
-// from the cube's is a logic error.
-void add_to_cube(RunState& state, const CubeShape& shape, const std::string& unit,
-                 std::vector<double> data);
-
-// The partial result of a stage whose total is the run's cube (or its share), of `shape` in
-// `unit`.
-std::unique_ptr<PartialArray> cube_partial(ShardedArray<std::int64_t> sums, FixedPointScale scale,
-                                           CubeShape shape, std::string unit);
-
-// The weighted mean and dispersion of v per spaxel, from the sums (w, w v, w v^2) laid out as 3
-// values per spaxel, as maps "velocity_<key>_kms" and "dispersion_<key>_kms" described as
-// `weighted` ("light-weighted") values of `tracer` ("the stars"); NaN where w <= 0.
-void velocity_moment_maps(const std::vector<double>& moments, const std::string& key,
-                          const std::string& weighted, const std::string& tracer,
-                          std::map<std::string, SkyMap>& maps);
+StageEntry psum_stage();
 
 }  // namespace ifusim

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "data/collectives/processes.h"
+#include "data/collectives/reductions.h"
 #include "data/sharded_array.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
 
@@ -125,12 +125,8 @@ void KnnPass::observe(const RunState& block) {
 }
 
 void KnnPass::end_pass(const Mesh& mesh) {
-  std::vector<float> all = std::exchange(positions_kpc_, {});
-  if (mesh.spans_processes()) {  // a run across processes: every process's stars
-    const std::vector<float> mine = std::exchange(all, {});
-    for (const auto& theirs : processes::allgather_values(mine))
-      all.insert(all.end(), theirs.begin(), theirs.end());
-  }
+  // A run across processes: every process's stars.
+  std::vector<float> all = concatenate_over_processes(mesh, std::exchange(positions_kpc_, {}));
   spdlog::info("smoothing: a k-d tree over {} stars for their k = {} nearest neighbours",
                all.size() / 3, params_.knn_neighbours);
   lengths_ = std::make_unique<const KnnLengths>(std::move(all), params_.knn_neighbours);
@@ -142,7 +138,7 @@ double gas_cell_radius_kpc(double mass_msun, double density_msun_per_kpc3) {
 
 void prepare_gas_footprint(RunState& state, const std::string& stage) {
   Gas& gas = state.data.gas;
-  const SpaxelGrid& grid = state.spaxel_grid;
+  const SpaxelGrid& grid = state.products.get<SpaxelGrid>("spaxels");
   const std::size_t n = gas.count();
   if (gas.position_kpc.rows() != n)
     throw std::runtime_error(stage + ": the gas has no position_kpc (the input's Coordinates)");

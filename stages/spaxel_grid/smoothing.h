@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "io/json_params.h"
-#include "stages/spaxel_grid/grid.h"
+#include "stages/common/spaxel_grid.h"
 #include "stages/stage.h"
 
 namespace ifusim {
@@ -78,7 +78,7 @@ double gas_cell_radius_kpc(double mass_msun, double density_msun_per_kpc3);
 // smoothing "none".
 void prepare_star_smoothing(RunState& state, const SmoothingParams& params, const KnnPass& knn);
 
-// Places the gas on the stars' grid (state.spaxel_grid): gas.spaxel_index, and with smoothing
+// Places the gas on the stars' grid (the product "spaxels"): gas.spaxel_index, and with smoothing
 // "kernel" gas.smoothing_length_kpc, the cells' radii (every cell then needs a finite density
 // > 0: an error naming `stage` and the cell otherwise). For gas_footprint (footprint.h). Once per
 // gas held: a later call (another gas stage) finds it placed.

@@ -28,9 +28,11 @@ class SpaxelStage : public Stage {
  public:
   explicit SpaxelStage(SmoothingParams smoothing) : smoothing_(smoothing), knn_(smoothing) {}
   std::vector<std::string> needs() const override { return {"stars.position_kpc"}; }
-  std::vector<std::string> provides() const override { return {"stars.spaxel_index", "spaxels"}; }
+  std::vector<Provided> provides() const override {
+    return {{"stars.spaxel_index", "", "the spaxel holding each star, -1 outside the grid"},
+            {"spaxels", "", "the spaxel grid (kpc) the stars were placed on, and its smoothing"}};
+  }
 
-  bool streams(const StreamedInput&) const override { return true; }
   Pass pass(const StreamedInput& input) const override { return knn_.pass(input); }
   void observe(RunState& block) override { knn_.observe(block); }
   void end_pass(RunState& state) override { knn_.end_pass(state.mesh); }
@@ -54,7 +56,7 @@ class SpaxelGridStage final : public SpaxelStage {
   explicit SpaxelGridStage(SpaxelGridParams params)
       : SpaxelStage(params.smoothing), grid_(params.grid) {}
   std::string name() const override { return "spaxel_grid"; }
-  void run(RunState& state) const override { place(state, grid_, 0); }
+  void run(RunState& state) override { place(state, grid_, 0); }
 
  private:
   SpaxelGrid grid_;
@@ -65,7 +67,7 @@ class ApertureStage final : public SpaxelStage {
   explicit ApertureStage(SmoothingParams smoothing) : SpaxelStage(smoothing) {}
   std::string name() const override { return "aperture"; }
 
-  void run(RunState& state) const override {
+  void run(RunState& state) override {
     const Telescope& t = state.observation.telescope;
     const double kpc_per_arcsec = state.observation.kpc_per_arcsec;
     if (!(kpc_per_arcsec > 0) || !(t.spaxel_arcsec > 0))
@@ -95,7 +97,7 @@ void assign_stars_to_grid(RunState& state, SpaxelGrid grid, int n_wave) {
                     stars.position_kpc.local(device, 1), stars.spaxel_index.local(device));
   });
   state.spaxels = {grid.n_side, grid.n_side, n_wave};
-  state.spaxel_grid = grid;
+  state.products.put("spaxels", grid);
 }
 
 std::unique_ptr<Stage> make_aperture_stage(const nlohmann::json& params, const std::string& path) {
@@ -109,6 +111,22 @@ std::unique_ptr<Stage> make_aperture_stage(const nlohmann::json& params, const s
 std::unique_ptr<Stage> make_spaxel_grid_stage(const nlohmann::json& params,
                                               const std::string& path) {
   return std::make_unique<SpaxelGridStage>(SpaxelGridParams::from_json(JsonParams(params, path)));
+}
+
+StageEntry spaxel_grid_stage() {
+  return {.name = "spaxel_grid",
+          .summary = "assign stars to a square grid of spaxels (kpc)",
+          .kind = StageKind::particle,
+          .make = [](const nlohmann::json& params, const std::string& path,
+                     const StageResources&) { return make_spaxel_grid_stage(params, path); }};
+}
+
+StageEntry aperture_stage() {
+  return {.name = "aperture",
+          .summary = "assign stars to the telescope's spaxels and aperture",
+          .kind = StageKind::particle,
+          .make = [](const nlohmann::json& params, const std::string& path,
+                     const StageResources&) { return make_aperture_stage(params, path); }};
 }
 
 }  // namespace ifusim

@@ -10,7 +10,7 @@
 #include "data/dispatch.h"
 #include "data/hd.h"
 #include "io/json_params.h"
-#include "stages/spaxel_grid/grid.h"
+#include "stages/common/spaxel_grid.h"
 #include "stages/spaxel_grid/smoothing.h"
 #include "stages/stage.h"
 
@@ -22,6 +22,8 @@ struct SpaxelGridParams {
   static SpaxelGridParams from_json(JsonParams params);
 };
 
+StageEntry spaxel_grid_stage();
+StageEntry aperture_stage();
 std::unique_ptr<Stage> make_spaxel_grid_stage(const nlohmann::json& params,
                                               const std::string& path);
 
@@ -32,7 +34,7 @@ std::unique_ptr<Stage> make_aperture_stage(const nlohmann::json& params, const s
 
 // Assigns state.data.stars.spaxel_index for `grid` widened by the run's margin
 // (Observation::margin, also added to `n_wave` when that is > 0) and sets state.spaxels and
-// state.spaxel_grid.
+// the product "spaxels" (the grid).
 void assign_stars_to_grid(RunState& state, SpaxelGrid grid, int n_wave);
 
 }  // namespace ifusim

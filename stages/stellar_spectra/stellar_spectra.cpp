@@ -7,14 +7,13 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "data/collectives/processes.h"
 #include "data/collectives/psum.h"
 #include "data/collectives/reductions.h"
 #include "data/host_memory.h"
 #include "data/sharded_array.h"
 #include "data/wavelength.h"
 #include "io/config_error.h"
-#include "stages/psum/psum.h"
+#include "stages/common/cube_partials.h"
 #include "stages/stellar_spectra/binned_product.h"
 
 namespace ifusim {
@@ -291,7 +290,10 @@ struct SpectralSetup {
   // The whole galaxy's (GalaxyData::star_bounds), whatever block of stars is held: |v_los| is
   // below the speed bound in any orientation.
   double n_stars = 0, m_init_max = 0, m_max = 0, speed_bound_kms = 0;
-  DustCurve dust;  // binned: the attenuation curve of the dust axis
+  // The dust stage's attenuation curve (none without dust) and its bound on every star's A_V
+  // (the binned method's A_V axis).
+  DustCurve dust;
+  double dust_av_bound_mag = 0.0;
 
   // The bins as device d's kernels see them.
   WaveBins bins_on(const Device& d) const {
@@ -444,14 +446,6 @@ class BinnedSpectra final : public PartialResult {
     return merged;
   }
 
-  // A run across processes: every process's entries, merged in rank order on every process.
-  void merge_over_processes() {
-    const std::vector<Entry> mine = std::move(entries_);
-    entries_.clear();
-    for (const std::vector<Entry>& theirs : processes::allgather_values(mine))
-      entries_ = merge_entries(entries_, theirs);
-  }
-
   // The reduced tile on the host, non-zeros only. Dense: psum, then a scan. Sparse: the merged
   // entries.
   HostHistogram gather(const Mesh& mesh) {
@@ -468,7 +462,11 @@ class BinnedSpectra final : public PartialResult {
         }
       return out;
     }
-    if (mesh.spans_processes()) merge_over_processes();
+    // A run across processes: every process's entries, merged in rank order on every process.
+    entries_ = merge_over_processes(mesh, std::move(entries_),
+                                    [](std::vector<Entry> merged, std::vector<Entry> theirs) {
+                                      return merge_entries(merged, theirs);
+                                    });
     out.index.reserve(entries_.size());
     out.mass_msun.reserve(entries_.size());
     for (const auto& [key, sum] : entries_) {
@@ -498,7 +496,12 @@ class StellarSpectraStage final : public Stage {
     return {"stars.spaxel_index", "stars.velocity_kms", "stars.initial_mass_msun",
             "stars.age_gyr",      "stars.metallicity",  "spaxels"};
   }
-  std::vector<std::string> provides() const override { return {"partial_cube", "kinematics"}; }
+  std::vector<Provided> provides() const override {
+    return {{"partial_cube", "Lsun/Angstrom", "the stars' light, added to the cube"},
+            {"kinematics", "km/s",
+             "velocity_{light,mass}_kms, dispersion_{light,mass}_kms: the stars' line-of-sight "
+             "velocity moments per spaxel"}};
+  }
 
   std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
     constexpr std::size_t i64 = sizeof(std::int64_t), f64 = sizeof(double);
@@ -520,13 +523,14 @@ class StellarSpectraStage final : public Stage {
     set_edge_windows(tile, make_ssp_tables(*grid_),
                      WaveBins{c.observation.simulated_wave_start_angstrom(),
                               c.observation.axes.wave_step_angstrom, c.n_wave});
-    if (c.dust)
+    const bool dust = c.provided.count("stars.dust_av") > 0;
+    if (dust)
       tile.dust = {params_.dust_av_bin_mag,
                    static_cast<int>(kPlanDustAvMag / params_.dust_av_bin_mag) + 2};
     const double row_bytes = static_cast<double>(tile.columns() * i64);
     const auto n_spaxels = static_cast<std::int32_t>(c.n_spaxels);
     const std::string assumed = "assuming |v_los| <= " + std::to_string(int(kPlanVelocityKms)) +
-                                " km/s" + (c.dust ? ", A_V <= 5 mag" : "");
+                                " km/s" + (dust ? ", A_V <= 5 mag" : "");
     const bool streamed = c.n_block_stars < c.n_stars;
     const auto tile_rows = dense_tile_spaxels(params_.histogram_memory_gb, row_bytes, n_spaxels);
     if (histogram_storage(params_, static_cast<double>(c.n_stars), tile, row_bytes * n_spaxels) ==
@@ -559,21 +563,20 @@ class StellarSpectraStage final : public Stage {
     return out;
   }
 
-  bool streams(const StreamedInput&) const override { return true; }
 
-  void run(RunState& state) const override {
+  void run(RunState& state) override {
     const Mesh& mesh = state.mesh;
     const Stars& stars = state.data.stars;
     // A streamed galaxy's first block declares the partials; every block adds to them.
-    auto* mass_moments = find_partial<PartialArray>(state, this, "mass moments");
+    PartialArray* mass_moments = mass_moments_.get(state);
     const bool first_block = mass_moments == nullptr;
     if (first_block) run_setup_ = prepare(state);
     SpectralSetup& setup = run_setup_;
     const auto& tables = *setup.tables;
 
     if (params_.method == SpectralMethod::exact) {
-      auto* cube = find_partial<PartialArray>(state, this, "cube");
-      auto* light = find_partial<PartialArray>(state, this, "light moments");
+      PartialArray* cube = cube_.get(state);
+      PartialArray* light = light_moments_.get(state);
       if (first_block) {
         // A star adds at most m * max|f| / D_min to a voxel (D_min from the largest approaching
         // speed) and m * max energy to a light weight: split-independent bounds.
@@ -587,13 +590,13 @@ class StellarSpectraStage final : public Stage {
         const FixedPointScale light_scale = FixedPointScale::for_bound(
             setup.n_stars * setup.m_init_max * tables.max_energy * velocity_squared_bound(setup),
             "stellar_spectra: the light weights (stars.initial_mass_msun)");
-        cube = &declare_partial(
-            state, this, "cube",
+        cube = &cube_.declare(
+            state,
             cube_partial(
                 ShardedArray<std::int64_t>(mesh, setup.shape.n_voxels(), 1, Sharding::partial()),
                 cube_scale, setup.shape, "Lsun/Angstrom"));
-        light = &declare_partial(
-            state, this, "light moments",
+        light = &light_moments_.declare(
+            state,
             moment_maps(ShardedArray<std::int64_t>(mesh, 3 * setup.shape.n_spaxels(), 1,
                                                    Sharding::partial()),
                         light_scale, "light"));
@@ -601,14 +604,13 @@ class StellarSpectraStage final : public Stage {
       shard_map(mesh, [&](const Device& d) {
         IFUSIM_DISPATCH(d, accumulate_stellar_spectra, d,
                         setup.device_tables->view(tables, params_.outside, d), setup.bins_on(d),
-                        setup.redshift, state.dust_curve, star_views(stars, setup.grid, d),
+                        setup.redshift, setup.dust, star_views(stars, setup.grid, d),
                         cube->scale().counts_per_unit, cube->sums().local(d), setup.band_first_bin,
                         setup.band_end_bin, light->scale().counts_per_unit, light->sums().local(d));
       });
     } else {
-      auto* binned = find_partial<BinnedSpectra>(state, this, "histogram");
-      if (first_block)
-        binned = &declare_partial(state, this, "histogram", binned_spectra(state, setup));
+      BinnedSpectra* binned =
+          first_block ? &binned_.declare(state, binned_spectra(state, setup)) : binned_.get(state);
       binned->deposit(state);
     }
 
@@ -617,8 +619,8 @@ class StellarSpectraStage final : public Stage {
       const FixedPointScale mass_scale = FixedPointScale::for_bound(
           setup.n_stars * setup.m_max * velocity_squared_bound(setup),
           "stellar_spectra: the mass-weighted moments (stars.mass_msun, stars.velocity_kms)");
-      mass_moments = &declare_partial(
-          state, this, "mass moments",
+      mass_moments = &mass_moments_.declare(
+          state,
           moment_maps(
               ShardedArray<std::int64_t>(mesh, 3 * setup.shape.n_spaxels(), 1, Sharding::partial()),
               mass_scale, "mass"));
@@ -649,8 +651,7 @@ class StellarSpectraStage final : public Stage {
     if (!stars.dust_av.empty()) {
       // The A_V range of every star of the galaxy, whatever the block: the dust stage's bound.
       tile.dust.dav_mag = params_.dust_av_bin_mag;
-      tile.dust.n = static_cast<int>(std::floor(state.dust_av_bound_mag / tile.dust.dav_mag)) + 2;
-      setup.dust = state.dust_curve;
+      tile.dust.n = static_cast<int>(std::floor(setup.dust_av_bound_mag / tile.dust.dav_mag)) + 2;
     }
     // Sparse where the stars' entries take less memory than the dense field (few stars on many
     // spaxels); dense otherwise, in tiles of whole row blocks of the product that fit
@@ -703,7 +704,11 @@ class StellarSpectraStage final : public Stage {
     }
     s.redshift = obs.redshift;
     s.shape = {state.spaxels.nx, state.spaxels.ny, s.bins.n};
-    s.grid = state.spaxel_grid;
+    s.grid = state.products.get<SpaxelGrid>("spaxels");
+    if (const auto* dust = state.products.find<DustAttenuation>("dust_attenuation")) {
+      s.dust = dust->curve;
+      s.dust_av_bound_mag = dust->av_bound_mag;
+    }
     // Templates that do not reach the band's ends (after the shift) leave those bins dark.
     const auto& t = *s.tables;
     const double reach_lo = t.edges.front() * (1.0 + obs.redshift);
@@ -745,7 +750,12 @@ class StellarSpectraStage final : public Stage {
   StellarSpectraParams params_;
   // The run's set-up, made on its first block (the tables on the devices, the bins, the bounds;
   // nothing that depends on the stars held): a streamed galaxy's later blocks reuse it.
-  mutable SpectralSetup run_setup_;
+  SpectralSetup run_setup_;
+  // The partials the first block declares and every block adds to, until the reduction.
+  PartialHandle<PartialArray> cube_;           // exact: the cube
+  PartialHandle<PartialArray> light_moments_;  // exact: the light-weighted moments
+  PartialHandle<BinnedSpectra> binned_;        // binned: the histogram (cube and light moments)
+  PartialHandle<PartialArray> mass_moments_;
 };
 
 }  // namespace
@@ -753,6 +763,31 @@ class StellarSpectraStage final : public Stage {
 std::unique_ptr<Stage> make_stellar_spectra_stage(std::shared_ptr<const SspGrid> grid,
                                                   StellarSpectraParams params) {
   return std::make_unique<StellarSpectraStage>(std::move(grid), params);
+}
+
+StageEntry stellar_spectra_stage() {
+  return {.name = "stellar_spectra",
+          .summary = "fused SSP interpolation, Doppler shift and resampling into the cube",
+          .kind = StageKind::particle,
+          .make = [](const nlohmann::json& params, const std::string& path,
+                     const StageResources& resources) {
+            if (!resources.ssp)
+              throw ConfigError(path + ": stellar_spectra needs an SSP template library");
+            return make_stellar_spectra_stage(
+                resources.ssp, StellarSpectraParams::from_json(JsonParams(params, path)));
+          },
+          .inherits = {{"interpolation", "ssp.interpolation"},
+                       {"outside_grid", "ssp.outside_grid"}},
+          .quicklooks = {{"velocity.png",
+                          {{"velocity_light_kms", "Line-of-sight velocity (light-weighted)"},
+                           {"velocity_mass_kms", "Line-of-sight velocity (mass-weighted)"}},
+                          true,
+                          false},
+                         {"dispersion.png",
+                          {{"dispersion_light_kms", "Velocity dispersion (light-weighted)"},
+                           {"dispersion_mass_kms", "Velocity dispersion (mass-weighted)"}},
+                          false,
+                          false}}};
 }
 
 std::vector<double> reference_stellar_cube(

@@ -33,8 +33,8 @@
 #include "data/hd.h"
 #include "data/ssp_grid.h"
 #include "io/json_params.h"
-#include "stages/dust/dust_curves.h"
-#include "stages/spaxel_grid/footprint.h"
+#include "stages/common/dust_curves.h"
+#include "stages/common/footprint.h"
 #include "stages/stage.h"
 #include "stages/stellar_spectra/ssp_lookup.h"
 
@@ -92,6 +92,7 @@ struct StellarSpectraParams {
 
 // The stage reads the templates given to it (the pipeline loads the library named in the run
 // config) and the telescope's bins and redshift from state.observation.
+StageEntry stellar_spectra_stage();
 std::unique_ptr<Stage> make_stellar_spectra_stage(std::shared_ptr<const SspGrid> grid,
                                                   StellarSpectraParams params);
 

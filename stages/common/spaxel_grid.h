@@ -1,13 +1,14 @@
 #pragma once
-// The spaxel grid on its own (no stage machinery), so that RunState can carry the grid the stars
-// were assigned with and later stages (dust: the gas) use exactly the same one.
+// The spaxel grid on its own (no stage machinery): the spaxel stages publish the grid the stars
+// were assigned with as the run's product "spaxels", and later stages (dust, emission lines:
+// the gas) use exactly the same one.
 #include <cstdint>
 
 #include "data/hd.h"
 
 namespace ifusim {
 
-// How a particle's light is spread over the spaxels (stages/spaxel_grid/footprint.h): none puts it
+// How a particle's light is spread over the spaxels (stages/common/footprint.h): none puts it
 // all in the spaxel that holds the particle; kernel spreads it with the particle's smoothing
 // kernel integrated over each spaxel.
 enum class Smoothing { none = 0, kernel = 1 };

@@ -14,6 +14,14 @@ struct DustCurve {
   double r_v = 3.1;  // A_V / E(B-V): 3.1 for the Milky Way (CCM89), 4.05 for Calzetti 2000
 };
 
+// The product "dust_attenuation" of a dust stage, beside the A_V it gives every star and gas
+// cell (stars.dust_av, gas.dust_av): the curve that turns A_V into A_lambda, and a bound on every
+// star's A_V in any block of the galaxy (the deepest screen).
+struct DustAttenuation {
+  DustCurve curve;
+  double av_bound_mag = 0.0;
+};
+
 // Cardelli, Clayton & Mathis 1989, ApJ 345, 245, eqs. 2-5, in x = 1 / lambda (micron^-1):
 // A_lambda / A_V = a(x) + b(x) / R_V. Defined for 0.3 <= x <= 10; beyond, the infrared power law
 // (x < 0.3) and the far-UV cubic at x = 10 (x > 10) are used.

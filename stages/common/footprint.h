@@ -29,7 +29,7 @@
 
 #include "data/galaxy_data.h"
 #include "data/hd.h"
-#include "stages/spaxel_grid/grid.h"
+#include "stages/common/spaxel_grid.h"
 
 namespace ifusim {
 

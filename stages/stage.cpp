@@ -1,0 +1,31 @@
+#include "stages/stage.h"
+
+#include "data/collectives/psum.h"
+
+namespace ifusim {
+
+void PartialArray::reduce(RunState& state) {
+  on_total_(state, reduce_to_host(state.mesh, sums_, scale_));
+}
+
+void reduce_partials(RunState& state) {
+  // Each reduction may free its device memory before the next one allocates.
+  auto partials = std::move(state.partials);
+  state.partials.clear();
+  ++state.reductions;
+  for (auto& p : partials) {
+    p->reduce(state);
+    p.reset();
+  }
+}
+
+void run_stage(Stage& stage, RunState& state) {
+  if (stage.pass(StreamedInput::of(state.data.stars)) != Stage::Pass::none) {
+    state.star_bounds();
+    stage.observe(state);
+    stage.end_pass(state);
+  }
+  stage.run(state);
+}
+
+}  // namespace ifusim
