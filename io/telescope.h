@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "core/json_params.h"
 #include "data/telescope.h"
-#include "io/json_params.h"
 
 namespace ifusim {
 

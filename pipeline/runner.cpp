@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/config_error.h"
 #include "data/collectives/processes.h"
 #include "data/runtime.h"
-#include "io/config_error.h"
 #include "io/cube/cube_io.h"
 #include "io/cube/quicklook.h"
 #include "io/output_folder.h"

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <random>
 
+#include "core/config_error.h"
 #include "data/wavelength.h"
-#include "io/config_error.h"
 #include "io/hdf5.h"
 #include "io/run_config.h"
 #include "pipeline/devices.h"

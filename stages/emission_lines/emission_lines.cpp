@@ -8,10 +8,10 @@
 #include <stdexcept>
 #include <utility>
 
+#include "core/config_error.h"
 #include "data/collectives/reductions.h"
 #include "data/host_memory.h"
 #include "data/wavelength.h"
-#include "io/config_error.h"
 #include "io/hdf5.h"
 #include "stages/flux/flux.h"  // kSolarLuminosityErgPerS
 #include "stages/psum/psum.h"

@@ -57,10 +57,10 @@
 #include <string>
 #include <vector>
 
+#include "core/json_params.h"
 #include "data/buffer.h"
 #include "data/dispatch.h"
 #include "data/hd.h"
-#include "io/json_params.h"
 #include "stages/dust/dust_curves.h"
 #include "stages/spaxel_grid/footprint.h"
 #include "stages/stage.h"

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/json_params.h"
 #include "data/buffer.h"
 #include "data/dispatch.h"
-#include "io/json_params.h"
 #include "stages/spaxel_grid/footprint.h"
 #include "stages/stage.h"
 

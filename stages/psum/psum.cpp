@@ -2,8 +2,8 @@
 
 #include <cmath>
 
+#include "core/json_params.h"
 #include "data/collectives/psum.h"
-#include "io/json_params.h"
 
 namespace ifusim {
 

@@ -7,13 +7,13 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "core/config_error.h"
 #include "data/collectives/processes.h"
 #include "data/collectives/psum.h"
 #include "data/collectives/reductions.h"
 #include "data/host_memory.h"
 #include "data/sharded_array.h"
 #include "data/wavelength.h"
-#include "io/config_error.h"
 #include "stages/psum/psum.h"
 #include "stages/stellar_spectra/binned_product.h"
 
