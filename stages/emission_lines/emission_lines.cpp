@@ -9,13 +9,14 @@
 #include <utility>
 
 #include "core/config_error.h"
+#include "core/constants.h"  // kSolarLuminosityErgPerS, kBoltzmannJPerK, kAtomicMassKg
 #include "data/collectives/reductions.h"
 #include "data/host_memory.h"
 #include "data/wavelength.h"
 #include "io/hdf5.h"
-#include "stages/flux/flux.h"  // kSolarLuminosityErgPerS
 #include "stages/psum/psum.h"
 #include "stages/spaxel_grid/smoothing.h"
+#include "stages/stellar_spectra/ssp_lookup.h"  // bracket
 
 namespace ifusim {
 
@@ -228,7 +229,7 @@ EmissionLineParams EmissionLineParams::from_json(JsonParams p) {
 namespace {
 
 // Boltzmann constant over the atomic mass unit, (km/s)^2 per K per amu (CODATA 2018).
-constexpr double kBoltzmannOverAmuKm2S2PerK = 1.380649e-23 / 1.66053906660e-27 * 1e-6;
+constexpr double kBoltzmannOverAmuKm2S2PerK = kBoltzmannJPerK / kAtomicMassKg * 1e-6;
 // FWHM / sigma of a Gaussian, 2 sqrt(2 ln 2).
 constexpr double kFwhmPerSigma = 2.3548200450309493;
 // A plan's assumption where the data is not read yet.

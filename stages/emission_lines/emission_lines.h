@@ -57,6 +57,7 @@
 #include <string>
 #include <vector>
 
+#include "core/constants.h"  // kSpeedOfLightKms
 #include "core/json_params.h"
 #include "data/buffer.h"
 #include "data/dispatch.h"
@@ -64,7 +65,6 @@
 #include "stages/dust/dust_curves.h"
 #include "stages/spaxel_grid/footprint.h"
 #include "stages/stage.h"
-#include "stages/stellar_spectra/ssp_lookup.h"  // kSpeedOfLightKms
 
 namespace ifusim {
 
