@@ -40,7 +40,7 @@ constexpr StageEntry kStages[] = {
      nullptr, &make_stellar_spectra},
     {"emission_lines",
      "nebular lines of the star-forming gas (Kennicutt H-alpha, Case B, Curti 2020 metal lines)",
-     &make_emission_lines_stage, nullptr},
+     nullptr, &make_emission_lines_stage},
     {"psum", "sum the per-device partial cubes (exact, reproducible)", &make_psum_stage, nullptr},
     {"flux", "luminosity density to observed flux density, L / (4 pi D_L^2)", &make_flux_stage,
      nullptr},

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/ssp_grid.h"
+#include "stages/resources.h"  // StageResources
 #include "stages/stage.h"
 
 namespace ifusim {
@@ -14,10 +15,6 @@ namespace ifusim {
 using StageFactory = std::unique_ptr<Stage> (*)(const nlohmann::json& params,
                                                 const std::string& path);
 
-// What some stages need beyond their parameters, loaded once by the runner.
-struct StageResources {
-  std::shared_ptr<const SspGrid> ssp;  // the template library (stellar_spectra)
-};
 using ResourceStageFactory = std::unique_ptr<Stage> (*)(const nlohmann::json& params,
                                                         const std::string& path,
                                                         const StageResources& resources);

@@ -13,6 +13,7 @@
 #include "data/runtime.h"
 #include "io/cube/cube_io.h"
 #include "io/cube/quicklook.h"
+#include "io/emission_line_table.h"
 #include "io/output_folder.h"
 #include "io/rubix/rubix_galaxy.h"
 #include "io/ssp/ssp_library.h"
@@ -190,6 +191,10 @@ RunSetup set_up(const RunConfig& c, const RunOptions& options) {
   spdlog::info("templates {}: {} ages x {} metallicities x {} wavelengths", s.resources.ssp->name,
                s.resources.ssp->n_age(), s.resources.ssp->n_metallicity(),
                s.resources.ssp->n_wave());
+  s.resources.load_line_ratio_table = [](const std::string& file, const std::string& key_path) {
+    spdlog::info("{}: line ratios from {}", key_path, file);
+    return std::make_shared<const LineRatioTable>(read_line_ratio_table(file));
+  };
   std::vector<std::string> paths;
   for (const auto& st : c.stages) {
     paths.push_back("stages." + st.name);
