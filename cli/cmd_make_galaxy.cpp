@@ -5,7 +5,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "io/config_error.h"
+#include "core/config_error.h"
 #include "io/tng/synthetic_galaxy.h"
 
 namespace ifusim::cli {

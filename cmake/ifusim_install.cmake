@@ -1,6 +1,6 @@
 # Installs the C++ library for C++ users: `cmake --install BUILD --prefix P --component devel`
-# puts the headers (P/include/ifusim/{data,io,stages,pipeline}/...), the static libraries and a
-# package config (P/lib/cmake/ifusim), so that a project can
+# puts the headers (P/include/ifusim/{core,data,io,stages,pipeline}/...), the static libraries
+# and a package config (P/lib/cmake/ifusim), so that a project can
 #   find_package(ifusim REQUIRED)
 #   target_link_libraries(app PRIVATE ifusim::ifusim)
 # (docs/cpp_library.md). The `runtime` component is the `ifusim` program and the telescope and
@@ -24,14 +24,14 @@ target_link_libraries(ifusim_library INTERFACE ifusim_pipeline)
 set_target_properties(ifusim_library PROPERTIES EXPORT_NAME ifusim)
 add_library(ifusim::ifusim ALIAS ifusim_library)
 
-install(TARGETS ifusim_options ifusim_thrust ifusim_data ifusim_io ifusim_stages ifusim_pipeline
-                ifusim_library
+install(TARGETS ifusim_options ifusim_thrust ifusim_core ifusim_data ifusim_io ifusim_stages
+                ifusim_pipeline ifusim_library
   EXPORT ifusimTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT devel
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT devel)
 # Every header and inline kernel file of the layers, keeping the folders (under include/ifusim,
 # the installed targets' include directory, above).
-install(DIRECTORY data io stages pipeline
+install(DIRECTORY core data io stages pipeline
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ifusim COMPONENT devel
   FILES_MATCHING PATTERN "*.h" PATTERN "*.inl" PATTERN "*.cuh")
 install(EXPORT ifusimTargets NAMESPACE ifusim:: DESTINATION ${IFUSIM_INSTALL_CMAKEDIR}

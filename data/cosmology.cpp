@@ -4,12 +4,9 @@
 #include <numbers>
 #include <stdexcept>
 
+#include "core/constants.h"
+
 namespace ifusim {
-namespace {
-constexpr double kSpeedOfLightKms = 299792.458;
-constexpr double kKmPerMpc = 3.0856775814913673e19;
-constexpr double kSecondsPerGyr = 3.15576e16;  // Julian years
-}  // namespace
 
 double Cosmology::hubble_time_gyr() const {
   return kKmPerMpc / (100.0 * hubble_param) / kSecondsPerGyr;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 
 namespace ifusim::h5 {
 

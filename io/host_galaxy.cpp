@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 
 namespace ifusim {
 namespace {

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 
 namespace ifusim {
 namespace fs = std::filesystem;

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "io/json_params.h"
+#include "core/json_params.h"
 #include "io/rubix/rubix_galaxy.h"
 #include "io/telescope.h"
 

@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/config_error.h"
 #include "data/runtime.h"
-#include "io/config_error.h"
 
 namespace ifusim {
 

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <functional>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 #include "io/host_galaxy.h"
 #include "io/rubix/rubix_galaxy.h"
 #include "io/star_stream.h"

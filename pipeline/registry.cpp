@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "io/json_params.h"
+#include "core/json_params.h"
 #include "stages/aperture_mask/aperture_mask.h"
 #include "stages/dust/dust.h"
 #include "stages/emission_lines/emission_lines.h"

@@ -9,11 +9,12 @@
 #include <fstream>
 #include <set>
 
+#include "core/config_error.h"
 #include "data/collectives/processes.h"
 #include "data/runtime.h"
-#include "io/config_error.h"
 #include "io/cube/cube_io.h"
 #include "io/cube/quicklook.h"
+#include "io/emission_line_table.h"
 #include "io/output_folder.h"
 #include "io/ssp/ssp_library.h"
 #include "io/telescope.h"
@@ -152,6 +153,10 @@ RunSetup set_up(const RunConfig& c, const RunOptions& options) {
   spdlog::info("templates {}: {} ages x {} metallicities x {} wavelengths", s.resources.ssp->name,
                s.resources.ssp->n_age(), s.resources.ssp->n_metallicity(),
                s.resources.ssp->n_wave());
+  s.resources.load_line_ratio_table = [](const std::string& file, const std::string& key_path) {
+    spdlog::info("{}: line ratios from {}", key_path, file);
+    return std::make_shared<const LineRatioTable>(read_line_ratio_table(file));
+  };
   const nlohmann::json context = run_context(c);
   for (const auto& st : c.stages) {
     const std::string path = "stages." + st.name;

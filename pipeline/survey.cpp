@@ -21,9 +21,9 @@
 #include <sstream>
 #include <thread>
 
+#include "core/config_error.h"
+#include "core/json_params.h"
 #include "data/collectives/processes.h"
-#include "io/config_error.h"
-#include "io/json_params.h"
 #include "io/run_config.h"
 #include "io/tng/tng_reader.h"
 #include "pipeline/plan.h"

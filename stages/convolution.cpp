@@ -4,8 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/config_error.h"
 #include "data/host_memory.h"
-#include "io/config_error.h"
 
 namespace ifusim {
 

@@ -39,8 +39,8 @@
 #include "data/datacube.h"
 #include "data/galaxy_data.h"
 #include "data/mesh.h"
-#include "data/ssp_grid.h"
 #include "data/telescope.h"
+#include "stages/resources.h"
 
 namespace ifusim {
 
@@ -278,12 +278,6 @@ class Stage {
 // A stage run by hand on a galaxy held at once (tests, benchmarks): its pass over the stars or
 // the gas, if it asks for one, then run() (the reduction, for the psum stage).
 void run_stage(Stage& stage, RunState& state);
-
-// What stages may ask for beyond their parameters, loaded by the pipeline (io/), never by a
-// stage.
-struct StageResources {
-  std::shared_ptr<const SspGrid> ssp;  // the run's template library
-};
 
 using StageFactory = std::unique_ptr<Stage> (*)(const nlohmann::json& params,
                                                 const std::string& path,

@@ -9,8 +9,9 @@
 #include <fstream>
 #include <random>
 
+#include "core/config_error.h"
 #include "data/wavelength.h"
-#include "io/config_error.h"
+#include "io/emission_line_table.h"
 #include "io/hdf5.h"
 #include "io/run_config.h"
 #include "pipeline/devices.h"
@@ -27,6 +28,15 @@ using namespace ifusim;
 namespace fs = std::filesystem;
 
 namespace {
+
+// What the runner gives the stage: line-ratio tables read by io/.
+StageResources io_resources() {
+  StageResources r;
+  r.load_line_ratio_table = [](const std::string& file, const std::string&) {
+    return std::make_shared<const LineRatioTable>(read_line_ratio_table(file));
+  };
+  return r;
+}
 
 // Gas cells on the host, every field the stage and the dust screen read.
 struct HostGasCells {
@@ -118,7 +128,8 @@ LineRun run_lines(const Setup& s, const HostGasCells& gas, const nlohmann::json&
     run_stage(*make_stellar_spectra_stage(
                   std::make_shared<const SspGrid>(test::synthetic_ssp_grid()), {}),
               state);
-  if (s.lines) run_stage(*make_emission_lines_stage(params, "stages.emission_lines"), state);
+  if (s.lines)
+    run_stage(*make_emission_lines_stage(params, "stages.emission_lines", io_resources()), state);
   reduce_partials(state);
   for (const auto& [name, stage_params] : s.after)
     run_stage(*make_stage(name, stage_params, "stages." + name, {}), state);
@@ -406,32 +417,39 @@ TEST_CASE("emission lines: a ratio table replaces the calibrations of the lines 
     f.create_group("ratio_to_hbeta");
     f.write<double>("ratio_to_hbeta/halpha", {1.0, 1.0}, {2});
   }
-  CHECK_THROWS_WITH(make_emission_lines_stage({{"line_ratio_file", file.string()}}, "p"),
-                    Catch::Contains(file.string()) && Catch::Contains("ratio_to_hbeta/halpha") &&
-                        Catch::Contains("Case B"));
+  CHECK_THROWS_WITH(
+      make_emission_lines_stage({{"line_ratio_file", file.string()}}, "p", io_resources()),
+      Catch::Contains(file.string()) && Catch::Contains("ratio_to_hbeta/halpha") &&
+          Catch::Contains("Case B"));
   {
     h5::File f(file.string(), h5::File::Mode::truncate);
     f.write<double>("oxygen_abundance", {9.0, 8.0}, {2});
   }
-  CHECK_THROWS_WITH(make_emission_lines_stage({{"line_ratio_file", file.string()}}, "p"),
-                    Catch::Contains("oxygen_abundance") && Catch::Contains("increasing"));
+  CHECK_THROWS_WITH(
+      make_emission_lines_stage({{"line_ratio_file", file.string()}}, "p", io_resources()),
+      Catch::Contains("oxygen_abundance") && Catch::Contains("increasing"));
   {
     h5::File f(file.string(), h5::File::Mode::truncate);
     f.write<double>("oxygen_abundance", {8.0, 9.0}, {2});
     f.create_group("ratio_to_hbeta");
     f.write<double>("ratio_to_hbeta/sii_6716", {1.0, 1.0, 1.0}, {3});
   }
-  CHECK_THROWS_WITH(make_emission_lines_stage({{"line_ratio_file", file.string()}}, "p"),
-                    Catch::Contains("ratio_to_hbeta/sii_6716") && Catch::Contains("shape (2)"));
+  CHECK_THROWS_WITH(
+      make_emission_lines_stage({{"line_ratio_file", file.string()}}, "p", io_resources()),
+      Catch::Contains("ratio_to_hbeta/sii_6716") && Catch::Contains("shape (2)"));
   fs::remove(file);
-  CHECK_THROWS_WITH(make_emission_lines_stage({{"line_ratio_file", file.string()}}, "p"),
-                    Catch::Contains(file.string()));
+  CHECK_THROWS_WITH(
+      make_emission_lines_stage({{"line_ratio_file", file.string()}}, "p", io_resources()),
+      Catch::Contains(file.string()));
+  // The stage reads no file itself: without the loader a table is a configuration error.
+  CHECK_THROWS_WITH(make_emission_lines_stage({{"line_ratio_file", file.string()}}, "p", {}),
+                    Catch::Contains("p.line_ratio_file"));
 }
 
 TEST_CASE("emission lines: parameters and inputs are checked, naming the key or the field",
           "[emission_lines]") {
   auto make = [](const nlohmann::json& p) {
-    return make_emission_lines_stage(p, "stages.emission_lines");
+    return make_emission_lines_stage(p, "stages.emission_lines", io_resources());
   };
   CHECK_THROWS_WITH(make({{"lines", {"halpha", "lyalpha"}}}),
                     Catch::Contains("stages.emission_lines.lines") && Catch::Contains("nii_6584"));

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 #include "io/host_galaxy.h"
 #include "io/run_config.h"
 #include "io/tng/synthetic_source.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 #include "io/hdf5.h"
 #include "io/tng/synthetic_galaxy.h"
 

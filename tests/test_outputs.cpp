@@ -10,8 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include "core/config_error.h"
 #include "example_cube.h"
-#include "io/config_error.h"
 #include "io/cube/cube_io.h"
 #include "io/cube/quicklook.h"
 #include "io/hdf5.h"

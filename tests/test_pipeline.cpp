@@ -8,8 +8,8 @@
 #include <fstream>
 #include <map>
 
+#include "core/config_error.h"
 #include "data/wavelength.h"
-#include "io/config_error.h"
 #include "io/cube/cube_io.h"
 #include "io/cube/quicklook.h"
 #include "io/run_config.h"

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 #include "io/run_config.h"
 #include "pipeline/plan.h"
 #include "pipeline/runner.h"

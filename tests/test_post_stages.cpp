@@ -10,8 +10,8 @@
 #include <numbers>
 #include <sstream>
 
-#include "io/config_error.h"
-#include "io/json_params.h"
+#include "core/config_error.h"
+#include "core/json_params.h"
 #include "io/telescope.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"

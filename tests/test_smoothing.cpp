@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
+#include "core/config_error.h"
 #include "data/fixed_point.h"
 #include "helpers.h"
-#include "io/config_error.h"
 #include "io/hdf5.h"
 #include "io/tng/synthetic_galaxy.h"
 #include "io/tng/tng_reader.h"

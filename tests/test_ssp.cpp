@@ -18,7 +18,7 @@
 #include <variant>
 #include <vector>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 #include "io/hdf5.h"
 #include "io/ssp/miles.h"
 #include "io/ssp/pypipe3d.h"

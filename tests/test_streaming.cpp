@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 #include "io/hdf5.h"
 #include "io/rubix/rubix_galaxy.h"
 #include "io/run_config.h"

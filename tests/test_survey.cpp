@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 #include "io/cube/cube_io.h"
 #include "io/hdf5.h"
 #include "io/run_config.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 #include "io/run_config.h"
 #include "io/tng/synthetic_source.h"
 #include "io/tng/tng_convert.h"

@@ -13,7 +13,7 @@
 #include <numbers>
 #include <variant>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 #include "io/cube/cube_io.h"
 #include "io/cube/temp_file.h"
 

@@ -2,7 +2,7 @@
 // i.e. the FITS cube's axes reversed, so h5py/numpy and astropy see the same array.
 #include <cmath>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 #include "io/cube/cube_io.h"
 #include "io/cube/temp_file.h"
 #include "io/hdf5.h"

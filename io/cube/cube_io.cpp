@@ -7,7 +7,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 
 namespace ifusim {
 

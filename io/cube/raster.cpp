@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 #include "io/cube/temp_file.h"
 
 namespace ifusim::detail {

@@ -5,7 +5,7 @@
 #include <string>
 #include <system_error>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 
 namespace ifusim::detail {
 

@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 
 namespace ifusim::fits {
 namespace {

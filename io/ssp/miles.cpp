@@ -7,7 +7,7 @@
 #include <regex>
 #include <sstream>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 #include "io/ssp/fits_file.h"
 
 namespace ifusim {

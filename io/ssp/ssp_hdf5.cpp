@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 #include "io/hdf5.h"
 
 namespace ifusim {

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 #include "io/ssp/miles.h"
 #include "io/ssp/pypipe3d.h"
 #include "io/ssp/ssp_hdf5.h"

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 #include "io/hdf5.h"
 #include "io/tng/tng_convert.h"
 #include "io/tng/tng_fields.h"

@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
+#include "core/config_error.h"
 #include "data/collectives/reductions.h"
 #include "data/fixed_point.h"
-#include "io/config_error.h"
 #include "io/tng/tng_convert.h"
 #include "io/tng/tng_fields.h"
 

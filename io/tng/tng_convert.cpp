@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 
 namespace ifusim::tng {
 

@@ -10,17 +10,16 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/constants.h"
 #include "data/cosmology.h"
 #include "data/galaxy_data.h"
 #include "io/tng/tng_fields.h"
 
 namespace ifusim::tng {
 
-// Gas temperature constants (TNG FAQ, "How do I compute gas temperature?"): CODATA 2018 proton
-// mass, the exact SI-2019 Boltzmann constant, TNG's primordial hydrogen mass fraction and a
-// monatomic ideal gas.
-inline constexpr double kProtonMassG = 1.67262192369e-24;
-inline constexpr double kBoltzmannErgPerK = 1.380649e-16;
+// Gas temperature constants (TNG FAQ, "How do I compute gas temperature?"): the proton mass and
+// the Boltzmann constant (kProtonMassG, kBoltzmannErgPerK: core/constants.h), TNG's primordial
+// hydrogen mass fraction and a monatomic ideal gas.
 inline constexpr double kHydrogenMassFraction = 0.76;
 inline constexpr double kAdiabaticIndex = 5.0 / 3.0;
 

@@ -8,14 +8,19 @@
 #include <string_view>
 #include <vector>
 
+#include "core/constants.h"  // kJulianYearS
+
 namespace ifusim::tng {
 
-// TNG's own unit constants (Header UnitLength_in_cm, UnitMass_in_g / 1e10): with them
-// 1 ckpc/h and 1e10 Msun/h convert without rounding noise.
+// IllustrisTNG's own unit definitions: values of its file format (the snapshots' Header), not
+// the physical constants of core/constants.h. kKpcCm is TNG's UnitLength_in_cm (1 ckpc/h) =
+// 3.085678e21, not the IAU parsec's kCmPerKpc; kMsunG is its UnitMass_in_g / 1e10 (1e10 Msun/h)
+// = 1.989e33, not the nominal kSolarMassG. With them 1 ckpc/h and 1e10 Msun/h convert without
+// rounding noise. Star formation rates are stored in these Msun per Julian year.
 inline constexpr double kKpcCm = 3.085678e21;
 inline constexpr double kMsunG = 1.989e33;
 inline constexpr double kKmCm = 1.0e5;
-inline constexpr double kJulianYearS = 3.15576e7;
+inline constexpr double kJulianYearS = ifusim::kJulianYearS;
 
 enum class Species { stars, gas };  // PartType4, PartType0
 

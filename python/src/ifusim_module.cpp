@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "core/config_error.h"
 #include "data/runtime.h"
-#include "io/config_error.h"
 #include "io/cube/cube_compare.h"
 #include "io/cube/cube_io.h"
 #include "io/host_galaxy.h"

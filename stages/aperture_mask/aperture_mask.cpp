@@ -4,8 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/json_params.h"
 #include "data/host_memory.h"
-#include "io/json_params.h"
 
 namespace ifusim {
 

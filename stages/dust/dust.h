@@ -46,21 +46,20 @@
 #include <string>
 #include <vector>
 
+#include "core/constants.h"  // kSolarMassG, kCmPerKpc, kMagPerOpticalDepth
+#include "core/json_params.h"
 #include "data/buffer.h"
 #include "data/dispatch.h"
 #include "data/hd.h"
-#include "io/json_params.h"
+#include "core/json_params.h"
 #include "stages/common/dust_curves.h"
 #include "stages/common/footprint.h"
 #include "stages/stage.h"
 
 namespace ifusim {
 
-// 1 Msun / kpc^2 in g / cm^2 (IAU 2015 nominal solar mass 1.98841e33 g, 1 pc = 3.085677581e18 cm).
-inline constexpr double kMsunPerKpc2InGPerCm2 =
-    1.98841e33 / (3.0856775814913673e21 * 3.0856775814913673e21);
-// 2.5 log10(e): magnitudes per unit optical depth.
-inline constexpr double kMagPerOpticalDepth = 1.0857362047581294;
+// 1 Msun / kpc^2 in g / cm^2 (the nominal solar mass and the parsec of core/constants.h).
+inline constexpr double kMsunPerKpc2InGPerCm2 = kSolarMassG / (kCmPerKpc * kCmPerKpc);
 
 struct DustParams {
   DustCurve curve{DustCurveKind::ccm89, 3.1};

@@ -8,14 +8,14 @@
 #include <stdexcept>
 #include <utility>
 
+#include "core/config_error.h"
+#include "core/constants.h"  // kSolarLuminosityErgPerS, kBoltzmannJPerK, kAtomicMassKg
 #include "data/collectives/reductions.h"
 #include "data/host_memory.h"
 #include "data/wavelength.h"
-#include "io/config_error.h"
-#include "io/hdf5.h"
-#include "stages/flux/flux.h"  // kSolarLuminosityErgPerS
 #include "stages/common/cube_partials.h"
 #include "stages/spaxel_grid/smoothing.h"
+#include "stages/stellar_spectra/ssp_lookup.h"  // bracket
 
 namespace ifusim {
 
@@ -28,23 +28,6 @@ double polynomial(std::initializer_list<double> coefficients, double x) {
     power *= x;
   }
   return sum;
-}
-
-int line_index(const std::string& name) {
-  for (int i = 0; i < kNumEmissionLines; ++i)
-    if (name == kEmissionLines[i].name) return i;
-  return -1;
-}
-
-std::string line_names() {
-  std::string out;
-  for (const auto& l : kEmissionLines) out += (out.empty() ? "" : ", ") + std::string(l.name);
-  return out;
-}
-
-bool is_balmer(int index) {
-  const std::string name = kEmissionLines[index].name;
-  return name.rfind("h", 0) == 0;
 }
 
 // Sanders et al. 2016, eq. 7: R(n_e) = a (b + n_e) / (c + n_e) at 10^4 K.
@@ -89,73 +72,20 @@ double calibrated_ratio_to_halpha(const EmissionLineParams& params, int index, d
   throw std::logic_error("emission_lines: no relation for line " + name);
 }
 
-LineRatioTable LineRatioTable::read(const std::string& file) {
-  LineRatioTable t;
-  t.file = file;
-  const h5::File f(file);
-  auto fail = [&](const std::string& what, const std::string& expected) {
-    throw InputError(f.describe(what) + ": expected " + expected);
-  };
-  auto axis = [&](const std::string& name) {
-    if (f.shape(name).size() != 1) fail(name, "a 1-D dataset");
-    std::vector<double> values = f.read<double>(name);
-    if (values.empty()) fail(name, "at least one value");
-    for (std::size_t i = 0; i < values.size(); ++i)
-      if (!std::isfinite(values[i]) || (i > 0 && !(values[i] > values[i - 1])))
-        fail(name, "finite values in increasing order");
-    return values;
-  };
-  if (!f.exists("oxygen_abundance"))
-    fail("oxygen_abundance", "a 1-D dataset of 12 + log(O/H), increasing");
-  t.oxygen_abundance = axis("oxygen_abundance");
-  // 12 + log(O/H) of real H II regions lies between about 7 and 9.5; a table far outside holds
-  // something else (log(O/H) without the 12, or Z).
-  if (t.oxygen_abundance.front() < 5.0 || t.oxygen_abundance.back() > 11.0)
-    fail("oxygen_abundance", "values of 12 + log(O/H) from 5 to 11");
-  if (f.exists("log_ionisation_parameter"))
-    t.log_ionisation_parameter = axis("log_ionisation_parameter");
-  if (!f.exists("ratio_to_hbeta"))
-    fail("ratio_to_hbeta", "a group of datasets named after lines (" + line_names() + ")");
-  const h5::Location group = f.group("ratio_to_hbeta");
-  const std::size_t n_oh = t.oxygen_abundance.size();
-  const std::size_t n_u = std::max<std::size_t>(1, t.log_ionisation_parameter.size());
-  for (const std::string& name : group.member_names()) {
-    const int index = line_index(name);
-    const std::string where = "ratio_to_hbeta/" + name;
-    if (index < 0) fail(where, "a line name (" + line_names() + ")");
-    if (is_balmer(index))
-      fail(where, "a metal line: the Balmer lines follow Case B (H-alpha / H-beta = 2.86)");
-    const auto shape = group.shape(name);
-    const bool matches = t.log_ionisation_parameter.empty()
-                             ? shape == std::vector<hsize_t>{n_oh}
-                             : shape == std::vector<hsize_t>{n_oh, n_u};
-    if (!matches)
-      fail(where, t.log_ionisation_parameter.empty()
-                      ? "shape (" + std::to_string(n_oh) + ") like oxygen_abundance"
-                      : "shape (" + std::to_string(n_oh) + ", " + std::to_string(n_u) +
-                            ") of (oxygen_abundance, log_ionisation_parameter)");
-    std::vector<double> values = group.read<double>(name);
-    for (const double v : values)
-      if (!(v >= 0.0) || !std::isfinite(v)) fail(where, "finite ratios >= 0");
-    t.ratios.emplace_back(index, std::move(values));
-  }
-  if (t.ratios.empty()) fail("ratio_to_hbeta", "at least one line");
-  return t;
-}
-
-double LineRatioTable::ratio_to_hbeta(std::size_t entry, double oxygen, double log_u) const {
-  const std::vector<double>& values = ratios.at(entry).second;
+double line_ratio_to_hbeta(const LineRatioTable& table, std::size_t entry, double oxygen,
+                           double log_u) {
+  const std::vector<double>& values = table.ratios.at(entry).second;
   // Clamped at the table's edges (ssp_lookup.h's bracket; whether x was outside is not needed).
   int i = 0, j = 0;
   double ti = 0.0, tj = 0.0;
   bool outside = false;
-  bracket(oxygen_abundance.data(), static_cast<int>(oxygen_abundance.size()), oxygen, i, ti,
-          outside);
-  const std::size_t n_u = std::max<std::size_t>(1, log_ionisation_parameter.size());
-  if (!log_ionisation_parameter.empty())
-    bracket(log_ionisation_parameter.data(), static_cast<int>(n_u), log_u, j, tj, outside);
+  bracket(table.oxygen_abundance.data(), static_cast<int>(table.oxygen_abundance.size()), oxygen, i,
+          ti, outside);
+  const std::size_t n_u = std::max<std::size_t>(1, table.log_ionisation_parameter.size());
+  if (!table.log_ionisation_parameter.empty())
+    bracket(table.log_ionisation_parameter.data(), static_cast<int>(n_u), log_u, j, tj, outside);
   auto at = [&](int a, int b) {
-    return values[std::min<std::size_t>(a, oxygen_abundance.size() - 1) * n_u +
+    return values[std::min<std::size_t>(a, table.oxygen_abundance.size() - 1) * n_u +
                   std::min<std::size_t>(b, n_u - 1)];
   };
   return (1.0 - ti) * ((1.0 - tj) * at(i, j) + tj * at(i, j + 1)) +
@@ -182,8 +112,8 @@ LineRatioGrid make_line_ratio_grid(const EmissionLineParams& params, const LineR
       if (table)
         for (std::size_t e = 0; e < table->ratios.size(); ++e)
           if (table->ratios[e].first == l)
-            ratio =
-                table->ratio_to_hbeta(e, oxygen, params.log_ionisation_parameter) / kHalphaPerHbeta;
+            ratio = line_ratio_to_hbeta(*table, e, oxygen, params.log_ionisation_parameter) /
+                    kHalphaPerHbeta;
       grid.ratio_to_halpha[static_cast<std::size_t>(l) * grid.n_oxygen + k] = ratio;
     }
   return grid;
@@ -194,10 +124,11 @@ EmissionLineParams EmissionLineParams::from_json(JsonParams p) {
   if (p.has("lines")) {
     const nlohmann::json& lines = p.raw("lines");
     if (!lines.is_array() || lines.empty())
-      p.require(false, "lines", "a non-empty array of line names (" + line_names() + ")", lines);
+      p.require(false, "lines", "a non-empty array of line names (" + emission_line_names() + ")",
+                lines);
     for (const auto& name : lines) {
-      const int index = name.is_string() ? line_index(name.get<std::string>()) : -1;
-      p.require(index >= 0, "lines", "line names from " + line_names(), name);
+      const int index = name.is_string() ? emission_line_index(name.get<std::string>()) : -1;
+      p.require(index >= 0, "lines", "line names from " + emission_line_names(), name);
       if (std::find(out.lines.begin(), out.lines.end(), index) == out.lines.end())
         out.lines.push_back(index);
     }
@@ -228,7 +159,7 @@ EmissionLineParams EmissionLineParams::from_json(JsonParams p) {
 namespace {
 
 // Boltzmann constant over the atomic mass unit, (km/s)^2 per K per amu (CODATA 2018).
-constexpr double kBoltzmannOverAmuKm2S2PerK = 1.380649e-23 / 1.66053906660e-27 * 1e-6;
+constexpr double kBoltzmannOverAmuKm2S2PerK = kBoltzmannJPerK / kAtomicMassKg * 1e-6;
 // FWHM / sigma of a Gaussian, 2 sqrt(2 ln 2).
 constexpr double kFwhmPerSigma = 2.3548200450309493;
 // A plan's assumption where the data is not read yet.
@@ -312,7 +243,7 @@ class EmissionLinesStage final : public Stage {
   EmissionLinesStage(EmissionLineParams params, std::shared_ptr<const LineRatioTable> table)
       : params_(std::move(params)), table_(std::move(table)) {
     // H-alpha weighs the gas kinematics, so it is always deposited (its map and light too).
-    const int halpha = line_index("halpha");
+    const int halpha = emission_line_index("halpha");
     if (std::find(params_.lines.begin(), params_.lines.end(), halpha) == params_.lines.end()) {
       params_.lines.push_back(halpha);
       std::sort(params_.lines.begin(), params_.lines.end());
@@ -527,11 +458,16 @@ class EmissionLinesStage final : public Stage {
 }  // namespace
 
 std::unique_ptr<Stage> make_emission_lines_stage(const nlohmann::json& params,
-                                                 const std::string& path) {
+                                                 const std::string& path,
+                                                 const StageResources& resources) {
   EmissionLineParams p = EmissionLineParams::from_json(JsonParams(params, path));
   std::shared_ptr<const LineRatioTable> table;
-  if (!p.line_ratio_file.empty())
-    table = std::make_shared<const LineRatioTable>(LineRatioTable::read(p.line_ratio_file));
+  if (!p.line_ratio_file.empty()) {
+    const std::string key = JsonParams(params, path).key_path("line_ratio_file");
+    if (!resources.load_line_ratio_table)
+      throw ConfigError(key + ": emission_lines was made without a loader of line-ratio tables");
+    table = resources.load_line_ratio_table(p.line_ratio_file, key);
+  }
   return std::make_unique<EmissionLinesStage>(std::move(p), std::move(table));
 }
 
@@ -541,7 +477,9 @@ StageEntry emission_lines_stage() {
                      "metal lines)",
           .kind = StageKind::particle,
           .make = [](const nlohmann::json& params, const std::string& path,
-                     const StageResources&) { return make_emission_lines_stage(params, path); },
+                     const StageResources& resources) {
+            return make_emission_lines_stage(params, path, resources);
+          },
           .quicklooks = {{"halpha_flux.png", {{"flux_halpha", "H-alpha flux"}}, false, true},
                          {"gas_velocity.png",
                           {{"velocity_gas_kms", "Gas line-of-sight velocity (H-alpha-weighted)"}},

@@ -57,14 +57,17 @@
 #include <string>
 #include <vector>
 
+#include "core/constants.h"  // kSpeedOfLightKms
+#include "core/json_params.h"
 #include "data/buffer.h"
 #include "data/dispatch.h"
+#include "data/emission_line_list.h"
 #include "data/hd.h"
-#include "io/json_params.h"
+#include "core/json_params.h"
+#include "data/line_ratio_table.h"
 #include "stages/common/dust_curves.h"
 #include "stages/common/footprint.h"
 #include "stages/stage.h"
-#include "stages/stellar_spectra/ssp_lookup.h"  // kSpeedOfLightKms
 
 namespace ifusim {
 
@@ -78,45 +81,13 @@ inline constexpr double kCurtiOxygenMin = 7.6, kCurtiOxygenMax = 8.85;
 // Lines are integrated over +-(this) sigma; the end bins take the Gaussian's tails.
 inline constexpr double kLineTruncationSigmas = 8.0;
 
-struct EmissionLine {
-  const char* name;  // also the maps' names: "flux_<name>"
-  const char* label;
-  double vacuum_angstrom;  // rest wavelength in vacuum
-  double atomic_mass_amu;  // of the emitting atom (thermal width)
-};
-
-// Every line the stage can make, in wavelength order. Vacuum wavelengths of the SDSS line list
-// (NIST atomic data).
-inline constexpr EmissionLine kEmissionLines[] = {
-    {"oii_3726", "[O II] 3726", 3727.092, 15.999},
-    {"oii_3729", "[O II] 3729", 3729.875, 15.999},
-    {"hdelta", "H-delta", 4102.892, 1.008},
-    {"hgamma", "H-gamma", 4341.684, 1.008},
-    {"hbeta", "H-beta", 4862.683, 1.008},
-    {"oiii_4959", "[O III] 4959", 4960.295, 15.999},
-    {"oiii_5007", "[O III] 5007", 5008.240, 15.999},
-    {"oi_6300", "[O I] 6300", 6302.046, 15.999},
-    {"nii_6548", "[N II] 6548", 6549.86, 14.007},
-    {"halpha", "H-alpha", 6564.61, 1.008},
-    {"nii_6584", "[N II] 6584", 6585.27, 14.007},
-    {"sii_6716", "[S II] 6716", 6718.29, 32.06},
-    {"sii_6731", "[S II] 6731", 6732.67, 32.06},
-};
-inline constexpr int kNumEmissionLines = sizeof(kEmissionLines) / sizeof(kEmissionLines[0]);
-
-// A user's table of line ratios (HDF5): /oxygen_abundance (12 + log O/H, increasing), optionally
-// /log_ionisation_parameter (increasing), and /ratio_to_hbeta/<line name> of shape (n_oh) or
-// (n_oh, n_u): the line's luminosity over H-beta's. Lines it names replace their relation above;
-// Balmer lines stay Case B. Read with every check naming the file and dataset.
-struct LineRatioTable {
-  std::string file;
-  std::vector<double> oxygen_abundance;
-  std::vector<double> log_ionisation_parameter;             // empty: ratios depend on O/H only
-  std::vector<std::pair<int, std::vector<double>>> ratios;  // line index, values (n_oh x n_u)
-  static LineRatioTable read(const std::string& file);
-  // The table's ratio for line `index` at (oxygen, log U), bilinear and clamped at the edges.
-  double ratio_to_hbeta(std::size_t entry, double oxygen, double log_u) const;
-};
+// The lines the stage can make: kEmissionLines (data/emission_line_list.h). A user's table of
+// line ratios: LineRatioTable (data/line_ratio_table.h), read by io/ (io/emission_line_table.h)
+// and handed to the stage through StageResources.
+//
+// The table's ratio for its entry `entry` at (oxygen, log U), bilinear and clamped at the edges.
+double line_ratio_to_hbeta(const LineRatioTable& table, std::size_t entry, double oxygen,
+                           double log_u);
 
 struct EmissionLineParams {
   std::vector<int> lines;               // indices into kEmissionLines (default: all)
@@ -147,8 +118,10 @@ double oii_doublet_ratio(double electron_density_cm3);
 double sii_doublet_ratio(double electron_density_cm3);
 
 StageEntry emission_lines_stage();
+// A line_ratio_file is read with resources.load_line_ratio_table.
 std::unique_ptr<Stage> make_emission_lines_stage(const nlohmann::json& params,
-                                                 const std::string& path);
+                                                 const std::string& path,
+                                                 const StageResources& resources);
 
 // What the kernel reads: the gas on one device.
 struct GasLineViews {

@@ -22,15 +22,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/json_params.h"
+#include "core/constants.h"  // kSolarLuminosityErgPerS, kCmPerMpc
+#include "core/json_params.h"
 #include "stages/stage.h"
 
 namespace ifusim {
-
-// IAU 2015 Resolution B3: nominal solar luminosity.
-inline constexpr double kSolarLuminosityErgPerS = 3.828e33;
-// 1 pc = 648000 / pi au with the IAU 2012 au (149 597 870 700 m) = 3.0856775814913673e16 m.
-inline constexpr double kCmPerMpc = 3.0856775814913673e24;
 
 struct FluxParams {
   double unit_scale = 1e-20;                      // the cube holds F_lambda / unit_scale

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/json_params.h"
+#include "core/json_params.h"
 #include "stages/stage.h"
 
 namespace ifusim {

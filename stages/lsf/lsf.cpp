@@ -6,7 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "io/telescope.h"
+#include "data/resolution_curve_json.h"
 #include "stages/convolution.h"
 
 namespace ifusim {

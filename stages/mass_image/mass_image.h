@@ -5,9 +5,10 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/json_params.h"
 #include "data/buffer.h"
 #include "data/dispatch.h"
-#include "io/json_params.h"
+#include "core/json_params.h"
 #include "stages/common/footprint.h"
 #include "stages/stage.h"
 

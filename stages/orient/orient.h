@@ -15,9 +15,9 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/json_params.h"
 #include "data/buffer.h"
 #include "data/dispatch.h"
-#include "io/json_params.h"
 #include "stages/stage.h"
 
 namespace ifusim {

@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "data/host_memory.h"
-#include "io/telescope.h"
+#include "data/resolution_curve_json.h"
 #include "stages/convolution.h"
 
 namespace ifusim {

@@ -1,6 +1,6 @@
 #include "stages/psum/psum.h"
 
-#include "io/json_params.h"
+#include "core/json_params.h"
 
 namespace ifusim {
 namespace {

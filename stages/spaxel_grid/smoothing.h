@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "io/json_params.h"
+#include "core/json_params.h"
 #include "stages/common/spaxel_grid.h"
 #include "stages/stage.h"
 

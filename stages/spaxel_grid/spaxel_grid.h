@@ -6,10 +6,11 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/json_params.h"
 #include "data/buffer.h"
 #include "data/dispatch.h"
 #include "data/hd.h"
-#include "io/json_params.h"
+#include "core/json_params.h"
 #include "stages/common/spaxel_grid.h"
 #include "stages/spaxel_grid/smoothing.h"
 #include "stages/stage.h"

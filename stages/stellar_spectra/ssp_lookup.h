@@ -13,11 +13,10 @@
 #include <cmath>
 #include <cstddef>
 
+#include "core/constants.h"  // kSpeedOfLightKms
 #include "data/hd.h"
 
 namespace ifusim {
-
-inline constexpr double kSpeedOfLightKms = 299792.458;
 
 enum class OutsideGrid : int { clamp, zero };
 

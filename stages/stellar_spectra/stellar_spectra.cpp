@@ -7,12 +7,12 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "core/config_error.h"
 #include "data/collectives/psum.h"
 #include "data/collectives/reductions.h"
 #include "data/host_memory.h"
 #include "data/sharded_array.h"
 #include "data/wavelength.h"
-#include "io/config_error.h"
 #include "stages/common/cube_partials.h"
 #include "stages/stellar_spectra/binned_product.h"
 

@@ -28,11 +28,12 @@
 #include <memory>
 #include <vector>
 
+#include "core/json_params.h"
 #include "data/buffer.h"
 #include "data/dispatch.h"
 #include "data/hd.h"
 #include "data/ssp_grid.h"
-#include "io/json_params.h"
+#include "core/json_params.h"
 #include "stages/common/dust_curves.h"
 #include "stages/common/footprint.h"
 #include "stages/stage.h"

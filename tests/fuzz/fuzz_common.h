@@ -17,7 +17,7 @@
 #include <limits>
 #include <string>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 #include "io/hdf5.h"
 
 namespace ifusim::fuzz {

@@ -1,4 +1,4 @@
-#include "io/json_params.h"
+#include "core/json_params.h"
 
 #include <cmath>
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "io/config_error.h"
+#include "core/config_error.h"
 
 namespace ifusim {
 
