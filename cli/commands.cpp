@@ -6,6 +6,7 @@ void register_commands(CLI::App& app, int& exit_code) {
   add_run_command(app, exit_code);
   add_plan_command(app, exit_code);
   add_devices_command(app, exit_code);
+  add_stages_command(app, exit_code);
   add_templates_command(app, exit_code);
   add_inspect_command(app, exit_code);
   add_make_galaxy_command(app, exit_code);

@@ -6,6 +6,7 @@ namespace ifusim::cli {
 // Each subcommand lives in its own cli/cmd_*.cpp and adds itself to the app with a callback
 // that stores its exit code. The list of them is in commands.cpp.
 void add_devices_command(CLI::App& app, int& exit_code);
+void add_stages_command(CLI::App& app, int& exit_code);
 void add_templates_command(CLI::App& app, int& exit_code);
 void add_inspect_command(CLI::App& app, int& exit_code);
 void add_make_galaxy_command(CLI::App& app, int& exit_code);

@@ -125,6 +125,9 @@ void check_stages(const std::vector<RunStage>& stages, std::vector<std::string> 
     if (!seen.insert(name).second && !s.entry->repeatable)
       throw ConfigError(s.path + ": stage \"" + name +
                         "\" is listed twice; a stage may appear once in a pipeline");
+  }
+  for (const RunStage& s : stages) {
+    const std::string& name = s.entry->name;
     for (const auto& need : s.stage->needs()) {
       if (!known_field(need))
         throw std::logic_error("stage " + name + " needs " + need +

@@ -19,6 +19,18 @@ void reduce_partials(RunState& state) {
   }
 }
 
+const char* to_string(StageKind kind) {
+  switch (kind) {
+    case StageKind::particle:
+      return "particle";
+    case StageKind::reduction:
+      return "reduction";
+    case StageKind::cube:
+      return "cube";
+  }
+  return "";
+}
+
 void run_stage(Stage& stage, RunState& state) {
   if (stage.pass(StreamedInput::of(state.data.stars)) != Stage::Pass::none) {
     state.star_bounds();

@@ -246,6 +246,7 @@ enum class StageKind {
   reduction,  // psum: the barrier between the particle and the cube stages
   cube,       // transforms the reduced cube and maps
 };
+const char* to_string(StageKind kind);  // "particle", "reduction", "cube"
 
 class Stage {
  public:

@@ -327,11 +327,12 @@ TEST_CASE(
   CHECK(excess * 1e-20 == Approx(halpha_map).epsilon(0.1));
 }
 
-TEST_CASE("the run loop reduces between the particle and the cube stages; a stage is listed once",
+TEST_CASE("the run loop reduces between the particle and the cube stages, a stage is listed once",
           "[pipeline]") {
   TempDir dir;
   const std::string config = example("muse_synthetic");
-  const std::vector<std::string> small = {"input.synthetic.stars=3000", "input.synthetic.gas=0"};
+  const std::vector<std::string> small = {"input.synthetic.stars=3000", "input.synthetic.gas=0",
+                                          "stages={}"};
   auto with = [&](const std::string& pipeline) {
     std::vector<std::string> overrides = small;
     overrides.push_back("pipeline=" + pipeline);
@@ -381,6 +382,7 @@ TEST_CASE("a stage's parameters inherit the run config's keys its entry names", 
   TempDir dir;
   const std::string config = example("muse_synthetic");
   const std::vector<std::string> small = {"input.synthetic.stars=3000", "input.synthetic.gas=0",
+                                          "stages={}",
                                           R"(pipeline=["orient", "aperture", "stellar_spectra"])"};
   auto edge_on = small, explicit_edge_on = small;
   edge_on.push_back("galaxy.orientation=edge-on");
