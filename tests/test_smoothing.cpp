@@ -491,11 +491,12 @@ TEST_CASE("smoothing: the dust screen spreads each gas cell over its kernel", "[
       device_put(*mesh, std::vector<float>{static_cast<float>(z_metals)}, 1, sh);
 
   const nlohmann::json grid{{"n_spaxels", 8}, {"spaxel_size_kpc", 2.0}, {"smoothing", "kernel"}};
-  run_stage(*make_stage("spaxel_grid", grid, "p", {}), state);
-  CHECK_THROWS_WITH(run_stage(*make_stage("dust", nlohmann::json::object(), "p", {}), state),
+  // The spaxel stage places the gas too: with kernel smoothing it needs the cells' densities.
+  CHECK_THROWS_WITH(run_stage(*make_stage("spaxel_grid", grid, "p", {}), state),
                     Catch::Contains("gas.density_msun_per_kpc3"));
   state.data.gas.density_msun_per_kpc3 =
       device_put(*mesh, std::vector<float>{static_cast<float>(rho)}, 1, sh);
+  run_stage(*make_stage("spaxel_grid", grid, "p", {}), state);
   run_stage(*make_stage("dust", nlohmann::json::object(), "p", {}), state);
   const auto a = state.data.stars.dust_av.to_host();
   const double mz = static_cast<double>(static_cast<float>(m)) * static_cast<float>(z_metals);

@@ -141,8 +141,8 @@ inline FootprintView star_footprint(const Stars& stars, const SpaxelGrid& grid,
   return view;
 }
 
-// The same for the gas cells, once prepare_gas_footprint (smoothing.h) has placed them on the
-// grid: their spaxel_index, or with smoothing their cell radii.
+// The same for the gas cells, once the spaxel stage has placed them on the grid (place_gas,
+// stages/spaxel_grid/smoothing.h): their spaxel_index, or with smoothing their cell radii.
 inline FootprintView gas_footprint(const Gas& gas, const SpaxelGrid& grid, const Device& device) {
   FootprintView view;
   view.grid = grid;

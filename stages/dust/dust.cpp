@@ -11,8 +11,6 @@
 
 #include "data/collectives/reductions.h"
 #include "data/sharded_array.h"
-#include "stages/spaxel_grid/smoothing.h"
-#include "stages/spaxel_grid/spaxel_grid.h"
 
 namespace ifusim {
 
@@ -118,14 +116,12 @@ class DustStage final : public Stage {
   std::string name() const override { return "dust"; }
   // The gas is optional: without gas every star gets A_V = 0 (and a warning).
   std::vector<std::string> needs() const override {
-    return {"stars.spaxel_index", "stars.position_kpc", "spaxels",
-            "gas.position_kpc",   "gas.mass_msun",      "gas.metallicity"};
+    return {"stars.spaxel_index", "stars.position_kpc", "spaxels",         "gas.position_kpc",
+            "gas.mass_msun",      "gas.metallicity",    "gas.spaxel_index"};
   }
   std::vector<Provided> provides() const override {
     return {{"stars.dust_av", "mag", "A_V of the gas in front of each star"},
             {"gas.dust_av", "mag", "A_V of the gas in front of each gas cell"},
-            {"gas.spaxel_index", "", "the gas cells placed on the stars' grid"},
-            {"gas.smoothing_length_kpc", "kpc", "the gas cells' radii (smoothing \"kernel\")"},
             {"dust_attenuation", "", "the attenuation curve, and the largest A_V of any star"}};
   }
 
@@ -141,8 +137,7 @@ class DustStage final : public Stage {
     if (gas.position_kpc.rows() != n || gas.metallicity.rows() != n)
       throw std::runtime_error(
           "dust: the gas needs position_kpc, mass_msun and metallicity for every particle");
-    // The gas on the stars' own grid, with the same kernel.
-    prepare_gas_footprint(block, "dust");
+    // The gas on the stars' own grid, with the same kernel (the spaxel stage placed it).
     const std::vector<std::int32_t> spaxel = gas.spaxel_index.to_host();
     const std::vector<float> position = gas.position_kpc.to_host();
     std::vector<float> x(n), y(n), z(n), length;
@@ -214,7 +209,6 @@ class DustStage final : public Stage {
     // front of each cell, itself excluded (only gas with z_gas < z counts).
     gas.dust_av = ShardedArray<float>(mesh, gas.count(), 1, Sharding::sharded());
     if (gas.count() > 0) {
-      prepare_gas_footprint(state, "dust");
       shard_map(mesh, [&](const Device& d) {
         IFUSIM_DISPATCH(d, compute_dust_av, d, screens_->on(d), gas_footprint(gas, grid, d),
                         gas.position_kpc.local(d, 2), gas.dust_av.local(d));

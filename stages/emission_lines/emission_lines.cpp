@@ -14,7 +14,6 @@
 #include "data/host_memory.h"
 #include "data/wavelength.h"
 #include "stages/common/cube_partials.h"
-#include "stages/spaxel_grid/smoothing.h"
 #include "stages/stellar_spectra/ssp_lookup.h"  // bracket
 
 namespace ifusim {
@@ -251,13 +250,11 @@ class EmissionLinesStage final : public Stage {
   }
   std::string name() const override { return "emission_lines"; }
   std::vector<std::string> needs() const override {
-    return {"spaxels", "gas.position_kpc", "gas.velocity_kms", "gas.metallicity",
-            "gas.sfr_msun_per_yr"};
+    return {"spaxels",         "gas.position_kpc",    "gas.velocity_kms",
+            "gas.metallicity", "gas.sfr_msun_per_yr", "gas.spaxel_index"};
   }
   std::vector<Provided> provides() const override {
     return {{"partial_cube", "Lsun/Angstrom", "the gas's emission lines, added to the cube"},
-            {"gas.spaxel_index", "", "the gas cells placed on the stars' grid"},
-            {"gas.smoothing_length_kpc", "kpc", "the gas cells' radii (smoothing \"kernel\")"},
             {"gas_kinematics", "km/s",
              "velocity_gas_kms, dispersion_gas_kms: H-alpha-weighted moments of the gas"},
             {"line_maps", "erg/s/cm^2 (after flux)", "flux_<line>: every line's flux per spaxel"}};
@@ -398,7 +395,6 @@ class EmissionLinesStage final : public Stage {
     }
     if (n == 0) return;
     require_fields(gas);
-    prepare_gas_footprint(state, "emission_lines");
     const bool metals = gas.metals.rows() == n;
     LineDeposit deposit = setup_->deposit;
     const auto* dust = state.products.find<DustAttenuation>("dust_attenuation");

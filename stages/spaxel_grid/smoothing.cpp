@@ -136,15 +136,13 @@ double gas_cell_radius_kpc(double mass_msun, double density_msun_per_kpc3) {
   return std::cbrt(3.0 * mass_msun / (4.0 * std::numbers::pi * density_msun_per_kpc3));
 }
 
-void prepare_gas_footprint(RunState& state, const std::string& stage) {
+void place_gas(RunState& state, const std::string& stage) {
   Gas& gas = state.data.gas;
   const SpaxelGrid& grid = state.products.get<SpaxelGrid>("spaxels");
   const std::size_t n = gas.count();
   if (gas.position_kpc.rows() != n)
     throw std::runtime_error(stage + ": the gas has no position_kpc (the input's Coordinates)");
   const bool kernel = static_cast<Smoothing>(grid.smoothing) == Smoothing::kernel;
-  if (n > 0 && gas.spaxel_index.rows() == n && (!kernel || gas.smoothing_length_kpc.rows() == n))
-    return;  // another gas stage of the run placed it
   gas.spaxel_index = ShardedArray<std::int32_t>(state.mesh, n, 1, Sharding::sharded());
   shard_map(state.mesh, [&](const Device& d) {
     IFUSIM_DISPATCH(d, assign_spaxels, d, grid, gas.position_kpc.local(d, 0),

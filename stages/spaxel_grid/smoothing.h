@@ -78,10 +78,10 @@ double gas_cell_radius_kpc(double mass_msun, double density_msun_per_kpc3);
 // smoothing "none".
 void prepare_star_smoothing(RunState& state, const SmoothingParams& params, const KnnPass& knn);
 
-// Places the gas on the stars' grid (the product "spaxels"): gas.spaxel_index, and with smoothing
-// "kernel" gas.smoothing_length_kpc, the cells' radii (every cell then needs a finite density
-// > 0: an error naming `stage` and the cell otherwise). For gas_footprint (footprint.h). Once per
-// gas held: a later call (another gas stage) finds it placed.
-void prepare_gas_footprint(RunState& state, const std::string& stage);
+// Places the gas held on the stars' grid (the product "spaxels"): gas.spaxel_index, and with
+// smoothing "kernel" gas.smoothing_length_kpc, the cells' radii (every cell then needs a finite
+// density > 0: an error naming `stage` and the cell otherwise). For gas_footprint
+// (footprint.h), which the gas stages (dust, emission_lines) use.
+void place_gas(RunState& state, const std::string& stage);
 
 }  // namespace ifusim

@@ -30,7 +30,9 @@ class SpaxelStage : public Stage {
   std::vector<std::string> needs() const override { return {"stars.position_kpc"}; }
   std::vector<Provided> provides() const override {
     return {{"stars.spaxel_index", "", "the spaxel holding each star, -1 outside the grid"},
-            {"spaxels", "", "the spaxel grid (kpc) the stars were placed on, and its smoothing"}};
+            {"spaxels", "", "the spaxel grid (kpc) the stars were placed on, and its smoothing"},
+            {"gas.spaxel_index", "", "the gas cells (where the run reads gas) on the same grid"},
+            {"gas.smoothing_length_kpc", "kpc", "the gas cells' radii (smoothing \"kernel\")"}};
   }
 
   Pass pass(const StreamedInput& input) const override { return knn_.pass(input); }
@@ -44,6 +46,7 @@ class SpaxelStage : public Stage {
   void place(RunState& state, const SpaxelGrid& grid, int n_wave) const {
     assign_stars_to_grid(state, grid, n_wave);
     prepare_star_smoothing(state, smoothing_, knn_);
+    if (state.data.gas.count() > 0) place_gas(state, name());
   }
   SmoothingParams smoothing_;
 
