@@ -16,6 +16,7 @@
 #include "io/config_error.h"
 #include "io/tng/tng_convert.h"
 #include "io/tng/tng_fields.h"
+#include "io/tng/tng_writer.h"
 
 namespace ifusim::tng {
 namespace {
