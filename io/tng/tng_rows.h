@@ -63,7 +63,8 @@ struct TngGalaxyRecord {
 };
 
 // A galaxy's rows on demand, any block of them on its own, so that a writer's memory is bounded
-// by one block however large the galaxy. Const and thread-safe.
+// by one block however large the galaxy (a generator, synthetic_galaxy.h, holds none of them).
+// Const and thread-safe.
 class TngGalaxySource {
  public:
   virtual ~TngGalaxySource() = default;
@@ -73,6 +74,26 @@ class TngGalaxySource {
   virtual void gas_rows(std::size_t begin, std::size_t end, TngGasRows& out) const = 0;
   // How many rows to ask for at a time.
   virtual std::size_t block_rows() const = 0;
+};
+
+// A galaxy whose rows are all in host memory (particles read from elsewhere, or made by hand):
+// any galaxy the writer can take. The record's n_stars and n_gas are set from the rows.
+class TngHeldGalaxy final : public TngGalaxySource {
+ public:
+  // Throws std::invalid_argument when a field's length does not match the rows' count.
+  TngHeldGalaxy(TngGalaxyRecord record, TngStarRows stars, TngGasRows gas,
+                std::size_t block_rows = std::size_t{1} << 20);
+
+  const TngGalaxyRecord& record() const override { return record_; }
+  void star_rows(std::size_t begin, std::size_t end, TngStarRows& out) const override;
+  void gas_rows(std::size_t begin, std::size_t end, TngGasRows& out) const override;
+  std::size_t block_rows() const override { return block_rows_; }
+
+ private:
+  TngGalaxyRecord record_;
+  TngStarRows stars_;
+  TngGasRows gas_;
+  std::size_t block_rows_;
 };
 
 }  // namespace ifusim::tng
