@@ -431,7 +431,7 @@ struct CatalogRow {
   std::array<double, 6> mass_msun{}, half_mass_kpc{};
   std::array<std::uint64_t, 6> len{};
   std::array<double, 3> pos_ckpc_h{}, cm_ckpc_h{}, vel_kms{};
-  double half_mass_all_kpc = 0, sfr = 0, mass_all_msun = 0;
+  double half_mass_all_kpc = 0, sfr_msun_yr = 0, mass_all_msun = 0;
 };
 
 // Catalog values per subhalo and per group (a group's sums include its fuzz), from the segments'
@@ -457,7 +457,7 @@ Catalog catalog_rows(const SnapshotPlan& plan, const TngGalaxyRecord& first) {
     r.half_mass_kpc = st.half_mass_kpc;
     r.half_mass_all_kpc = st.half_mass_all_kpc;
     r.mass_all_msun = st.mass_all_msun();
-    r.sfr = st.sfr_msun_yr;
+    r.sfr_msun_yr = st.sfr_msun_yr;
     const double m = std::max(r.mass_all_msun, 1e-300);
     for (int c = 0; c < 3; ++c) {
       r.pos_ckpc_h[c] = seg.galaxy->record().center_ckpc_h[c];
@@ -503,7 +503,8 @@ Catalog catalog_rows(const SnapshotPlan& plan, const TngGalaxyRecord& first) {
   return cat;
 }
 
-// Group k of n items in file k of n_files: [n k / n_files, n (k + 1) / n_files).
+// The first of n catalog items (groups, subhalos) in file k of n_files: file k holds items
+// [n k / n_files, n (k + 1) / n_files).
 std::size_t file_split(std::size_t n, int k, int n_files) {
   return n * static_cast<std::size_t>(k) / n_files;
 }
@@ -603,7 +604,7 @@ void write_group_catalog_chunks(const fs::path& groups_dir, const std::string& n
         len_v.push_back(static_cast<std::int32_t>(std::min<std::uint64_t>(len, INT32_MAX)));
         mass_v.push_back(static_cast<float>(r.mass_all_msun * msun_to_code));
         hm_v.push_back(static_cast<float>(r.half_mass_all_kpc * kpc_to_ckpc_h));
-        sfr_v.push_back(static_cast<float>(r.sfr));
+        sfr_v.push_back(static_cast<float>(r.sfr_msun_yr));
         for (int c = 0; c < 3; ++c) {
           pos_v.push_back(static_cast<float>(r.pos_ckpc_h[c]));
           cm_v.push_back(static_cast<float>(r.cm_ckpc_h[c]));
