@@ -23,7 +23,7 @@ constexpr UnitAttributes kDimensionless{0.0, 0.0, 0.0};  // ParticleIDs (not in 
 constexpr std::uint64_t kInt32Max = std::numeric_limits<std::int32_t>::max();
 
 void check(bool ok, const std::string& key, const std::string& expected) {
-  if (!ok) throw ConfigError("TNG snapshot: " + key + ": expected " + expected);
+  if (!ok) throw ConfigError("TNG writer: " + key + ": expected " + expected);
 }
 
 // The field table's (the data specification's) unit attributes of a dataset.
@@ -135,7 +135,7 @@ void write_snapshot_header(const h5::Location& root, const HeaderInfo& info) {
   std::vector<std::uint32_t> total_low(6), total_high(6);
   for (int t = 0; t < 6; ++t) {
     if (info.this_file[t] > kInt32Max)
-      throw ConfigError("TNG snapshot: more than 2^31-1 particles of type " + std::to_string(t) +
+      throw ConfigError("TNG writer: more than 2^31-1 particles of type " + std::to_string(t) +
                         " in one file (TNG's NumPart_ThisFile is int32)");
     this_file[t] = static_cast<std::int32_t>(info.this_file[t]);
     total_low[t] = static_cast<std::uint32_t>(info.total[t] & 0xffffffffULL);
