@@ -6,7 +6,7 @@
 
 #include "cli/commands.h"
 #include "core/config_error.h"
-#include "io/tng/synthetic_galaxy.h"
+#include "io/tng/synthetic_files.h"
 
 namespace ifusim::cli {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "core/config_error.h"
 #include "io/hdf5.h"
-#include "io/tng/synthetic_galaxy.h"
+#include "io/tng/synthetic_files.h"
 
 using namespace ifusim;
 namespace fs = std::filesystem;

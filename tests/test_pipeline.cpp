@@ -13,7 +13,7 @@
 #include "io/cube/cube_io.h"
 #include "io/cube/quicklook.h"
 #include "io/run_config.h"
-#include "io/tng/synthetic_galaxy.h"
+#include "io/tng/synthetic_files.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
 #include "pipeline/runner.h"

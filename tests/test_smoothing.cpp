@@ -18,7 +18,7 @@
 #include "data/fixed_point.h"
 #include "helpers.h"
 #include "io/hdf5.h"
-#include "io/tng/synthetic_galaxy.h"
+#include "io/tng/synthetic_files.h"
 #include "io/tng/tng_reader.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"

@@ -20,7 +20,7 @@
 #include "io/hdf5.h"
 #include "io/rubix/rubix_galaxy.h"
 #include "io/run_config.h"
-#include "io/tng/synthetic_galaxy.h"
+#include "io/tng/synthetic_files.h"
 #include "io/tng/synthetic_source.h"
 #include "io/tng/tng_reader.h"
 #include "pipeline/devices.h"

@@ -20,7 +20,7 @@
 #include "io/cube/cube_io.h"
 #include "io/hdf5.h"
 #include "io/run_config.h"
-#include "io/tng/synthetic_galaxy.h"
+#include "io/tng/synthetic_files.h"
 #include "pipeline/survey.h"
 #include "tng_test_util.h"
 

@@ -17,6 +17,7 @@
 
 #include "core/config_error.h"
 #include "io/run_config.h"
+#include "io/tng/synthetic_files.h"
 #include "io/tng/synthetic_source.h"
 #include "io/tng/tng_convert.h"
 #include "io/tng/tng_reader.h"

@@ -7,7 +7,7 @@
 
 #include "io/hdf5.h"
 #include "io/rubix/rubix_galaxy.h"
-#include "io/tng/synthetic_galaxy.h"
+#include "io/tng/synthetic_files.h"
 #include "io/tng/tng_reader.h"
 #include "pipeline/devices.h"
 #include "tng_test_util.h"

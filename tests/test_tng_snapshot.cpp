@@ -6,7 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "io/tng/synthetic_galaxy.h"
+#include "io/tng/synthetic_files.h"
 #include "io/tng/tng_reader.h"
 #include "pipeline/devices.h"
 #include "tng_test_util.h"

@@ -4,8 +4,8 @@
 
 #include "core/config_error.h"
 #include "io/cube/cube_io.h"
-#include "io/cube/temp_file.h"
 #include "io/hdf5.h"
+#include "io/temp_file.h"
 
 namespace ifusim {
 namespace {

@@ -8,7 +8,7 @@
 #include <cstdlib>
 
 #include "core/config_error.h"
-#include "io/cube/temp_file.h"
+#include "io/temp_file.h"
 
 namespace ifusim::detail {
 namespace {

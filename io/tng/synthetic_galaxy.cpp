@@ -1,11 +1,7 @@
 #include "io/tng/synthetic_galaxy.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <filesystem>
 #include <limits>
 #include <memory>
 #include <numbers>
@@ -13,7 +9,7 @@
 #include <utility>
 
 #include "core/config_error.h"
-#include "io/hdf5.h"
+#include "io/tng/counter_rng.h"
 #include "io/tng/tng_convert.h"
 #include "io/tng/tng_fields.h"
 
@@ -24,32 +20,6 @@ constexpr double kPi = std::numbers::pi;
 constexpr double kSolarMetallicity = 0.0127;                  // TNG's Z_sun
 constexpr double kEarliestFormationScaleFactor = 1.0 / 21.0;  // z = 20
 constexpr double kMinStellarAgeGyr = 0.01;
-constexpr UnitAttributes kDimensionless{0.0, 0.0, 0.0};  // ParticleIDs (not in the field table)
-
-// splitmix64's finaliser (Steele, Lea & Flood 2014): a bijective 64-bit mixer. Hashing
-// (key, particle index, draw) gives every particle its own random numbers, so any block of
-// particles can be generated on its own (a counter-based generator, cf. Salmon et al. 2011).
-inline std::uint64_t mix64(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-struct CounterRng {
-  std::uint64_t key;
-  // Uniform in the open interval (0, 1).
-  double uniform(std::uint64_t index, std::uint64_t draw) const {
-    const std::uint64_t h = mix64(mix64(key ^ mix64(index)) + draw * 0xd6e8feb86659fd93ULL);
-    return (static_cast<double>(h >> 11) + 0.5) * 0x1.0p-53;
-  }
-  // Two standard normals (Box & Muller 1958).
-  std::array<double, 2> normals(std::uint64_t index, std::uint64_t draw) const {
-    const double r = std::sqrt(-2.0 * std::log(uniform(index, draw)));
-    const double t = 2.0 * kPi * uniform(index, draw + 1);
-    return {r * std::cos(t), r * std::sin(t)};
-  }
-};
 
 // Scale factor at cosmic time t: the inverse of Cosmology::cosmic_time_gyr (flat LCDM).
 double scale_factor_at(const Cosmology& c, double t_gyr) {
@@ -216,190 +186,6 @@ void check(bool ok, const std::string& key, const std::string& expected) {
   if (!ok) throw ConfigError("synthetic galaxy: " + key + ": expected " + expected);
 }
 
-// The field table's (the data specification's) unit attributes of a dataset.
-UnitAttributes units_of(Species species, const char* dataset) {
-  return field_rule(species, dataset).tng_units;
-}
-
-// --- HDF5 output ------------------------------------------------------------------------------
-
-template <class T>
-void create_field(const h5::Location& g, const std::string& name, hsize_t n, hsize_t components,
-                  UnitAttributes u) {
-  if (components == 1)
-    g.create<T>(name, {n});
-  else
-    g.create<T>(name, {n, components});
-  g.set_attribute<double>("a_scaling", u.a_scaling, name);
-  g.set_attribute<double>("h_scaling", u.h_scaling, name);
-  g.set_attribute<double>("to_cgs", u.to_cgs, name);
-}
-
-void create_star_fields(const h5::Location& g, hsize_t n) {
-  const auto u = [](const char* dataset) { return units_of(Species::stars, dataset); };
-  create_field<double>(g, "Coordinates", n, 3, u("Coordinates"));
-  create_field<float>(g, "GFM_InitialMass", n, 1, u("GFM_InitialMass"));
-  create_field<float>(g, "GFM_Metallicity", n, 1, u("GFM_Metallicity"));
-  create_field<float>(g, "GFM_StellarFormationTime", n, 1, u("GFM_StellarFormationTime"));
-  create_field<float>(g, "Masses", n, 1, u("Masses"));
-  create_field<std::uint64_t>(g, "ParticleIDs", n, 1, kDimensionless);
-  create_field<float>(g, "Velocities", n, 3, u("Velocities"));
-}
-
-void create_gas_fields(const h5::Location& g, hsize_t n) {
-  const auto u = [](const char* dataset) { return units_of(Species::gas, dataset); };
-  create_field<double>(g, "Coordinates", n, 3, u("Coordinates"));
-  create_field<float>(g, "Density", n, 1, u("Density"));
-  create_field<float>(g, "ElectronAbundance", n, 1, u("ElectronAbundance"));
-  create_field<float>(g, "GFM_Metallicity", n, 1, u("GFM_Metallicity"));
-  create_field<float>(g, "GFM_Metals", n, TngGasRows::kMetals, u("GFM_Metals"));
-  create_field<float>(g, "InternalEnergy", n, 1, u("InternalEnergy"));
-  create_field<float>(g, "Masses", n, 1, u("Masses"));
-  create_field<std::uint64_t>(g, "ParticleIDs", n, 1, kDimensionless);
-  create_field<float>(g, "StarFormationRate", n, 1, u("StarFormationRate"));
-  create_field<float>(g, "Velocities", n, 3, u("Velocities"));
-}
-
-void write_star_block(const h5::Location& g, hsize_t row, const TngStarRows& r) {
-  const hsize_t n = r.size();
-  g.write_rows<double>("Coordinates", row, r.coordinates.data(), n);
-  g.write_rows<float>("GFM_InitialMass", row, r.initial_masses.data(), n);
-  g.write_rows<float>("GFM_Metallicity", row, r.metallicity.data(), n);
-  g.write_rows<float>("GFM_StellarFormationTime", row, r.formation_time.data(), n);
-  g.write_rows<float>("Masses", row, r.masses.data(), n);
-  g.write_rows<std::uint64_t>("ParticleIDs", row, r.particle_ids.data(), n);
-  g.write_rows<float>("Velocities", row, r.velocities.data(), n);
-}
-
-void write_gas_block(const h5::Location& g, hsize_t row, const TngGasRows& r) {
-  const hsize_t n = r.size();
-  g.write_rows<double>("Coordinates", row, r.coordinates.data(), n);
-  g.write_rows<float>("Density", row, r.density.data(), n);
-  g.write_rows<float>("ElectronAbundance", row, r.electron_abundance.data(), n);
-  g.write_rows<float>("GFM_Metallicity", row, r.metallicity.data(), n);
-  g.write_rows<float>("GFM_Metals", row, r.metals.data(), n);
-  g.write_rows<float>("InternalEnergy", row, r.internal_energy.data(), n);
-  g.write_rows<float>("Masses", row, r.masses.data(), n);
-  g.write_rows<std::uint64_t>("ParticleIDs", row, r.particle_ids.data(), n);
-  g.write_rows<float>("StarFormationRate", row, r.star_formation_rate.data(), n);
-  g.write_rows<float>("Velocities", row, r.velocities.data(), n);
-}
-
-struct HeaderInfo {
-  const SyntheticGalaxySpec* galaxy;  // cosmology, redshift, box
-  int snapshot;
-  std::string simulation_name;
-  int num_files;
-  std::array<std::uint64_t, 6> this_file{}, total{};
-};
-
-void write_snapshot_header(const h5::Location& root, const HeaderInfo& info) {
-  const SyntheticGalaxySpec& g = *info.galaxy;
-  const h5::Location h = root.create_group("Header");
-  h.set_attribute<double>("BoxSize", g.box_size_ckpc_h);
-  h.set_attribute<std::int32_t>("Flag_Cooling", 1);
-  h.set_attribute<std::int32_t>("Flag_DoublePrecision", 0);
-  h.set_attribute<std::int32_t>("Flag_Feedback", 1);
-  h.set_attribute<std::int32_t>("Flag_Metals", 10);
-  h.set_attribute<std::int32_t>("Flag_Sfr", 1);
-  h.set_attribute<std::int32_t>("Flag_StellarAge", 1);
-  h.set_attribute<double>("HubbleParam", g.cosmology.hubble_param);
-  h.set_attribute_array<double>("MassTable", {0, 0, 0, 0, 0, 0});
-  h.set_attribute<std::int32_t>("NumFilesPerSnapshot", info.num_files);
-  std::vector<std::int32_t> this_file(6);
-  std::vector<std::uint32_t> total_low(6), total_high(6);
-  for (int t = 0; t < 6; ++t) {
-    if (info.this_file[t] > static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max()))
-      throw ConfigError("synthetic snapshot: more than 2^31-1 particles of type " +
-                        std::to_string(t) + " in one file (TNG's NumPart_ThisFile is int32)");
-    this_file[t] = static_cast<std::int32_t>(info.this_file[t]);
-    total_low[t] = static_cast<std::uint32_t>(info.total[t] & 0xffffffffULL);
-    total_high[t] = static_cast<std::uint32_t>(info.total[t] >> 32);
-  }
-  h.set_attribute_array<std::int32_t>("NumPart_ThisFile", this_file);
-  h.set_attribute_array<std::uint32_t>("NumPart_Total", total_low);
-  h.set_attribute_array<std::uint32_t>("NumPart_Total_HighWord", total_high);
-  h.set_attribute<double>("Omega0", g.cosmology.omega_matter);
-  h.set_attribute<double>("OmegaBaryon", g.omega_baryon);
-  h.set_attribute<double>("OmegaLambda", g.cosmology.omega_lambda);
-  h.set_attribute<double>("Redshift", g.redshift);
-  h.set_string_attribute("RunLabel", "IllustrisTNG-format synthetic galaxy (ifusim make-galaxy)");
-  h.set_string_attribute("SimulationName", info.simulation_name);
-  h.set_attribute<std::int32_t>("SnapshotNumber", info.snapshot);
-  h.set_attribute<double>("Time", g.scale_factor());
-  h.set_attribute<double>("UnitLength_in_cm", 3.085678e21);
-  h.set_attribute<double>("UnitMass_in_g", 1.989e43);
-  h.set_attribute<double>("UnitVelocity_in_cm_per_s", 1e5);
-}
-
-std::string temp_suffix() {
-  return ".tmp-ifusim-" + std::to_string(::getpid());
-}
-
-std::string three_digits(int n) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%03d", n);
-  return buf;
-}
-
-// Catalog sums of one segment of the particle arrays (a subhalo, a group's fuzz, or the
-// unassociated particles), accumulated serially in particle order so that they do not depend on
-// the block size. Radius histograms live only while the segment is being written: memory stays
-// bounded by the segments that straddle the write position.
-struct SegmentStats {
-  std::array<std::uint64_t, 6> expected{}, count{};
-  std::array<double, 6> mass_msun{}, half_mass_kpc{};
-  double sfr_msun_yr = 0, half_mass_all_kpc = 0;
-  std::array<double, 3> mass_pos{}, mass_vel{};  // sum m * (x - centre) [kpc], m * v [km/s]
-  std::array<std::vector<double>, 6> hist;
-  std::vector<double> hist_all;
-
-  double mass_all_msun() const {
-    double m = 0;
-    for (double x : mass_msun) m += x;
-    return m;
-  }
-  void add(int type, double m, const std::array<double, 3>& d_kpc,
-           const std::array<double, 3>& v_kms) {
-    if (hist[type].empty()) hist[type].assign(kRadiusBins, 0.0);
-    if (hist_all.empty()) hist_all.assign(kRadiusBins, 0.0);
-    ++count[type];
-    mass_msun[type] += m;
-    for (int k = 0; k < 3; ++k) {
-      mass_pos[k] += m * d_kpc[k];
-      mass_vel[k] += m * v_kms[k];
-    }
-    const int bin =
-        radius_bin(std::sqrt(d_kpc[0] * d_kpc[0] + d_kpc[1] * d_kpc[1] + d_kpc[2] * d_kpc[2]));
-    hist[type][bin] += m;
-    hist_all[bin] += m;
-    if (count[type] == expected[type]) {
-      half_mass_kpc[type] = half_mass_radius_kpc(hist[type]);
-      std::vector<double>().swap(hist[type]);
-    }
-    if (count == expected) {
-      half_mass_all_kpc = half_mass_radius_kpc(hist_all);
-      std::vector<double>().swap(hist_all);
-    }
-  }
-};
-
-// Box frame physical offsets of TNG rows from the galaxy centre (periodic).
-std::array<double, 3> physical_offset_kpc(const GalaxyModel& m, const double* coords) {
-  std::array<double, 3> d{};
-  const double box = m.g.box_size_ckpc_h;
-  for (int k = 0; k < 3; ++k) {
-    double x = coords[k] - m.g.center_ckpc_h[k];
-    x -= box * std::round(x / box);
-    d[k] = x / m.length_to_ckpc_h;
-  }
-  return d;
-}
-
-std::array<double, 3> physical_velocity_kms(const GalaxyModel& m, const float* v) {
-  return {v[0] / m.velocity_to_tng, v[1] / m.velocity_to_tng, v[2] / m.velocity_to_tng};
-}
-
 void generate_star_rows_with(const GalaxyModel& m, std::size_t begin, std::size_t end,
                              TngStarRows& out) {
   const std::size_t n = end - begin;
@@ -504,86 +290,31 @@ void generate_gas_rows_with(const GalaxyModel& m, std::size_t begin, std::size_t
   }
 }
 
-// Writes the particles [begin, end) of a galaxy's type at `row` of an open particle group, in
-// blocks; accumulates stats when given.
-void write_stars(const GalaxyModel& m, const h5::Location& group, std::size_t begin,
-                 std::size_t end, hsize_t row, SegmentStats* stats) {
-  TngStarRows rows;
-  for (std::size_t b = begin; b < end; b += m.g.block_rows) {
-    const std::size_t e = std::min(end, b + m.g.block_rows);
-    generate_star_rows_with(m, b, e, rows);
-    write_star_block(group, row + (b - begin), rows);
-    if (stats)
-      for (std::size_t j = 0; j < rows.size(); ++j)
-        stats->add(4, rows.masses[j] * 1e10 / m.h, physical_offset_kpc(m, &rows.coordinates[3 * j]),
-                   physical_velocity_kms(m, &rows.velocities[3 * j]));
-  }
+// What the files record about a synthetic galaxy besides its particles.
+TngGalaxyRecord record_of(const SyntheticGalaxySpec& spec) {
+  TngGalaxyRecord r;
+  r.simulation_name = spec.simulation_name;
+  r.snapshot = spec.snapshot;
+  r.subhalo_id = spec.subhalo_id;
+  r.redshift = spec.redshift;
+  r.cosmology = spec.cosmology;
+  r.omega_baryon = spec.omega_baryon;
+  r.box_size_ckpc_h = spec.box_size_ckpc_h;
+  r.center_ckpc_h = spec.center_ckpc_h;
+  r.n_stars = spec.n_stars;
+  r.n_gas = spec.n_gas;
+  return r;
 }
-
-void write_gas(const GalaxyModel& m, const h5::Location& group, std::size_t begin, std::size_t end,
-               hsize_t row, SegmentStats* stats) {
-  TngGasRows rows;
-  for (std::size_t b = begin; b < end; b += m.g.block_rows) {
-    const std::size_t e = std::min(end, b + m.g.block_rows);
-    generate_gas_rows_with(m, b, e, rows);
-    write_gas_block(group, row + (b - begin), rows);
-    if (stats)
-      for (std::size_t j = 0; j < rows.size(); ++j) {
-        stats->add(0, rows.masses[j] * 1e10 / m.h, physical_offset_kpc(m, &rows.coordinates[3 * j]),
-                   physical_velocity_kms(m, &rows.velocities[3 * j]));
-        stats->sfr_msun_yr += rows.star_formation_rate[j];
-      }
-  }
-}
-
-// Removes a temporary path (file or folder) unless released: no partial output on errors.
-class TempPath {
- public:
-  explicit TempPath(std::filesystem::path p) : path_(std::move(p)) {}
-  ~TempPath() {
-    if (!released_) {
-      std::error_code ec;
-      std::filesystem::remove_all(path_, ec);
-    }
-  }
-  TempPath(const TempPath&) = delete;
-  TempPath& operator=(const TempPath&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  void release() { released_ = true; }
-
- private:
-  std::filesystem::path path_;
-  bool released_ = false;
-};
 
 }  // namespace
 
-int radius_bin(double r_kpc) {
-  const double x = (std::log10(std::max(r_kpc, 1e-3)) + 3.0) / 6.0 * kRadiusBins;
-  return std::clamp(static_cast<int>(x), 0, kRadiusBins - 1);
-}
-
-double half_mass_radius_kpc(const std::vector<double>& mass_per_bin) {
-  const auto& hist = mass_per_bin;
-  double total = 0;
-  for (double m : hist) total += m;
-  if (!(total > 0)) return 0.0;
-  double cum = 0;
-  for (int b = 0; b < kRadiusBins; ++b) {
-    if (cum + hist[b] >= 0.5 * total) {
-      const double f = hist[b] > 0 ? (0.5 * total - cum) / hist[b] : 0.0;
-      return std::pow(10.0, -3.0 + 6.0 * (b + f) / kRadiusBins);
-    }
-    cum += hist[b];
-  }
-  return 1e3;
-}
-
-// The generator's state: its own copy of the spec, and the model derived from it.
+// The generator's state: its own copy of the spec, the model derived from it, and its record.
 struct SyntheticGalaxyGenerator::Model {
   SyntheticGalaxySpec spec;
   GalaxyModel galaxy;
-  explicit Model(SyntheticGalaxySpec s) : spec(std::move(s)), galaxy(spec) {}
+  TngGalaxyRecord record;
+  explicit Model(SyntheticGalaxySpec s)
+      : spec(std::move(s)), galaxy(spec), record(record_of(spec)) {}
 };
 
 SyntheticGalaxyGenerator::SyntheticGalaxyGenerator(SyntheticGalaxySpec spec) {
@@ -594,6 +325,12 @@ SyntheticGalaxyGenerator::~SyntheticGalaxyGenerator() = default;
 
 const SyntheticGalaxySpec& SyntheticGalaxyGenerator::spec() const {
   return model_->spec;
+}
+const TngGalaxyRecord& SyntheticGalaxyGenerator::record() const {
+  return model_->record;
+}
+std::size_t SyntheticGalaxyGenerator::block_rows() const {
+  return model_->spec.block_rows;
 }
 
 void SyntheticGalaxyGenerator::star_rows(std::size_t begin, std::size_t end,
@@ -667,20 +404,8 @@ void SyntheticGalaxySpec::validate(const std::string& key_prefix) const {
 }
 
 void SyntheticSnapshotSpec::validate() const {
-  check(!subhalos.empty(), "subhalos", "at least one subhalo");
-  check(n_chunks >= 1 && n_chunks <= 4096, "n_chunks", "a chunk count in [1, 4096]");
-  check(snapshot >= 0 && snapshot <= 999, "snapshot", "a snapshot number in [0, 999]");
-  check(group_of_subhalo.empty() || group_of_subhalo.size() == subhalos.size(), "group_of_subhalo",
-        "one group index per subhalo (or none)");
-  for (std::size_t s = 0; s < group_of_subhalo.size(); ++s) {
-    const int prev = s == 0 ? 0 : group_of_subhalo[s - 1];
-    check(group_of_subhalo[s] == prev || group_of_subhalo[s] == prev + 1,
-          "group_of_subhalo[" + std::to_string(s) + "]",
-          "group indices non-decreasing from 0 without gaps");
-  }
-  check(group_fuzz.empty() || group_fuzz.size() == static_cast<std::size_t>(n_groups()),
-        "group_fuzz", "one entry per FoF group (or none)");
-  // Every part with particles: valid, same epoch and box, int32-sized, disjoint IDs.
+  // Every part with particles: a valid galaxy, and ParticleIDs ranges that do not overlap. The
+  // layout (groups, chunks, one epoch and box) is the writer's to check (tng_writer.h).
   std::vector<std::pair<const SyntheticGalaxySpec*, std::string>> parts;
   for (std::size_t s = 0; s < subhalos.size(); ++s)
     parts.emplace_back(&subhalos[s], "subhalos[" + std::to_string(s) + "]");
@@ -689,21 +414,12 @@ void SyntheticSnapshotSpec::validate() const {
       parts.emplace_back(&group_fuzz[g], "group_fuzz[" + std::to_string(g) + "]");
   if (unassociated.n_stars + unassociated.n_gas > 0)
     parts.emplace_back(&unassociated, "unassociated");
-  const SyntheticGalaxySpec& first = subhalos.front();
   for (const auto& [g, key] : parts) {
     try {
       g->validate();
     } catch (const ConfigError& e) {
       throw ConfigError(key + ": " + e.what());
     }
-    check(g->redshift == first.redshift && g->box_size_ckpc_h == first.box_size_ckpc_h &&
-              g->cosmology.hubble_param == first.cosmology.hubble_param &&
-              g->cosmology.omega_matter == first.cosmology.omega_matter &&
-              g->cosmology.omega_lambda == first.cosmology.omega_lambda,
-          key, "the same redshift, box size and cosmology as subhalos[0]");
-    check(g->n_stars <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()) &&
-              g->n_gas <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()),
-          key + ".n_stars", "at most 2^31-1 particles per type (SubhaloLenType is int32)");
   }
   auto by_id = parts;
   std::sort(by_id.begin(), by_id.end(), [](const auto& x, const auto& y) {
@@ -725,59 +441,6 @@ void generate_star_rows(const SyntheticGalaxySpec& galaxy, std::size_t begin, st
 void generate_gas_rows(const SyntheticGalaxySpec& galaxy, std::size_t begin, std::size_t end,
                        TngGasRows& out) {
   SyntheticGalaxyGenerator(galaxy).gas_rows(begin, end, out);
-}
-
-std::string snapshot_chunk_path(const std::string& base_dir, int snapshot, int chunk) {
-  const std::string nnn = three_digits(snapshot);
-  return (std::filesystem::path(base_dir) / ("snapdir_" + nnn) /
-          ("snap_" + nnn + "." + std::to_string(chunk) + ".hdf5"))
-      .string();
-}
-std::string group_catalog_chunk_path(const std::string& base_dir, int snapshot, int chunk) {
-  const std::string nnn = three_digits(snapshot);
-  return (std::filesystem::path(base_dir) / ("groups_" + nnn) /
-          ("fof_subhalo_tab_" + nnn + "." + std::to_string(chunk) + ".hdf5"))
-      .string();
-}
-std::string offsets_path(const std::string& base_dir, int snapshot) {
-  return (std::filesystem::path(base_dir) / ("offsets_" + three_digits(snapshot) + ".hdf5"))
-      .string();
-}
-
-void write_tng_cutout(const std::string& path, const SyntheticGalaxySpec& galaxy) {
-  galaxy.validate();
-  const GalaxyModel model(galaxy);
-  TempPath tmp(path + temp_suffix());
-  {
-    h5::File f(tmp.path().string(), h5::File::Mode::truncate);
-    HeaderInfo info{&galaxy, galaxy.snapshot, galaxy.simulation_name, 1, {}, {}};
-    info.this_file[0] = info.total[0] = galaxy.n_gas;
-    info.this_file[4] = info.total[4] = galaxy.n_stars;
-    write_snapshot_header(f, info);
-    const h5::Location header = f.group("Header");
-    header.set_attribute<std::int32_t>("CutoutID", static_cast<std::int32_t>(galaxy.subhalo_id));
-    header.set_string_attribute("CutoutType", "subhalo");
-    header.set_string_attribute(
-        "CutoutRequest",
-        "PartType0=Coordinates,Density,ElectronAbundance,GFM_Metallicity,GFM_Metals,"
-        "InternalEnergy,Masses,ParticleIDs,StarFormationRate,Velocities+PartType4=Coordinates,"
-        "GFM_InitialMass,GFM_Metallicity,GFM_StellarFormationTime,Masses,ParticleIDs,Velocities");
-    if (galaxy.n_gas > 0) {
-      const h5::Location g = f.create_group("PartType0");
-      create_gas_fields(g, galaxy.n_gas);
-      write_gas(model, g, 0, galaxy.n_gas, 0, nullptr);
-    }
-    if (galaxy.n_stars > 0) {
-      const h5::Location g = f.create_group("PartType4");
-      create_star_fields(g, galaxy.n_stars);
-      write_stars(model, g, 0, galaxy.n_stars, 0, nullptr);
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp.path(), path, ec);
-  if (ec)
-    throw InputError(path + ": cannot move the finished cutout into place (" + ec.message() + ")");
-  tmp.release();
 }
 
 SyntheticSnapshotSpec make_snapshot_spec(const SyntheticGalaxySpec& central, int n_subhalos,
@@ -873,318 +536,6 @@ SyntheticSnapshotSpec make_snapshot_spec(const SyntheticGalaxySpec& central, int
     place(spec.unassociated, central.center_ckpc_h, 2000.0, {0.0, -0.6, 0.8});
   }
   return spec;
-}
-
-void write_tng_snapshot(const std::string& base_dir, const SyntheticSnapshotSpec& spec) {
-  spec.validate();
-  namespace fs = std::filesystem;
-  const std::string nnn = three_digits(spec.snapshot);
-  const fs::path base(base_dir);
-  const std::vector<std::string> outputs = {"snapdir_" + nnn, "groups_" + nnn,
-                                            "offsets_" + nnn + ".hdf5"};
-  for (const auto& o : outputs)
-    if (fs::exists(base / o))
-      throw InputError((base / o).string() +
-                       ": already exists (remove it first; make-galaxy "
-                       "does not overwrite snapshots)");
-  std::error_code ec;
-  fs::create_directories(base, ec);
-  if (ec) throw InputError(base_dir + ": cannot create the output folder (" + ec.message() + ")");
-  TempPath tmp(base / (".snapshot_" + nnn + temp_suffix()));
-  fs::create_directories(tmp.path() / outputs[0], ec);
-  fs::create_directories(tmp.path() / outputs[1], ec);
-  if (ec) throw InputError(tmp.path().string() + ": cannot create folders (" + ec.message() + ")");
-  const std::string tmp_base = tmp.path().string();
-
-  const std::size_t n_sub = spec.subhalos.size();
-  std::vector<int> group_of(n_sub, 0);
-  if (!spec.group_of_subhalo.empty()) group_of = spec.group_of_subhalo;
-  const int n_groups = spec.n_groups();
-  std::vector<int> first_sub(n_groups, -1), n_subs(n_groups, 0);
-  for (std::size_t s = 0; s < n_sub; ++s) {
-    if (first_sub[group_of[s]] < 0) first_sub[group_of[s]] = static_cast<int>(s);
-    ++n_subs[group_of[s]];
-  }
-
-  // The segments of each type's global array, in TNG order: per group its subhalos then its
-  // fuzz; the unassociated particles last.
-  struct Segment {
-    const SyntheticGalaxySpec* galaxy;
-    int subhalo;  // -1: not a subhalo
-    int group;    // -1: in no group
-    std::array<std::uint64_t, 6> len{}, offset{};
-    SegmentStats stats;
-  };
-  std::vector<Segment> segments;
-  std::vector<std::size_t> segment_of_subhalo(n_sub);
-  const auto add_segment = [&](const SyntheticGalaxySpec& g, int subhalo, int group) {
-    if (g.n_stars + g.n_gas == 0) return;
-    Segment seg{&g, subhalo, group, {}, {}, {}};
-    seg.len[0] = g.n_gas;
-    seg.len[4] = g.n_stars;
-    seg.stats.expected = seg.len;
-    segments.push_back(std::move(seg));
-  };
-  for (int grp = 0; grp < n_groups; ++grp) {
-    for (int s = first_sub[grp]; s < first_sub[grp] + n_subs[grp]; ++s) {
-      segment_of_subhalo[s] = segments.size();
-      add_segment(spec.subhalos[s], s, grp);
-    }
-    if (!spec.group_fuzz.empty()) add_segment(spec.group_fuzz[grp], -1, grp);
-  }
-  add_segment(spec.unassociated, -1, -1);
-  std::array<std::uint64_t, 6> total{};
-  for (auto& seg : segments) {
-    seg.offset = total;
-    for (int t = 0; t < 6; ++t) total[t] += seg.len[t];
-  }
-  std::vector<std::array<std::uint64_t, 6>> sub_offset(n_sub);
-  for (std::size_t s = 0; s < n_sub; ++s) sub_offset[s] = segments[segment_of_subhalo[s]].offset;
-
-  constexpr int kTypes[2] = {0, 4};
-  const auto chunk_begin = [&](int t, int k) {
-    return static_cast<std::uint64_t>(static_cast<unsigned __int128>(total[t]) * k / spec.n_chunks);
-  };
-  for (int t = 0; t < 6; ++t)
-    if (total[t] / spec.n_chunks >=
-        static_cast<std::uint64_t>(std::numeric_limits<std::int32_t>::max()))
-      throw ConfigError(
-          "n_chunks: expected enough chunks to keep each file below 2^31 particles "
-          "of type " +
-          std::to_string(t) + " (TNG's NumPart_ThisFile is int32)");
-
-  // Snapshot chunks, accumulating each segment's stats in global particle order.
-  const SyntheticGalaxySpec& first = spec.subhalos.front();
-  for (int k = 0; k < spec.n_chunks; ++k) {
-    h5::File f(snapshot_chunk_path(tmp_base, spec.snapshot, k), h5::File::Mode::truncate);
-    HeaderInfo info{&first, spec.snapshot, spec.simulation_name, spec.n_chunks, {}, total};
-    for (int t : kTypes) info.this_file[t] = chunk_begin(t, k + 1) - chunk_begin(t, k);
-    write_snapshot_header(f, info);
-    for (int t : kTypes) {
-      const std::uint64_t lo = chunk_begin(t, k), hi = chunk_begin(t, k + 1);
-      if (hi == lo) continue;  // TNG omits the group of a type with no particles in this file
-      const h5::Location grp = f.create_group("PartType" + std::to_string(t));
-      if (t == 0)
-        create_gas_fields(grp, hi - lo);
-      else
-        create_star_fields(grp, hi - lo);
-      for (auto& seg : segments) {
-        const std::uint64_t s_lo = seg.offset[t], s_hi = s_lo + seg.len[t];
-        const std::uint64_t b = std::max(lo, s_lo), e = std::min(hi, s_hi);
-        if (b >= e) continue;
-        const GalaxyModel model(*seg.galaxy);
-        if (t == 0)
-          write_gas(model, grp, b - s_lo, e - s_lo, b - lo, &seg.stats);
-        else
-          write_stars(model, grp, b - s_lo, e - s_lo, b - lo, &seg.stats);
-      }
-    }
-  }
-
-  // Catalog values per subhalo and per group (a group's sums include its fuzz).
-  const double a = first.scale_factor(), h = first.cosmology.hubble_param;
-  const double box = first.box_size_ckpc_h;
-  const double msun_to_code = h / 1e10, kpc_to_ckpc_h = h / a;
-  auto wrap = [box](double x) {
-    x = std::fmod(x, box);
-    if (x < 0) x += box;
-    return x >= box ? 0.0 : x;
-  };
-  struct Row {
-    std::array<double, 6> mass_msun{}, half_mass_kpc{};
-    std::array<std::uint64_t, 6> len{};
-    std::array<double, 3> pos_ckpc_h{}, cm_ckpc_h{}, vel_kms{};
-    double half_mass_all_kpc = 0, sfr = 0, mass_all_msun = 0;
-  };
-  const auto segment_row = [&](const Segment& seg) {
-    Row r;
-    const SegmentStats& st = seg.stats;
-    r.len = st.count;
-    r.mass_msun = st.mass_msun;
-    r.half_mass_kpc = st.half_mass_kpc;
-    r.half_mass_all_kpc = st.half_mass_all_kpc;
-    r.mass_all_msun = st.mass_all_msun();
-    r.sfr = st.sfr_msun_yr;
-    const double m = std::max(r.mass_all_msun, 1e-300);
-    for (int c = 0; c < 3; ++c) {
-      r.pos_ckpc_h[c] = seg.galaxy->center_ckpc_h[c];
-      r.cm_ckpc_h[c] = wrap(r.pos_ckpc_h[c] + st.mass_pos[c] / m * kpc_to_ckpc_h);
-      r.vel_kms[c] = st.mass_vel[c] / m;
-    }
-    return r;
-  };
-  std::vector<Row> sub(n_sub), grp(n_groups);
-  for (std::size_t s = 0; s < n_sub; ++s) sub[s] = segment_row(segments[segment_of_subhalo[s]]);
-  std::vector<std::array<double, 3>> group_mp(n_groups), group_mv(n_groups);
-  for (const auto& seg : segments) {
-    if (seg.group < 0) continue;
-    const Row r = segment_row(seg);
-    Row& g = grp[seg.group];
-    const Row& central = sub[first_sub[seg.group]];
-    for (int t = 0; t < 6; ++t) {
-      g.len[t] += r.len[t];
-      g.mass_msun[t] += r.mass_msun[t];
-    }
-    g.mass_all_msun += r.mass_all_msun;
-    for (int c = 0; c < 3; ++c) {
-      double d = r.cm_ckpc_h[c] - central.pos_ckpc_h[c];
-      d -= box * std::round(d / box);
-      group_mp[seg.group][c] += r.mass_all_msun * d;
-      group_mv[seg.group][c] += r.mass_all_msun * r.vel_kms[c];
-    }
-  }
-  for (int g = 0; g < n_groups; ++g) {
-    const Row& central = sub[first_sub[g]];
-    const double m = std::max(grp[g].mass_all_msun, 1e-300);
-    for (int c = 0; c < 3; ++c) {
-      grp[g].pos_ckpc_h[c] = central.pos_ckpc_h[c];
-      grp[g].cm_ckpc_h[c] = wrap(central.pos_ckpc_h[c] + group_mp[g][c] / m);
-      grp[g].vel_kms[c] = group_mv[g][c] / m;
-    }
-  }
-
-  // Group catalog chunks: groups and subhalos each split evenly over the files.
-  const int nfiles = spec.n_chunks;
-  auto split = [nfiles](std::size_t n, int k) { return n * static_cast<std::size_t>(k) / nfiles; };
-  for (int k = 0; k < nfiles; ++k) {
-    h5::File f(group_catalog_chunk_path(tmp_base, spec.snapshot, k), h5::File::Mode::truncate);
-    const std::size_t g_lo = split(n_groups, k), g_hi = split(n_groups, k + 1);
-    const std::size_t s_lo = split(n_sub, k), s_hi = split(n_sub, k + 1);
-    const h5::Location header = f.create_group("Header");
-    header.set_attribute<double>("BoxSize", box);
-    header.set_attribute<std::int32_t>("FlagDoubleprecision", 0);
-    header.set_attribute<double>("HubbleParam", h);
-    header.set_attribute<std::int32_t>("Ngroups_ThisFile", static_cast<std::int32_t>(g_hi - g_lo));
-    header.set_attribute<std::int32_t>("Ngroups_Total", n_groups);
-    std::uint64_t ids_total = 0, ids_this = 0;
-    for (int g = 0; g < n_groups; ++g)
-      for (int t = 0; t < 6; ++t) ids_total += grp[g].len[t];
-    for (std::size_t g = g_lo; g < g_hi; ++g)
-      for (int t = 0; t < 6; ++t) ids_this += grp[g].len[t];
-    header.set_attribute<std::int64_t>("Nids_ThisFile", static_cast<std::int64_t>(ids_this));
-    header.set_attribute<std::int64_t>("Nids_Total", static_cast<std::int64_t>(ids_total));
-    header.set_attribute<std::int32_t>("Nsubgroups_ThisFile",
-                                       static_cast<std::int32_t>(s_hi - s_lo));
-    header.set_attribute<std::int32_t>("Nsubgroups_Total", static_cast<std::int32_t>(n_sub));
-    header.set_attribute<std::int32_t>("NumFiles", nfiles);
-    header.set_attribute<double>("Omega0", first.cosmology.omega_matter);
-    header.set_attribute<double>("OmegaLambda", first.cosmology.omega_lambda);
-    header.set_attribute<double>("Redshift", first.redshift);
-    header.set_attribute<double>("Time", a);
-    header.set_string_attribute("SimulationName", spec.simulation_name);
-
-    // Group/ and Subhalo/ exist in every file; their datasets only where the file has rows.
-    const h5::Location G = f.create_group("Group");
-    const h5::Location S = f.create_group("Subhalo");
-    if (g_hi > g_lo) {
-      const hsize_t n = g_hi - g_lo;
-      std::vector<std::int32_t> first_v, len_v, nsubs_v, lentype_v;
-      std::vector<float> mass_v, masstype_v, pos_v, cm_v, vel_v;
-      for (std::size_t g = g_lo; g < g_hi; ++g) {
-        const Row& r = grp[g];
-        first_v.push_back(first_sub[g]);
-        nsubs_v.push_back(n_subs[g]);
-        std::uint64_t len = 0;
-        for (int t = 0; t < 6; ++t) {
-          len += r.len[t];
-          lentype_v.push_back(static_cast<std::int32_t>(r.len[t]));
-          masstype_v.push_back(static_cast<float>(r.mass_msun[t] * msun_to_code));
-        }
-        len_v.push_back(static_cast<std::int32_t>(std::min<std::uint64_t>(len, INT32_MAX)));
-        mass_v.push_back(static_cast<float>(r.mass_all_msun * msun_to_code));
-        for (int c = 0; c < 3; ++c) {
-          pos_v.push_back(static_cast<float>(r.pos_ckpc_h[c]));
-          cm_v.push_back(static_cast<float>(r.cm_ckpc_h[c]));
-          vel_v.push_back(static_cast<float>(r.vel_kms[c] * a));  // GroupVel is in km/s/a
-        }
-      }
-      G.write<float>("GroupCM", cm_v, {n, 3});
-      G.write<std::int32_t>("GroupFirstSub", first_v, {n});
-      G.write<std::int32_t>("GroupLen", len_v, {n});
-      G.write<std::int32_t>("GroupLenType", lentype_v, {n, 6});
-      G.write<float>("GroupMass", mass_v, {n});
-      G.write<float>("GroupMassType", masstype_v, {n, 6});
-      G.write<std::int32_t>("GroupNsubs", nsubs_v, {n});
-      G.write<float>("GroupPos", pos_v, {n, 3});
-      G.write<float>("GroupVel", vel_v, {n, 3});
-    }
-    if (s_hi > s_lo) {
-      const hsize_t n = s_hi - s_lo;
-      std::vector<std::int32_t> grnr_v, len_v, lentype_v, parent_v;
-      std::vector<std::uint8_t> flag_v;
-      std::vector<float> mass_v, masstype_v, pos_v, cm_v, vel_v, hm_v, hmtype_v, sfr_v;
-      for (std::size_t s = s_lo; s < s_hi; ++s) {
-        const Row& r = sub[s];
-        grnr_v.push_back(group_of[s]);
-        parent_v.push_back(0);
-        flag_v.push_back(1);
-        std::uint64_t len = 0;
-        for (int t = 0; t < 6; ++t) {
-          len += r.len[t];
-          lentype_v.push_back(static_cast<std::int32_t>(r.len[t]));
-          masstype_v.push_back(static_cast<float>(r.mass_msun[t] * msun_to_code));
-          hmtype_v.push_back(static_cast<float>(r.half_mass_kpc[t] * kpc_to_ckpc_h));
-        }
-        len_v.push_back(static_cast<std::int32_t>(std::min<std::uint64_t>(len, INT32_MAX)));
-        mass_v.push_back(static_cast<float>(r.mass_all_msun * msun_to_code));
-        hm_v.push_back(static_cast<float>(r.half_mass_all_kpc * kpc_to_ckpc_h));
-        sfr_v.push_back(static_cast<float>(r.sfr));
-        for (int c = 0; c < 3; ++c) {
-          pos_v.push_back(static_cast<float>(r.pos_ckpc_h[c]));
-          cm_v.push_back(static_cast<float>(r.cm_ckpc_h[c]));
-          vel_v.push_back(static_cast<float>(r.vel_kms[c]));  // SubhaloVel is in km/s
-        }
-      }
-      S.write<float>("SubhaloCM", cm_v, {n, 3});
-      S.write<std::uint8_t>("SubhaloFlag", flag_v, {n});
-      S.write<std::int32_t>("SubhaloGrNr", grnr_v, {n});
-      S.write<float>("SubhaloHalfmassRad", hm_v, {n});
-      S.write<float>("SubhaloHalfmassRadType", hmtype_v, {n, 6});
-      S.write<std::int32_t>("SubhaloLen", len_v, {n});
-      S.write<std::int32_t>("SubhaloLenType", lentype_v, {n, 6});
-      S.write<float>("SubhaloMass", mass_v, {n});
-      S.write<float>("SubhaloMassType", masstype_v, {n, 6});
-      S.write<std::int32_t>("SubhaloParent", parent_v, {n});
-      S.write<float>("SubhaloPos", pos_v, {n, 3});
-      S.write<float>("SubhaloSFR", sfr_v, {n});
-      S.write<float>("SubhaloVel", vel_v, {n, 3});
-    }
-  }
-
-  // Offsets: the first row of each group / subhalo in each type's global particle array.
-  {
-    h5::File f((fs::path(tmp_base) / outputs[2]).string(), h5::File::Mode::truncate);
-    std::vector<std::int64_t> group_off, sub_off, file_snap, file_group, file_sub;
-    for (int g = 0; g < n_groups; ++g)
-      for (int t = 0; t < 6; ++t)
-        group_off.push_back(static_cast<std::int64_t>(sub_offset[first_sub[g]][t]));
-    for (std::size_t s = 0; s < n_sub; ++s)
-      for (int t = 0; t < 6; ++t) sub_off.push_back(static_cast<std::int64_t>(sub_offset[s][t]));
-    for (int k = 0; k < nfiles; ++k) {
-      for (int t = 0; t < 6; ++t) file_snap.push_back(static_cast<std::int64_t>(chunk_begin(t, k)));
-      file_group.push_back(static_cast<std::int64_t>(split(n_groups, k)));
-      file_sub.push_back(static_cast<std::int64_t>(split(n_sub, k)));
-    }
-    const hsize_t ng = static_cast<hsize_t>(n_groups), ns = n_sub, nf = nfiles;
-    for (const char* group : {"Group", "Subhalo", "FileOffsets"}) f.create_group(group);
-    f.write<std::int64_t>("Group/SnapByType", group_off, {ng, 6});
-    f.write<std::int64_t>("Subhalo/SnapByType", sub_off, {ns, 6});
-    f.write<std::int64_t>("FileOffsets/SnapByType", file_snap, {nf, 6});
-    f.write<std::int64_t>("FileOffsets/Group", file_group, {nf});
-    f.write<std::int64_t>("FileOffsets/Subhalo", file_sub, {nf});
-  }
-
-  // Move the three outputs into place; on failure remove what was moved.
-  std::vector<fs::path> moved;
-  for (const auto& o : outputs) {
-    fs::rename(tmp.path() / o, base / o, ec);
-    if (ec) {
-      for (const auto& m : moved) fs::remove_all(m, ec);
-      throw InputError((base / o).string() + ": cannot move the finished output into place (" +
-                       ec.message() + ")");
-    }
-    moved.push_back(base / o);
-  }
 }
 
 }  // namespace ifusim::tng

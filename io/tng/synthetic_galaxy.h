@@ -1,21 +1,13 @@
 #pragma once
-// Synthetic galaxies written in the IllustrisTNG file format (Nelson et al. 2019, "The IllustrisTNG
-// simulations: public data release", and https://www.tng-project.org/data/docs/specifications/):
-// either as an API subhalo cutout (one HDF5 file: Header, PartType0, PartType4) or as a
-// multi-chunk snapshot (snapdir_NNN/snap_NNN.K.hdf5) with its group catalog
-// (groups_NNN/fof_subhalo_tab_NNN.K.hdf5) and offsets file (offsets_NNN.hdf5).
+// Synthetic disc galaxies: the physical model that makes a galaxy's particles from a spec and a
+// seed, as rows in IllustrisTNG's on-disk units (tng_rows.h). tng_writer.h writes them as TNG
+// files (synthetic_files.h: a spec straight to a cutout or a snapshot); synthetic_source.h makes
+// them in memory for a run.
 //
 // Every particle value is a pure function of (spec, particle type, particle index): a
-// counter-based hash gives each particle its own random numbers. Generation therefore runs in
-// blocks of any size with bounded memory, and a subhalo's particles are bitwise identical whether
-// written as a cutout or spread over snapshot chunks.
-//
-// Units on disk are TNG's: Coordinates ckpc/h (float64, absolute positions in the periodic box),
-// Velocities km sqrt(a)/s (float32; peculiar velocity = value * sqrt(a)), Masses 1e10 Msun/h,
-// Density (1e10 Msun/h)/(ckpc/h)^3, InternalEnergy (km/s)^2, StarFormationRate Msun/yr,
-// GFM_StellarFormationTime the formation scale factor (<= 0 marks a wind cell). Every particle
-// dataset carries a_scaling, h_scaling, to_cgs (physical cgs = value * a^a_scaling *
-// h^h_scaling * to_cgs) as TNG files do.
+// counter-based hash (counter_rng.h) gives each particle its own random numbers. Generation
+// therefore runs in blocks of any size with bounded memory, and a subhalo's particles are
+// bitwise identical whether written as a cutout, spread over snapshot chunks or made in memory.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +16,7 @@
 #include <vector>
 
 #include "data/cosmology.h"
+#include "io/tng/tng_rows.h"
 
 namespace ifusim::tng {
 
@@ -84,46 +77,22 @@ struct SyntheticGalaxySpec {
   void validate(const std::string& key_prefix = "synthetic galaxy: ") const;
 };
 
-// Particle rows in TNG's on-disk units and types, row-major (N, 3) for vectors.
-struct TngStarRows {
-  std::vector<double> coordinates;  // ckpc/h
-  std::vector<float> velocities;    // km sqrt(a)/s
-  std::vector<float> masses;        // 1e10 Msun/h
-  std::vector<float> initial_masses;
-  std::vector<float> metallicity;     // mass fraction
-  std::vector<float> formation_time;  // scale factor; <= 0: wind cell
-  std::vector<std::uint64_t> particle_ids;
-  std::size_t size() const { return masses.size(); }
-};
-struct TngGasRows {
-  static constexpr int kMetals = 10;  // H, He, C, N, O, Ne, Mg, Si, Fe, other metals
-  std::vector<double> coordinates;
-  std::vector<float> velocities;
-  std::vector<float> masses;
-  std::vector<float> density;             // (1e10 Msun/h)/(ckpc/h)^3
-  std::vector<float> internal_energy;     // (km/s)^2
-  std::vector<float> electron_abundance;  // n_e / n_H
-  std::vector<float> metallicity;
-  std::vector<float> metals;               // (N, 10) mass fractions, summing to 1
-  std::vector<float> star_formation_rate;  // Msun/yr
-  std::vector<std::uint64_t> particle_ids;
-  std::size_t size() const { return masses.size(); }
-};
-
 // A galaxy's particles on demand: what the spec fixes (orientation, mass units, random streams)
-// is derived once, then any rows are generated in TNG's on-disk units, exactly as the writers
-// store them. Generating is const and thread-safe: devices may generate their rows concurrently.
-class SyntheticGalaxyGenerator {
+// is derived once, then any rows are generated in TNG's on-disk units, exactly as the writer
+// stores them. Generating is const and thread-safe: devices may generate their rows concurrently.
+class SyntheticGalaxyGenerator final : public TngGalaxySource {
  public:
   explicit SyntheticGalaxyGenerator(SyntheticGalaxySpec spec);  // validates the spec
-  ~SyntheticGalaxyGenerator();
+  ~SyntheticGalaxyGenerator() override;
   SyntheticGalaxyGenerator(const SyntheticGalaxyGenerator&) = delete;
   SyntheticGalaxyGenerator& operator=(const SyntheticGalaxyGenerator&) = delete;
 
   const SyntheticGalaxySpec& spec() const;
+  const TngGalaxyRecord& record() const override;
   // Rows [begin, end) of the stars / gas cells (resizes `out`).
-  void star_rows(std::size_t begin, std::size_t end, TngStarRows& out) const;
-  void gas_rows(std::size_t begin, std::size_t end, TngGasRows& out) const;
+  void star_rows(std::size_t begin, std::size_t end, TngStarRows& out) const override;
+  void gas_rows(std::size_t begin, std::size_t end, TngGasRows& out) const override;
+  std::size_t block_rows() const override;  // spec().block_rows
 
  private:
   struct Model;
@@ -136,26 +105,11 @@ void generate_star_rows(const SyntheticGalaxySpec& galaxy, std::size_t begin, st
 void generate_gas_rows(const SyntheticGalaxySpec& galaxy, std::size_t begin, std::size_t end,
                        TngGasRows& out);
 
-// Half-mass radii as the synthetic group catalog computes them (SubhaloHalfmassRadType):
-// mass summed in 0.002 dex bins of log10(r / kpc) over [-3, 3) (smaller and larger radii fall
-// into the end bins), the radius interpolated in log r within the bin where the cumulative mass
-// reaches half. The result depends only on the bins' sums, so any exact way of adding them gives
-// the same radius (the catalog adds in particle order, the in-memory source in fixed point).
-inline constexpr int kRadiusBins = 3000;
-int radius_bin(double r_kpc);
-double half_mass_radius_kpc(const std::vector<double>& mass_per_bin);  // kRadiusBins sums
-
-// Writes the galaxy as a TNG API subhalo cutout (Header, PartType0, PartType4; a type with no
-// particles has no group, as in TNG). Written to a temporary name and renamed at the end.
-void write_tng_cutout(const std::string& path, const SyntheticGalaxySpec& galaxy);
-
-// A snapshot made of several subhalos, each in a FoF group, plus optional particles of a group
-// that belong to none of its subhalos ("inner fuzz") and particles in no group at all ("outer
-// fuzz"). Particles of each type are ordered as in TNG: by group; within a group by subhalo, then
-// the group's fuzz; the unassociated particles last. Chunk file k holds rows
-// [N k / K, N (k + 1) / K) of each type's global array. Every part is a SyntheticGalaxySpec (a
-// fuzz is typically a diffuse spheroid: bulge_fraction = 1, a large bulge radius); all must
-// share redshift, cosmology and box size, and their ParticleIDs ranges must not overlap.
+// A snapshot made of several synthetic galaxies, laid out as TngSnapshotLayout (tng_writer.h)
+// describes: subhalos in FoF groups, each group's particles in none of its subhalos ("inner
+// fuzz"), and particles in no group ("outer fuzz"). Every part is a SyntheticGalaxySpec (a fuzz
+// is typically a diffuse spheroid: bulge_fraction = 1, a large bulge radius); all must share
+// redshift, cosmology and box size, and their ParticleIDs ranges must not overlap.
 struct SyntheticSnapshotSpec {
   int snapshot = 99;
   int n_chunks = 3;  // snapshot and group catalog files
@@ -168,6 +122,8 @@ struct SyntheticSnapshotSpec {
   // Particles in no group (n_stars = n_gas = 0 for none), at the end of each type's array.
   SyntheticGalaxySpec unassociated = none();
   std::string simulation_name = "ifusim-synthetic";
+  // Each part with particles a valid galaxy (ConfigError naming the part), ParticleIDs ranges
+  // disjoint. The writer checks the layout itself.
   void validate() const;
   int n_groups() const { return group_of_subhalo.empty() ? 1 : group_of_subhalo.back() + 1; }
   static SyntheticGalaxySpec none() {
@@ -185,15 +141,5 @@ struct SyntheticSnapshotSpec {
 // particles as the first group's fuzz, 1.5-3 Mpc away from the central.
 SyntheticSnapshotSpec make_snapshot_spec(const SyntheticGalaxySpec& central, int n_subhalos,
                                          int n_groups, int n_chunks, double fuzz_fraction = 0.05);
-
-// Writes base_dir/snapdir_NNN/snap_NNN.K.hdf5, base_dir/groups_NNN/fof_subhalo_tab_NNN.K.hdf5
-// and base_dir/offsets_NNN.hdf5. They are built in a temporary folder under base_dir and moved
-// into place at the end; existing outputs are an error (nothing is overwritten).
-void write_tng_snapshot(const std::string& base_dir, const SyntheticSnapshotSpec& spec);
-
-// File names of the layout (NNN zero-padded to three digits, as TNG).
-std::string snapshot_chunk_path(const std::string& base_dir, int snapshot, int chunk);
-std::string group_catalog_chunk_path(const std::string& base_dir, int snapshot, int chunk);
-std::string offsets_path(const std::string& base_dir, int snapshot);
 
 }  // namespace ifusim::tng

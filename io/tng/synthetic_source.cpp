@@ -16,6 +16,7 @@
 #include "data/fixed_point.h"
 #include "io/tng/tng_convert.h"
 #include "io/tng/tng_fields.h"
+#include "io/tng/tng_writer.h"
 
 namespace ifusim::tng {
 namespace {

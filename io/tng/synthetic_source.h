@@ -12,7 +12,7 @@
 // - The centre and bulk velocity are the spec's own, the true ones, where the reader must find
 //   them (shrinking spheres, and the mass-weighted velocity inside the stellar half-mass radius).
 // - The stellar half-mass radius is computed as the synthetic group catalog computes it (0.002
-//   dex radius histogram around the true centre, synthetic_galaxy.h), its bins summed in 64-bit
+//   dex radius histogram around the true centre, tng_writer.h), its bins summed in 64-bit
 //   fixed point (exact, so in any order), where the reader sorts the stars by radius.
 // - spec.wind_fraction must be 0: every PartType4 row is then a star, so that each device knows
 //   which rows it holds without a pass over the formation times of all rows before it.

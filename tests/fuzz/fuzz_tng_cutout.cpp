@@ -6,7 +6,7 @@
 
 #include "data/mesh.h"
 #include "io/hdf5.h"
-#include "io/tng/synthetic_galaxy.h"
+#include "io/tng/synthetic_files.h"
 #include "io/tng/tng_fields.h"
 #include "io/tng/tng_reader.h"
 #include "tests/fuzz/fuzz_common.h"

@@ -1,6 +1,7 @@
 #pragma once
-// Write-to-temp-then-rename, shared by the cube and PNG writers: the temporary "<path>.tmp" is
-// removed on destruction unless commit() renamed it onto the final path.
+// Write-to-temp-then-rename, shared by the writers of cubes, pictures and TNG files: the temporary
+// "<path>.tmp" (a file, or a folder the caller creates and fills) is removed on destruction unless
+// commit() renamed it onto the final path, so an error leaves no partial output.
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -14,12 +15,12 @@ class TempFile {
   explicit TempFile(std::string final_path)
       : final_(std::move(final_path)), temp_(final_ + ".tmp") {
     std::error_code ec;
-    std::filesystem::remove(temp_, ec);  // a stale temporary from an interrupted run
+    std::filesystem::remove_all(temp_, ec);  // a stale temporary from an interrupted run
   }
   ~TempFile() {
     if (!committed_) {
       std::error_code ec;
-      std::filesystem::remove(temp_, ec);
+      std::filesystem::remove_all(temp_, ec);
     }
   }
   TempFile(const TempFile&) = delete;

@@ -1,8 +1,0 @@
-// Thin backend translation unit: the stage's kernels compiled for this backend's Thrust system.
-// The includes are in blocks because their order matters: the system, then the declarations,
-// then the kernels.
-#include "data/backend/cuda_system.cuh"
-
-#include "stages/dust/dust.h"
-
-#include "stages/dust/kernels.inl"

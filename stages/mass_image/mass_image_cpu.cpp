@@ -1,9 +1,0 @@
-// Thin backend translation unit: the stage's kernels compiled for this backend's Thrust system.
-// The includes are in blocks because their order matters: the system, then the declarations,
-// then the kernels.
-#include "data/backend/cpu_system.h"
-
-#include "data/fixed_point.h"
-#include "stages/mass_image/mass_image.h"
-
-#include "stages/mass_image/kernels.inl"
