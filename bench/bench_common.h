@@ -24,8 +24,8 @@
 #include "data/sharded_array.h"
 #include "io/ssp/ssp_library.h"
 #include "io/telescope.h"
-#include "stages/stage.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
+#include "stages/stage.h"
 #include "stages/stellar_spectra/stellar_spectra.h"
 
 namespace ifusim::bench {

@@ -33,8 +33,9 @@ nlohmann::json describe(const StageEntry& entry) {
 void add_stages_command(CLI::App& app, int& exit_code) {
   auto json = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand(
-      "stages", "List the stages a pipeline can name, in pipeline order: kind, summary, the "
-                "run-config keys their parameters inherit, the quick-looks they draw");
+      "stages",
+      "List the stages a pipeline can name, in pipeline order: kind, summary, the "
+      "run-config keys their parameters inherit, the quick-looks they draw");
   cmd->add_flag("--json", *json, "Print one JSON array");
   cmd->callback([json, &exit_code] {
     nlohmann::json all = nlohmann::json::array();

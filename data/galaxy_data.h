@@ -60,11 +60,13 @@ struct Stars {
     using K = Sharding::Kind;
     f(FieldSpec{"position_kpc", "kpc", 3, K::sharded, FieldOrigin::input}, s.position_kpc);
     f(FieldSpec{"velocity_kms", "km/s", 3, K::sharded, FieldOrigin::input}, s.velocity_kms);
-    f(FieldSpec{"initial_mass_msun", "Msun", 1, K::sharded, FieldOrigin::input}, s.initial_mass_msun);
+    f(FieldSpec{"initial_mass_msun", "Msun", 1, K::sharded, FieldOrigin::input},
+      s.initial_mass_msun);
     f(FieldSpec{"mass_msun", "Msun", 1, K::sharded, FieldOrigin::input}, s.mass_msun);
     f(FieldSpec{"metallicity", "", 1, K::sharded, FieldOrigin::input}, s.metallicity);
     f(FieldSpec{"age_gyr", "Gyr", 1, K::sharded, FieldOrigin::input}, s.age_gyr);
-    f(FieldSpec{"smoothing_length_kpc", "kpc", 1, K::sharded, FieldOrigin::input}, s.smoothing_length_kpc);
+    f(FieldSpec{"smoothing_length_kpc", "kpc", 1, K::sharded, FieldOrigin::input},
+      s.smoothing_length_kpc);
     f(FieldSpec{"spaxel_index", "", 1, K::sharded, FieldOrigin::stage}, s.spaxel_index);
     f(FieldSpec{"dust_av", "mag", 1, K::sharded, FieldOrigin::stage}, s.dust_av);
   }
@@ -102,10 +104,12 @@ struct Gas {
     f(FieldSpec{"electron_abundance", "", 1, K::sharded, FieldOrigin::input}, s.electron_abundance);
     f(FieldSpec{"metallicity", "", 1, K::sharded, FieldOrigin::input}, s.metallicity);
     f(FieldSpec{"metals", "", 10, K::sharded, FieldOrigin::input}, s.metals);
-    f(FieldSpec{"sfr_msun_per_yr", "Msun/yr", 1, K::sharded, FieldOrigin::input}, s.sfr_msun_per_yr);
+    f(FieldSpec{"sfr_msun_per_yr", "Msun/yr", 1, K::sharded, FieldOrigin::input},
+      s.sfr_msun_per_yr);
     f(FieldSpec{"temperature_k", "K", 1, K::sharded, FieldOrigin::reader}, s.temperature_k);
     f(FieldSpec{"spaxel_index", "", 1, K::sharded, FieldOrigin::stage}, s.spaxel_index);
-    f(FieldSpec{"smoothing_length_kpc", "kpc", 1, K::sharded, FieldOrigin::stage}, s.smoothing_length_kpc);
+    f(FieldSpec{"smoothing_length_kpc", "kpc", 1, K::sharded, FieldOrigin::stage},
+      s.smoothing_length_kpc);
     f(FieldSpec{"dust_av", "mag", 1, K::sharded, FieldOrigin::stage}, s.dust_av);
   }
 };

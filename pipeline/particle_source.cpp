@@ -109,8 +109,7 @@ std::unique_ptr<ParticleSource> open_particle_source(const RunConfig& c, const M
   } else {
     const TngReadOptions options = tng_options(c, read_gas);
     spdlog::info("{} IllustrisTNG {} {}", streamed ? "streaming" : "reading",
-                 std::filesystem::is_directory(c.input_file) ? "snapshot" : "cutout",
-                 c.input_file);
+                 std::filesystem::is_directory(c.input_file) ? "snapshot" : "cutout", c.input_file);
     read_all = [options](const Mesh& m) {
       TngIngestReport report;
       GalaxyData data = read_tng(m, options, &report);

@@ -43,16 +43,10 @@ const std::vector<StageEntry>& registry() {
   return entries;
 }
 
-const char* kind_name(StageKind kind) {
-  switch (kind) {
-    case StageKind::particle:
-      return "a particle stage";
-    case StageKind::reduction:
-      return "the reduction";
-    case StageKind::cube:
-      return "a cube stage";
-  }
-  return "";
+// "a particle stage", "the reduction", "a cube stage".
+std::string kind_name(StageKind kind) {
+  return kind == StageKind::reduction ? "the reduction"
+                                      : std::string("a ") + to_string(kind) + " stage";
 }
 
 // Whether `field` is one of the field table's fields of a particle set.
@@ -60,7 +54,8 @@ template <class Set>
 bool in_field_table(const std::string& field) {
   bool found = false;
   Set set;
-  Set::for_each_field(set, [&](const FieldSpec& f, const auto&) { found = found || field == f.name; });
+  Set::for_each_field(set,
+                      [&](const FieldSpec& f, const auto&) { found = found || field == f.name; });
   return found;
 }
 
@@ -109,10 +104,9 @@ void check_stages(const std::vector<RunStage>& stages, std::vector<std::string> 
   const RunStage* after_particles = nullptr;  // the first stage that is not a particle stage
   const RunStage* first_cube = nullptr;
   auto order_error = [](const RunStage& s, const RunStage& before) {
-    return ConfigError(s.path + ": stage \"" + s.entry->name + "\" is " +
-                       kind_name(s.entry->kind) + " and must come before " +
-                       kind_name(before.entry->kind) + " \"" + before.entry->name + "\" (" +
-                       before.path +
+    return ConfigError(s.path + ": stage \"" + s.entry->name + "\" is " + kind_name(s.entry->kind) +
+                       " and must come before " + kind_name(before.entry->kind) + " \"" +
+                       before.entry->name + "\" (" + before.path +
                        "): the particles are deposited, then reduced, then the cube transformed");
   };
   for (const RunStage& s : stages) {

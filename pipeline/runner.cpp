@@ -136,8 +136,8 @@ void check_margin(const std::vector<RunStage>& stages, const Observation& obs,
     if (entry.crops_margin) croppers += (croppers.empty() ? "" : " or ") + entry.name;
   throw ConfigError("pipeline: its stages simulate a margin of " + std::to_string(margin.spaxels) +
                     " spaxels and " + std::to_string(margin.wavelengths) +
-                    " wavelengths around the field and the band (" + makers + "); add " +
-                    croppers + " after them, which crops it");
+                    " wavelengths around the field and the band (" + makers + "); add " + croppers +
+                    " after them, which crops it");
 }
 
 RunSetup set_up(const RunConfig& c, const RunOptions& options) {
@@ -161,13 +161,14 @@ RunSetup set_up(const RunConfig& c, const RunOptions& options) {
   for (const auto& st : c.stages) {
     const std::string path = "stages." + st.name;
     const StageEntry& entry = stage_entry(st.name, path);
-    s.stages.push_back({&entry, entry.make(stage_params(entry, st, context), path, s.resources),
-                        path});
+    s.stages.push_back(
+        {&entry, entry.make(stage_params(entry, st, context), path, s.resources), path});
   }
   // The reduction stands between the particle and the cube stages (check_stages checks the
   // order of a listed one).
-  auto barrier = std::find_if(s.stages.begin(), s.stages.end(),
-                              [](const RunStage& r) { return r.entry->kind != StageKind::particle; });
+  auto barrier = std::find_if(s.stages.begin(), s.stages.end(), [](const RunStage& r) {
+    return r.entry->kind != StageKind::particle;
+  });
   if (barrier == s.stages.end() || barrier->entry->kind != StageKind::reduction)
     barrier = s.stages.insert(barrier, implicit_reduction(s.resources));
   s.reduction = static_cast<std::size_t>(barrier - s.stages.begin());
@@ -235,8 +236,7 @@ class ParticleLoop {
     std::size_t n = source_.n_star_blocks() + gas_block();  // the deposit
     for (std::size_t k = 0; k < n_; ++k) {
       const Stage::Pass over = stages_[k].stage->pass(input);
-      if (over != Stage::Pass::none)
-        n += over == Stage::Pass::stars ? source_.n_star_blocks() : 1;
+      if (over != Stage::Pass::none) n += over == Stage::Pass::stars ? source_.n_star_blocks() : 1;
     }
     return n + 1;  // and one when the blocks are done
   }
@@ -350,6 +350,103 @@ std::vector<const Stage*> stage_pointers(const std::vector<RunStage>& stages) {
   return out;
 }
 
+// The plan's memory check, before any particle is read.
+void check_plan(const RunConfig& c, const RunSetup& setup) {
+  const RunPlan plan = plan_run(c, *setup.mesh, stage_pointers(setup.stages), *setup.resources.ssp,
+                                setup.read_gas, setup.margin);
+  spdlog::debug("plan:\n{}", plan.report);
+  if (plan.fits()) return;
+  std::string message = "the run does not fit in memory (ifusim plan shows why):";
+  for (const auto& p : plan.problems) message += "\n  " + p;
+  throw ConfigError(message);
+}
+
+// The run's state with the galaxy opened: its record, the bounds of its stars and (held) its
+// particles, and how it is observed.
+void open_galaxy(const RunConfig& c, const RunSetup& setup, RunState& state) {
+  state.data = setup.source->open(*setup.mesh);
+  state.observation = make_observation(c, state.data, *setup.resources.ssp, setup.margin);
+  spdlog::info(
+      "z = {}, D_L = {:.2f} Mpc, {:.4f} kpc/arcsec; telescope {} ({} x {} spaxels, {} wavelengths)",
+      c.redshift, state.observation.luminosity_distance_mpc, state.observation.kpc_per_arcsec,
+      c.telescope.name, c.telescope.n_spaxels_side(), c.telescope.n_spaxels_side(),
+      c.telescope.n_wave());
+}
+
+// The reduction, then the cube stages on the reduced cube.
+void run_cube_stages(RunSetup& setup, RunState& state, StageTimer& timed,
+                     const Progress& progress) {
+  std::vector<RunStage>& stages = setup.stages;
+  for (std::size_t i = setup.reduction; i < stages.size(); ++i) {
+    progress(stages[i].entry->name);
+    spdlog::debug("stage {}/{}: {}", i + 1, stages.size(), stages[i].entry->name);
+    timed(i, [&] { stages[i].stage->run(state); });
+  }
+  if (!state.cube)
+    throw ConfigError(
+        "pipeline: no stage of the run deposits into the cube (none provides "
+        "partial_cube)");
+}
+
+// The reduced cube with its axes, provenance and maps (the white light among them).
+Cube finished_cube(const RunConfig& c, const RunSetup& setup, RunState& state) {
+  Cube cube = std::move(*state.cube);
+  const Mesh& mesh = *setup.mesh;
+  cube.axes = state.observation.axes;
+  cube.provenance = {
+      {"IFUSIM_VERSION", IFUSIM_VERSION},
+      {"CONFIG_FILE", c.config_path},
+      {"CONFIG", c.document.dump()},
+      {"INPUT", c.galaxy      ? c.galaxy->source
+                : c.synthetic ? "synthetic " + c.document.at("input").at("synthetic").dump()
+                              : provenance_path(c.input_file)},
+      {"SIMULATION", state.data.galaxy.simulation},
+      {"SNAPSHOT", std::to_string(state.data.galaxy.snapshot)},
+      {"SUBHALO", std::to_string(state.data.galaxy.subhalo_id)},
+      {"SSP", setup.resources.ssp->name + " (" + provenance_path(c.ssp_library) + ")"},
+      {"TELESCOPE", c.telescope.name},
+      {"REDSHIFT", std::to_string(c.redshift)},
+      {"BACKEND", std::string(to_string(mesh.backend())) + " x " + std::to_string(mesh.size())},
+      {"SEED", std::to_string(c.seed)}};
+  cube.maps = std::move(state.maps);
+  cube.maps["white_light"] = {cube.unit, "mean flux density over the band",
+                              white_light_image(cube)};
+  return cube;
+}
+
+// summary.json: devices and their stars, every stage's time and memory, the cube's shape.
+nlohmann::json run_summary(const RunConfig& c, const RunReport& report, const Cube& cube,
+                           Backend backend, std::size_t n_stars, std::size_t n_gas) {
+  nlohmann::json summary;
+  summary["ifusim_version"] = IFUSIM_VERSION;
+  summary["config"] = c.config_path;
+  summary["backend"] = to_string(backend);
+  summary["n_stars"] = n_stars;
+  summary["n_gas"] = n_gas;
+  for (std::size_t d = 0; d < report.devices.size(); ++d)
+    summary["devices"].push_back(
+        {{"device", report.devices[d]}, {"stars", report.stars_per_device.at(d)}});
+  for (const auto& s : report.stages)
+    summary["stages"].push_back({{"stage", s.name},
+                                 {"seconds", s.seconds},
+                                 {"peak_device_bytes", s.peak_device_bytes},
+                                 {"peak_rss_bytes", s.peak_rss_bytes}});
+  summary["cube"] = {{"nx", cube.shape.nx},
+                     {"ny", cube.shape.ny},
+                     {"n_wave", cube.shape.n_wave},
+                     {"unit", cube.unit}};
+  summary["total_seconds"] = report.total_seconds;
+  return summary;
+}
+
+// The cube's files and quick-looks (into the staging folder).
+void write_cube_files(const RunConfig& c, const Cube& cube, const std::vector<RunStage>& stages,
+                      OutputFolder& out) {
+  if (c.write_fits) write_cube_fits(cube, out.path("cube.fits"));
+  if (c.write_hdf5) write_cube_hdf5(cube, out.path("cube.h5"));
+  if (c.write_png) draw_quicklooks(cube, stages, out);
+}
+
 }  // namespace
 
 RunPlan plan_pipeline(const RunConfig& c, const RunOptions& options) {
@@ -366,112 +463,52 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
 
   // 1. Everything that can be checked is checked before any particle is read.
   RunSetup setup = set_up(c, options);
+  check_plan(c, setup);
   const Mesh& mesh = *setup.mesh;
-  const Backend backend = mesh.backend();
-  std::vector<RunStage>& stages = setup.stages;
-  for (std::size_t d = 0; d < mesh.size(); ++d) report.devices.push_back(mesh.device(d).description);
-  const RunPlan plan = plan_run(c, mesh, stage_pointers(stages), *setup.resources.ssp,
-                                setup.read_gas, setup.margin);
-  spdlog::debug("plan:\n{}", plan.report);
-  if (!plan.fits()) {
-    std::string message = "the run does not fit in memory (ifusim plan shows why):";
-    for (const auto& p : plan.problems) message += "\n  " + p;
-    throw ConfigError(message);
-  }
+  for (std::size_t d = 0; d < mesh.size(); ++d)
+    report.devices.push_back(mesh.device(d).description);
   std::optional<OutputFolder> out;
   if (options.write_outputs && mesh.process_rank() == 0) {  // process 0 writes the outputs
     report.output_dir = options.output_dir.value_or(c.output_dir);
     out.emplace(report.output_dir, run_outputs());
   }
-  for (const RunStage& r : stages) report.stages.push_back({r.entry->name, 0.0, 0, 0});
-  StageTimer timed(backend, report.stages);
+  for (const RunStage& r : setup.stages) report.stages.push_back({r.entry->name, 0.0, 0, 0});
+  StageTimer timed(mesh.backend(), report.stages);
 
-  // 2. The galaxy: its record, the bounds of its stars and (held) its particles.
+  // 2. The galaxy opened: its record and star bounds (and a held galaxy's particles).
   RunState state(mesh);
-  state.data = setup.source->open(mesh);
-  state.observation = make_observation(c, state.data, *setup.resources.ssp, setup.margin);
-  spdlog::info(
-      "z = {}, D_L = {:.2f} Mpc, {:.4f} kpc/arcsec; telescope {} ({} x {} spaxels, {} wavelengths)",
-      c.redshift, state.observation.luminosity_distance_mpc, state.observation.kpc_per_arcsec,
-      c.telescope.name, c.telescope.n_spaxels_side(), c.telescope.n_spaxels_side(),
-      c.telescope.n_wave());
-
-  // 3. Passes, then every block deposited by the particle stages.
+  open_galaxy(c, setup, state);
   std::size_t step = 0, n_steps = 0;
   const Progress progress = [&](const std::string& label) {
     if (on_progress) on_progress(step++, n_steps, label);
   };
-  ParticleLoop particles(state, stages, setup.reduction, *setup.source, timed, progress);
-  n_steps = 1 + particles.steps() + (stages.size() - setup.reduction);
+  ParticleLoop particles(state, setup.stages, setup.reduction, *setup.source, timed, progress);
+  n_steps = 1 + particles.steps() + (setup.stages.size() - setup.reduction);
   progress("input");
+
+  // 3. The passes, then every block deposited by the particle stages.
   report.stars_per_device.assign(mesh.size(), 0);
   std::size_t n_gas = 0;  // the gas cells deposited (this process's)
   particles.run(report.stars_per_device, n_gas);
 
-  // 4. The reduction, then the cube stages on the reduced cube.
-  for (std::size_t i = setup.reduction; i < stages.size(); ++i) {
-    progress(stages[i].entry->name);
-    spdlog::debug("stage {}/{}: {}", i + 1, stages.size(), stages[i].entry->name);
-    timed(i, [&] { stages[i].stage->run(state); });
-  }
+  // 4. The reduction, then the cube stages.
+  run_cube_stages(setup, state, timed, progress);
   for (const auto& r : report.stages) spdlog::info("{:<16} {:8.3f} s", r.name, r.seconds);
   step = n_steps;
   progress("done");
-  if (!state.cube)
-    throw ConfigError("pipeline: no stage of the run deposits into the cube (none provides "
-                      "partial_cube)");
 
-  // 5. Outputs: the cube with its maps, and quick-look pictures drawn from them.
-  Cube& cube = *state.cube;
-  cube.axes = state.observation.axes;
-  cube.provenance = {
-      {"IFUSIM_VERSION", IFUSIM_VERSION},
-      {"CONFIG_FILE", c.config_path},
-      {"CONFIG", c.document.dump()},
-      {"INPUT", c.galaxy      ? c.galaxy->source
-                : c.synthetic ? "synthetic " + c.document.at("input").at("synthetic").dump()
-                              : provenance_path(c.input_file)},
-      {"SIMULATION", state.data.galaxy.simulation},
-      {"SNAPSHOT", std::to_string(state.data.galaxy.snapshot)},
-      {"SUBHALO", std::to_string(state.data.galaxy.subhalo_id)},
-      {"SSP", setup.resources.ssp->name + " (" + provenance_path(c.ssp_library) + ")"},
-      {"TELESCOPE", c.telescope.name},
-      {"REDSHIFT", std::to_string(c.redshift)},
-      {"BACKEND", std::string(to_string(backend)) + " x " + std::to_string(mesh.size())},
-      {"SEED", std::to_string(c.seed)}};
-  cube.maps = std::move(state.maps);
-  cube.maps["white_light"] = {cube.unit, "mean flux density over the band",
-                              white_light_image(cube)};
-  if (out && c.write_fits) write_cube_fits(cube, out->path("cube.fits"));
-  if (out && c.write_hdf5) write_cube_hdf5(cube, out->path("cube.h5"));
-  if (out && c.write_png) draw_quicklooks(cube, stages, *out);
+  // 5. Outputs: the cube with its maps and quick-looks, then summary.json (the last file moved
+  // into the output folder: it marks a complete set).
+  report.cube = finished_cube(c, setup, state);
+  if (out) write_cube_files(c, report.cube, setup.stages, *out);
   report.total_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-  nlohmann::json& summary = report.summary;
-  summary["ifusim_version"] = IFUSIM_VERSION;
-  summary["config"] = c.config_path;
-  summary["backend"] = to_string(backend);
-  summary["n_stars"] = state.data.star_bounds->count;
-  summary["n_gas"] = n_gas;
-  for (std::size_t d = 0; d < report.devices.size(); ++d)
-    summary["devices"].push_back(
-        {{"device", report.devices[d]}, {"stars", report.stars_per_device.at(d)}});
-  for (const auto& s : report.stages)
-    summary["stages"].push_back({{"stage", s.name},
-                                 {"seconds", s.seconds},
-                                 {"peak_device_bytes", s.peak_device_bytes},
-                                 {"peak_rss_bytes", s.peak_rss_bytes}});
-  summary["cube"] = {{"nx", cube.shape.nx},
-                     {"ny", cube.shape.ny},
-                     {"n_wave", cube.shape.n_wave},
-                     {"unit", cube.unit}};
-  summary["total_seconds"] = report.total_seconds;
+  report.summary =
+      run_summary(c, report, report.cube, mesh.backend(), state.data.star_bounds->count, n_gas);
   if (out) {
-    std::ofstream(out->path("summary.json")) << summary.dump(2) << "\n";
+    std::ofstream(out->path("summary.json")) << report.summary.dump(2) << "\n";
     report.files = out->commit();
   }
-  report.cube = std::move(cube);
   return report;
 }
 

@@ -88,8 +88,7 @@ class Products {
     const auto it = values_.find(name);
     if (it == values_.end()) return nullptr;
     const T* value = std::any_cast<T>(&it->second);
-    if (!value)
-      throw std::logic_error("product \"" + name + "\" is not a " + typeid(T).name());
+    if (!value) throw std::logic_error("product \"" + name + "\" is not a " + typeid(T).name());
     return value;
   }
   template <class T>
@@ -149,7 +148,7 @@ struct RunState {
   // Per-spaxel maps made along the way, by name ("velocity_mass_kms", "dispersion_light_kms",
   // ...): they go into the cube's files beside it.
   std::map<std::string, SkyMap> maps;
-  std::optional<Cube> cube;  // the reduced cube, after the reduction
+  std::optional<Cube> cube;      // the reduced cube, after the reduction
   std::uint64_t reductions = 0;  // how many times the partials were reduced (PartialHandle)
 
   // Bounds over all the galaxy's stars (GalaxyData::star_bounds): set by the pipeline before
@@ -284,10 +283,17 @@ using StageFactory = std::unique_ptr<Stage> (*)(const nlohmann::json& params,
                                                 const std::string& path,
                                                 const StageResources& resources);
 
+// The StageFactory of a stage made from its parameters alone: `.make = &from_params<&make_x>`.
+template <std::unique_ptr<Stage> (*Make)(const nlohmann::json&, const std::string&)>
+std::unique_ptr<Stage> from_params(const nlohmann::json& params, const std::string& path,
+                                   const StageResources&) {
+  return Make(params, path);
+}
+
 // A map the run draws as a quick-look picture: the first of `maps` the run made (each with its
 // title), to `file`.
 struct QuickLook {
-  std::string file;  // "halpha_flux.png"
+  std::string file;                                       // "halpha_flux.png"
   std::vector<std::pair<std::string, std::string>> maps;  // (map name, title)
   bool diverging = false;  // a diverging colour map symmetric about 0 (velocities)
   bool log_scale = false;  // logarithmic colours (fluxes)

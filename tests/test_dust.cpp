@@ -13,8 +13,8 @@
 #include "pipeline/registry.h"
 #include "ssp_fixture.h"
 #include "stages/dust/dust.h"
-#include "stages/stage.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
+#include "stages/stage.h"
 #include "stages/stellar_spectra/stellar_spectra.h"
 
 using namespace ifusim;

@@ -20,8 +20,8 @@
 #include "stages/dust/dust.h"
 #include "stages/emission_lines/emission_lines.h"
 #include "stages/flux/flux.h"
-#include "stages/stage.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
+#include "stages/stage.h"
 #include "stages/stellar_spectra/stellar_spectra.h"
 
 using namespace ifusim;

@@ -363,10 +363,10 @@ TEST_CASE("the run loop reduces between the particle and the cube stages, a stag
           dir.path / "c"),
       Catch::Contains("stage \"flux\" is listed twice"));
   // A particle stage after the reduction, the reduction after a cube stage: refused.
-  CHECK_THROWS_WITH(run(with(R"(["orient", "aperture", "psum", "stellar_spectra"])"), 1,
-                        dir.path / "c"),
-                    Catch::Contains("stages.stellar_spectra: stage \"stellar_spectra\" is a "
-                                    "particle stage and must come before the reduction \"psum\""));
+  CHECK_THROWS_WITH(
+      run(with(R"(["orient", "aperture", "psum", "stellar_spectra"])"), 1, dir.path / "c"),
+      Catch::Contains("stages.stellar_spectra: stage \"stellar_spectra\" is a "
+                      "particle stage and must come before the reduction \"psum\""));
   CHECK_THROWS_WITH(
       run(with(R"(["orient", "aperture", "stellar_spectra", "flux", "psum"])"), 1, dir.path / "c"),
       Catch::Contains("stages.psum: stage \"psum\" is the reduction and must come before a cube "

@@ -22,8 +22,8 @@
 #include "io/tng/tng_reader.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
-#include "stages/dust/dust.h"
 #include "stages/common/footprint.h"
+#include "stages/dust/dust.h"
 #include "stages/spaxel_grid/smoothing.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
 #include "tng_test_util.h"
@@ -299,7 +299,8 @@ TEST_CASE("apertures: light lands on the whole grid, aperture_mask blanks what i
     t.wave_step_angstrom = 1;
     state.observation.kpc_per_arcsec = 1.0;
     run_stage(*make_stage("aperture", {{"smoothing", "kernel"}}, "stages.aperture", {}), state);
-    CHECK(state.products.get<SpaxelGrid>("spaxels").smoothing == static_cast<int>(Smoothing::kernel));
+    CHECK(state.products.get<SpaxelGrid>("spaxels").smoothing ==
+          static_cast<int>(Smoothing::kernel));
     run_stage(*make_stage("mass_image", nlohmann::json::object(), "p", {}), state);
     run_stage(*make_stage("psum", nlohmann::json::object(), "p", {}), state);
     const double quantum = FixedPointScale::for_bound(mass, "test sums").quantum();

@@ -11,8 +11,8 @@
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
 #include "ssp_fixture.h"
-#include "stages/stage.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
+#include "stages/stage.h"
 #include "stages/stellar_spectra/stellar_spectra.h"
 #include "tng_test_util.h"
 

@@ -63,8 +63,7 @@ class ApertureMaskStage final : public Stage {
   std::string name() const override { return "aperture_mask"; }
   std::vector<std::string> needs() const override { return {"cube", "spaxels"}; }
   std::vector<Provided> provides() const override {
-    return {{"cube_masked", "",
-             "NaN outside the aperture, the PSF's and LSF's margin cropped"}};
+    return {{"cube_masked", "", "NaN outside the aperture, the PSF's and LSF's margin cropped"}};
   }
 
   void run(RunState& state) override {
@@ -84,12 +83,12 @@ std::unique_ptr<Stage> make_aperture_mask_stage(const nlohmann::json& params,
 }
 
 StageEntry aperture_mask_stage() {
-  return {.name = "aperture_mask",
-          .summary = "NaN in the spaxels outside a circular or hexagonal aperture; crops the margin",
-          .kind = StageKind::cube,
-          .make = [](const nlohmann::json& params, const std::string& path,
-                     const StageResources&) { return make_aperture_mask_stage(params, path); },
-          .crops_margin = true};
+  return {
+      .name = "aperture_mask",
+      .summary = "NaN in the spaxels outside a circular or hexagonal aperture; crops the margin",
+      .kind = StageKind::cube,
+      .make = &from_params<&make_aperture_mask_stage>,
+      .crops_margin = true};
 }
 
 }  // namespace ifusim

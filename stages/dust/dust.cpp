@@ -167,8 +167,8 @@ class DustStage final : public Stage {
     // A run across processes: the gas of every process.
     std::vector<DustDeposit> deposits =
         concatenate_over_processes(state.mesh, std::exchange(deposits_, {}));
-    const std::int64_t n_gas = sum_over_processes(
-        state.mesh, static_cast<std::int64_t>(std::exchange(n_gas_seen_, 0)));
+    const std::int64_t n_gas =
+        sum_over_processes(state.mesh, static_cast<std::int64_t>(std::exchange(n_gas_seen_, 0)));
     if (n_gas == 0) spdlog::warn("dust: the galaxy has no gas; every star gets A_V = 0");
     const std::size_t n_deposits = deposits.size();
     const DustScreens screens =
@@ -236,8 +236,7 @@ StageEntry dust_stage() {
   return {.name = "dust",
           .summary = "A_V per star from the gas in front of it (CCM89 or Calzetti 2000 curve)",
           .kind = StageKind::particle,
-          .make = [](const nlohmann::json& params, const std::string& path,
-                     const StageResources&) { return make_dust_stage(params, path); }};
+          .make = &from_params<&make_dust_stage>};
 }
 
 }  // namespace ifusim

@@ -51,7 +51,6 @@
 #include "data/buffer.h"
 #include "data/dispatch.h"
 #include "data/hd.h"
-#include "core/json_params.h"
 #include "stages/common/dust_curves.h"
 #include "stages/common/footprint.h"
 #include "stages/stage.h"

@@ -272,7 +272,6 @@ class EmissionLinesStage final : public Stage {
             {"emission-line windows, reduced (host)", bytes, false, ""}};
   }
 
-
   // The line windows and the fixed-point scales bound what every cell can add, so they need the
   // whole gas first: a pass over it (its count, largest SFR and |v_los|), which a streamed run
   // makes on the gas's own block before the stars' blocks.
@@ -377,21 +376,19 @@ class EmissionLinesStage final : public Stage {
     PartialArray* moments = moments_.get(state);
     if (!sums) {
       sums = &sums_.declare(
-          state,
-          std::make_unique<PartialArray>(
-              ShardedArray<std::int64_t>(
-                  mesh, n_spaxels * static_cast<std::size_t>(setup_->total.row_columns), 1,
-                  Sharding::partial()),
-              setup_->line_scale, setup_->total));
+          state, std::make_unique<PartialArray>(
+                     ShardedArray<std::int64_t>(
+                         mesh, n_spaxels * static_cast<std::size_t>(setup_->total.row_columns), 1,
+                         Sharding::partial()),
+                     setup_->line_scale, setup_->total));
       moments = &moments_.declare(
-          state,
-          std::make_unique<PartialArray>(
-              ShardedArray<std::int64_t>(mesh, 3 * n_spaxels, 1, Sharding::partial()),
-              setup_->moment_scale, [](RunState& s, std::vector<double> sums_total) {
-                velocity_moment_maps(sums_total, "gas", "H-alpha-weighted",
-                                     "the star-forming gas (each cell's line width included)",
-                                     s.maps);
-              }));
+          state, std::make_unique<PartialArray>(
+                     ShardedArray<std::int64_t>(mesh, 3 * n_spaxels, 1, Sharding::partial()),
+                     setup_->moment_scale, [](RunState& s, std::vector<double> sums_total) {
+                       velocity_moment_maps(
+                           sums_total, "gas", "H-alpha-weighted",
+                           "the star-forming gas (each cell's line width included)", s.maps);
+                     }));
     }
     if (n == 0) return;
     require_fields(gas);
@@ -399,8 +396,8 @@ class EmissionLinesStage final : public Stage {
     LineDeposit deposit = setup_->deposit;
     const auto* dust = state.products.find<DustAttenuation>("dust_attenuation");
     for (int l = 0; l < deposit.n_lines; ++l)
-      deposit.lines[l].attenuation_ratio = attenuation_ratio(
-          dust ? dust->curve : DustCurve{}, deposit.lines[l].vacuum_angstrom);
+      deposit.lines[l].attenuation_ratio =
+          attenuation_ratio(dust ? dust->curve : DustCurve{}, deposit.lines[l].vacuum_angstrom);
     const SpaxelGrid& spaxel_grid = state.products.get<SpaxelGrid>("spaxels");
     shard_map(mesh, [&](const Device& d) {
       LineDeposit on_device = deposit;
@@ -469,13 +466,15 @@ std::unique_ptr<Stage> make_emission_lines_stage(const nlohmann::json& params,
 
 StageEntry emission_lines_stage() {
   return {.name = "emission_lines",
-          .summary = "nebular lines of the star-forming gas (Kennicutt H-alpha, Case B, Curti 2020 "
-                     "metal lines)",
+          .summary =
+              "nebular lines of the star-forming gas (Kennicutt H-alpha, Case B, Curti 2020 "
+              "metal lines)",
           .kind = StageKind::particle,
-          .make = [](const nlohmann::json& params, const std::string& path,
-                     const StageResources& resources) {
-            return make_emission_lines_stage(params, path, resources);
-          },
+          .make =
+              [](const nlohmann::json& params, const std::string& path,
+                 const StageResources& resources) {
+                return make_emission_lines_stage(params, path, resources);
+              },
           .quicklooks = {{"halpha_flux.png", {{"flux_halpha", "H-alpha flux"}}, false, true},
                          {"gas_velocity.png",
                           {{"velocity_gas_kms", "Gas line-of-sight velocity (H-alpha-weighted)"}},

@@ -63,7 +63,6 @@
 #include "data/dispatch.h"
 #include "data/emission_line_list.h"
 #include "data/hd.h"
-#include "core/json_params.h"
 #include "data/line_ratio_table.h"
 #include "stages/common/dust_curves.h"
 #include "stages/common/footprint.h"

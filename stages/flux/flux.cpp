@@ -105,8 +105,7 @@ StageEntry flux_stage() {
   return {.name = "flux",
           .summary = "luminosity density to observed flux density, L / (4 pi D_L^2)",
           .kind = StageKind::cube,
-          .make = [](const nlohmann::json& params, const std::string& path,
-                     const StageResources&) { return make_flux_stage(params, path); }};
+          .make = &from_params<&make_flux_stage>};
 }
 
 }  // namespace ifusim

@@ -47,9 +47,9 @@ class ForegroundDustStage final : public Stage {
     const auto n_wave = static_cast<std::size_t>(cube.shape.n_wave);
     std::vector<double> factor(n_wave);
     for (std::size_t k = 0; k < n_wave; ++k)
-      factor[k] = foreground_transmission(
-          params_, obs.simulated_wave_start_angstrom() +
-                       static_cast<double>(k) * obs.axes.wave_step_angstrom);
+      factor[k] = foreground_transmission(params_,
+                                          obs.simulated_wave_start_angstrom() +
+                                              static_cast<double>(k) * obs.axes.wave_step_angstrom);
     for (std::size_t i = 0; i < cube.data.size(); ++i) cube.data[i] *= factor[i % n_wave];
     for (std::size_t i = 0; i < cube.variance.size(); ++i)
       cube.variance[i] *= factor[i % n_wave] * factor[i % n_wave];
@@ -59,17 +59,19 @@ class ForegroundDustStage final : public Stage {
   ForegroundDustParams params_;
 };
 
+std::unique_ptr<Stage> make_foreground_dust_stage(const nlohmann::json& params,
+                                                  const std::string& path) {
+  return std::make_unique<ForegroundDustStage>(
+      ForegroundDustParams::from_json(JsonParams(params, path)));
+}
+
 }  // namespace
 
 StageEntry foreground_dust_stage() {
   return {.name = "foreground_dust",
           .summary = "the Milky Way's foreground extinction, E(B-V) with the CCM89 curve",
           .kind = StageKind::cube,
-          .make = [](const nlohmann::json& params, const std::string& path,
-                     const StageResources&) -> std::unique_ptr<Stage> {
-            return std::make_unique<ForegroundDustStage>(
-                ForegroundDustParams::from_json(JsonParams(params, path)));
-          }};
+          .make = &from_params<&make_foreground_dust_stage>};
 }
 
 }  // namespace ifusim

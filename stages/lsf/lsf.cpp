@@ -172,8 +172,7 @@ StageEntry lsf_stage() {
   return {.name = "lsf",
           .summary = "convolve every spectrum with the instrument's Gaussian LSF",
           .kind = StageKind::cube,
-          .make = [](const nlohmann::json& params, const std::string& path,
-                     const StageResources&) { return make_lsf_stage(params, path); }};
+          .make = &from_params<&make_lsf_stage>};
 }
 
 }  // namespace ifusim

@@ -74,8 +74,7 @@ StageEntry mass_image_stage() {
   return {.name = "mass_image",
           .summary = "accumulate a mass-weighted image per device",
           .kind = StageKind::particle,
-          .make = [](const nlohmann::json& params, const std::string& path,
-                     const StageResources&) { return make_mass_image_stage(params, path); }};
+          .make = &from_params<&make_mass_image_stage>};
 }
 
 }  // namespace ifusim

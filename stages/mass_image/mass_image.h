@@ -8,7 +8,6 @@
 #include "core/json_params.h"
 #include "data/buffer.h"
 #include "data/dispatch.h"
-#include "core/json_params.h"
 #include "stages/common/footprint.h"
 #include "stages/stage.h"
 

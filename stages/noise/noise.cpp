@@ -165,8 +165,7 @@ StageEntry noise_stage() {
   return {.name = "noise",
           .summary = "add seeded Gaussian noise for a target S/N, fill the variance",
           .kind = StageKind::cube,
-          .make = [](const nlohmann::json& params, const std::string& path,
-                     const StageResources&) { return make_noise_stage(params, path); }};
+          .make = &from_params<&make_noise_stage>};
 }
 
 }  // namespace ifusim

@@ -169,8 +169,7 @@ StageEntry orient_stage() {
   return {.name = "orient",
           .summary = "face-on by the inertia tensor, then Euler angles",
           .kind = StageKind::particle,
-          .make = [](const nlohmann::json& params, const std::string& path,
-                     const StageResources&) { return make_orient_stage(params, path); },
+          .make = &from_params<&make_orient_stage>,
           .inherits = {{"orientation", "galaxy.orientation"}}};
 }
 

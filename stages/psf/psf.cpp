@@ -334,8 +334,7 @@ StageEntry psf_stage() {
   return {.name = "psf",
           .summary = "convolve every wavelength plane with a Gaussian or Moffat PSF",
           .kind = StageKind::cube,
-          .make = [](const nlohmann::json& params, const std::string& path,
-                     const StageResources&) { return make_psf_stage(params, path); },
+          .make = &from_params<&make_psf_stage>,
           .inherits = {{"fwhm_arcsec", "telescope.psf_fwhm_arcsec"}}};
 }
 

@@ -120,16 +120,14 @@ StageEntry spaxel_grid_stage() {
   return {.name = "spaxel_grid",
           .summary = "assign stars to a square grid of spaxels (kpc)",
           .kind = StageKind::particle,
-          .make = [](const nlohmann::json& params, const std::string& path,
-                     const StageResources&) { return make_spaxel_grid_stage(params, path); }};
+          .make = &from_params<&make_spaxel_grid_stage>};
 }
 
 StageEntry aperture_stage() {
   return {.name = "aperture",
           .summary = "assign stars to the telescope's spaxels and aperture",
           .kind = StageKind::particle,
-          .make = [](const nlohmann::json& params, const std::string& path,
-                     const StageResources&) { return make_aperture_stage(params, path); }};
+          .make = &from_params<&make_aperture_stage>};
 }
 
 }  // namespace ifusim

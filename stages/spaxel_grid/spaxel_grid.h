@@ -10,7 +10,6 @@
 #include "data/buffer.h"
 #include "data/dispatch.h"
 #include "data/hd.h"
-#include "core/json_params.h"
 #include "stages/common/spaxel_grid.h"
 #include "stages/spaxel_grid/smoothing.h"
 #include "stages/stage.h"

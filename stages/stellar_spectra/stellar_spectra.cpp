@@ -563,7 +563,6 @@ class StellarSpectraStage final : public Stage {
     return out;
   }
 
-
   void run(RunState& state) override {
     const Mesh& mesh = state.mesh;
     const Stars& stars = state.data.stars;
@@ -591,15 +590,13 @@ class StellarSpectraStage final : public Stage {
             setup.n_stars * setup.m_init_max * tables.max_energy * velocity_squared_bound(setup),
             "stellar_spectra: the light weights (stars.initial_mass_msun)");
         cube = &cube_.declare(
-            state,
-            cube_partial(
-                ShardedArray<std::int64_t>(mesh, setup.shape.n_voxels(), 1, Sharding::partial()),
-                cube_scale, setup.shape, "Lsun/Angstrom"));
+            state, cube_partial(ShardedArray<std::int64_t>(mesh, setup.shape.n_voxels(), 1,
+                                                           Sharding::partial()),
+                                cube_scale, setup.shape, "Lsun/Angstrom"));
         light = &light_moments_.declare(
-            state,
-            moment_maps(ShardedArray<std::int64_t>(mesh, 3 * setup.shape.n_spaxels(), 1,
-                                                   Sharding::partial()),
-                        light_scale, "light"));
+            state, moment_maps(ShardedArray<std::int64_t>(mesh, 3 * setup.shape.n_spaxels(), 1,
+                                                          Sharding::partial()),
+                               light_scale, "light"));
       }
       shard_map(mesh, [&](const Device& d) {
         IFUSIM_DISPATCH(d, accumulate_stellar_spectra, d,
@@ -620,10 +617,9 @@ class StellarSpectraStage final : public Stage {
           setup.n_stars * setup.m_max * velocity_squared_bound(setup),
           "stellar_spectra: the mass-weighted moments (stars.mass_msun, stars.velocity_kms)");
       mass_moments = &mass_moments_.declare(
-          state,
-          moment_maps(
-              ShardedArray<std::int64_t>(mesh, 3 * setup.shape.n_spaxels(), 1, Sharding::partial()),
-              mass_scale, "mass"));
+          state, moment_maps(ShardedArray<std::int64_t>(mesh, 3 * setup.shape.n_spaxels(), 1,
+                                                        Sharding::partial()),
+                             mass_scale, "mass"));
     }
     shard_map(mesh, [&](const Device& d) {
       IFUSIM_DISPATCH(d, accumulate_mass_moments, d, star_views(stars, setup.grid, d),
@@ -766,28 +762,29 @@ std::unique_ptr<Stage> make_stellar_spectra_stage(std::shared_ptr<const SspGrid>
 }
 
 StageEntry stellar_spectra_stage() {
-  return {.name = "stellar_spectra",
-          .summary = "fused SSP interpolation, Doppler shift and resampling into the cube",
-          .kind = StageKind::particle,
-          .make = [](const nlohmann::json& params, const std::string& path,
-                     const StageResources& resources) {
+  return {
+      .name = "stellar_spectra",
+      .summary = "fused SSP interpolation, Doppler shift and resampling into the cube",
+      .kind = StageKind::particle,
+      .make =
+          [](const nlohmann::json& params, const std::string& path,
+             const StageResources& resources) {
             if (!resources.ssp)
               throw ConfigError(path + ": stellar_spectra needs an SSP template library");
             return make_stellar_spectra_stage(
                 resources.ssp, StellarSpectraParams::from_json(JsonParams(params, path)));
           },
-          .inherits = {{"interpolation", "ssp.interpolation"},
-                       {"outside_grid", "ssp.outside_grid"}},
-          .quicklooks = {{"velocity.png",
-                          {{"velocity_light_kms", "Line-of-sight velocity (light-weighted)"},
-                           {"velocity_mass_kms", "Line-of-sight velocity (mass-weighted)"}},
-                          true,
-                          false},
-                         {"dispersion.png",
-                          {{"dispersion_light_kms", "Velocity dispersion (light-weighted)"},
-                           {"dispersion_mass_kms", "Velocity dispersion (mass-weighted)"}},
-                          false,
-                          false}}};
+      .inherits = {{"interpolation", "ssp.interpolation"}, {"outside_grid", "ssp.outside_grid"}},
+      .quicklooks = {{"velocity.png",
+                      {{"velocity_light_kms", "Line-of-sight velocity (light-weighted)"},
+                       {"velocity_mass_kms", "Line-of-sight velocity (mass-weighted)"}},
+                      true,
+                      false},
+                     {"dispersion.png",
+                      {{"dispersion_light_kms", "Velocity dispersion (light-weighted)"},
+                       {"dispersion_mass_kms", "Velocity dispersion (mass-weighted)"}},
+                      false,
+                      false}}};
 }
 
 std::vector<double> reference_stellar_cube(

@@ -33,7 +33,6 @@
 #include "data/dispatch.h"
 #include "data/hd.h"
 #include "data/ssp_grid.h"
-#include "core/json_params.h"
 #include "stages/common/dust_curves.h"
 #include "stages/common/footprint.h"
 #include "stages/stage.h"
