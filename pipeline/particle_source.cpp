@@ -1,5 +1,6 @@
 #include "pipeline/particle_source.h"
 
+#include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
@@ -17,9 +18,10 @@ namespace {
 
 class HeldSource final : public ParticleSource {
  public:
-  HeldSource(std::function<GalaxyData(const Mesh&)> read, bool read_gas)
-      : ParticleSource(read_gas), read_(std::move(read)) {}
+  HeldSource(std::function<GalaxyData(const Mesh&)> read, std::string what, bool read_gas)
+      : ParticleSource(read_gas), read_(std::move(read)), what_(std::move(what)) {}
   GalaxyData open(const Mesh& mesh) override {
+    spdlog::info("{}", what_);
     GalaxyData data = read_(mesh);
     data.star_bounds = measure_star_bounds(mesh, data.stars);
     input_ = StreamedInput::of(data.stars);
@@ -38,14 +40,20 @@ class HeldSource final : public ParticleSource {
     throw std::logic_error("a held galaxy is one resident block: nothing to read block by block");
   }
   std::function<GalaxyData(const Mesh&)> read_;
+  std::string what_;  // the log line of the reading
   StreamedInput input_;
 };
 
 class StreamedSource final : public ParticleSource {
  public:
-  StreamedSource(std::unique_ptr<StarStream> stream, std::size_t block_rows, bool read_gas)
-      : ParticleSource(read_gas), stream_(std::move(stream)), block_rows_(block_rows) {}
+  StreamedSource(std::unique_ptr<StarStream> stream, std::size_t block_rows, std::string what,
+                 bool read_gas)
+      : ParticleSource(read_gas),
+        stream_(std::move(stream)),
+        block_rows_(block_rows),
+        what_(std::move(what)) {}
   GalaxyData open(const Mesh& mesh) override {
+    spdlog::info("{}", what_);
     spdlog::info("streaming the stars: {} rows in {} blocks of up to {}", stream_->n_rows(),
                  n_star_blocks(), block_rows_);
     return stream_->first_pass(mesh, block_rows_);
@@ -67,6 +75,7 @@ class StreamedSource final : public ParticleSource {
  private:
   std::unique_ptr<StarStream> stream_;
   std::size_t block_rows_;
+  std::string what_;
 };
 
 TngReadOptions tng_options(const RunConfig& c, bool read_gas) {
@@ -87,29 +96,31 @@ std::unique_ptr<ParticleSource> open_particle_source(const RunConfig& c, const M
   // Every input, held (read_all) or streamed (stream).
   std::function<GalaxyData(const Mesh&)> read_all;
   std::function<std::unique_ptr<StarStream>()> stream;
+  std::string what;  // logged when the source is opened
   if (c.galaxy) {
     if (streamed)
       throw ConfigError(
           "input: a galaxy given in memory is held at once: it cannot be streamed or shared "
           "among processes");
-    spdlog::info("the galaxy given: {} stars, {} gas cells ({})", c.galaxy->n_stars(),
-                 read_gas ? c.galaxy->n_gas() : 0, c.galaxy->source);
+    what = fmt::format("the galaxy given: {} stars, {} gas cells ({})", c.galaxy->n_stars(),
+                       read_gas ? c.galaxy->n_gas() : 0, c.galaxy->source);
     read_all = [&c, read_gas](const Mesh& m) { return put_host_galaxy(m, *c.galaxy, read_gas); };
   } else if (c.synthetic) {
     const tng::SyntheticGalaxySpec& s = *c.synthetic;
-    spdlog::info("{} a synthetic galaxy in memory: {} stars, {} gas cells, seed {}, z = {}",
-                 streamed ? "streaming" : "generating", s.n_stars, read_gas ? s.n_gas : 0, s.seed,
-                 s.redshift);
+    what = fmt::format("{} a synthetic galaxy in memory: {} stars, {} gas cells, seed {}, z = {}",
+                       streamed ? "streaming" : "generating", s.n_stars, read_gas ? s.n_gas : 0,
+                       s.seed, s.redshift);
     read_all = [s, read_gas](const Mesh& m) { return tng::make_synthetic_galaxy(m, s, read_gas); };
     stream = [s] { return std::make_unique<tng::SyntheticStarStream>(s); };
   } else if (c.input_is_rubix()) {
-    spdlog::info("{} RUBIX galaxy {}", streamed ? "streaming" : "reading", c.input_file);
+    what = fmt::format("{} RUBIX galaxy {}", streamed ? "streaming" : "reading", c.input_file);
     read_all = [&c](const Mesh& m) { return read_rubix_galaxy(m, c.input_file); };
     stream = [&c] { return std::make_unique<RubixStarStream>(c.input_file); };
   } else {
     const TngReadOptions options = tng_options(c, read_gas);
-    spdlog::info("{} IllustrisTNG {} {}", streamed ? "streaming" : "reading",
-                 std::filesystem::is_directory(c.input_file) ? "snapshot" : "cutout", c.input_file);
+    what = fmt::format("{} IllustrisTNG {} {}", streamed ? "streaming" : "reading",
+                       std::filesystem::is_directory(c.input_file) ? "snapshot" : "cutout",
+                       c.input_file);
     read_all = [options](const Mesh& m) {
       TngIngestReport report;
       GalaxyData data = read_tng(m, options, &report);
@@ -119,7 +130,7 @@ std::unique_ptr<ParticleSource> open_particle_source(const RunConfig& c, const M
     };
     stream = [options] { return std::make_unique<TngStarStream>(options); };
   }
-  if (!streamed) return std::make_unique<HeldSource>(std::move(read_all), read_gas);
+  if (!streamed) return std::make_unique<HeldSource>(std::move(read_all), what, read_gas);
   std::unique_ptr<StarStream> star_stream = stream();
   // Blocks of input.stream_block_stars rows, or across processes without it one per process.
   const auto processes = static_cast<std::size_t>(mesh.process_count());
@@ -127,7 +138,7 @@ std::unique_ptr<ParticleSource> open_particle_source(const RunConfig& c, const M
       c.stream_block_stars > 0
           ? c.stream_block_stars
           : std::max<std::size_t>(1, (star_stream->n_rows() + processes - 1) / processes);
-  return std::make_unique<StreamedSource>(std::move(star_stream), block_rows, read_gas);
+  return std::make_unique<StreamedSource>(std::move(star_stream), block_rows, what, read_gas);
 }
 
 }  // namespace ifusim
