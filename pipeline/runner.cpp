@@ -50,17 +50,34 @@ nlohmann::json run_context(const RunConfig& c) {
   return context;
 }
 
-// A stage's parameters: its own "stages.<name>" object, completed with what it inherits.
-nlohmann::json stage_params(const StageEntry& entry, const StageConfig& s,
-                            const nlohmann::json& context) {
-  nlohmann::json p = s.params;
+// Makes a stage of the run from its own "stages.<name>" object, completed with the run-config
+// values it inherits (StageEntry::inherits). An error in an inherited value names the run-config
+// key the user wrote ("galaxy.orientation: ..."), not the stage's parameter.
+std::unique_ptr<Stage> make_run_stage(const StageEntry& entry, const StageConfig& s,
+                                      const std::string& path, const nlohmann::json& context,
+                                      const StageResources& resources) {
+  nlohmann::json params = s.params;
+  std::vector<const InheritedKey*> inherited;
   for (const InheritedKey& key : entry.inherits) {
     std::string pointer = "/" + key.run_key;
     std::replace(pointer.begin(), pointer.end(), '.', '/');
     const nlohmann::json::json_pointer at(pointer);
-    if (!p.contains(key.param) && context.contains(at)) p[key.param] = context.at(at);
+    if (params.contains(key.param) || !context.contains(at)) continue;
+    params[key.param] = context.at(at);
+    inherited.push_back(&key);
   }
-  return p;
+  try {
+    return entry.make(params, path, resources);
+  } catch (const ConfigError& e) {
+    const std::string message = e.what();
+    for (const InheritedKey* key : inherited) {
+      const std::string stage_key = path + "." + key->param;
+      const char after = message.size() > stage_key.size() ? message[stage_key.size()] : '\0';
+      if (message.rfind(stage_key, 0) == 0 && (after == ':' || after == '.' || after == '['))
+        throw ConfigError(key->run_key + message.substr(stage_key.size()));
+    }
+    throw;
+  }
 }
 
 Observation make_observation(const RunConfig& c, const GalaxyData& data, const SspGrid& ssp,
@@ -161,8 +178,7 @@ RunSetup set_up(const RunConfig& c, const RunOptions& options) {
   for (const auto& st : c.stages) {
     const std::string path = "stages." + st.name;
     const StageEntry& entry = stage_entry(st.name, path);
-    s.stages.push_back(
-        {&entry, entry.make(stage_params(entry, st, context), path, s.resources), path});
+    s.stages.push_back({&entry, make_run_stage(entry, st, path, context, s.resources), path});
   }
   // The reduction stands between the particle and the cube stages (check_stages checks the
   // order of a listed one).

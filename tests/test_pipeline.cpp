@@ -392,4 +392,13 @@ TEST_CASE("a stage's parameters inherit the run config's keys its entry names", 
   const RunReport c = run(load_run_config(config, small), 1, dir.path / "c");
   CHECK(a.cube.data == b.cube.data);
   CHECK(a.cube.data != c.cube.data);
+  // A bad inherited value is named by the key the user wrote.
+  auto bad = small;
+  bad.push_back(R"(galaxy.orientation={"alpha_deg": "sixty"})");
+  CHECK_THROWS_WITH(run(load_run_config(config, bad), 1, dir.path / "d"),
+                    Catch::StartsWith("galaxy.orientation.alpha_deg:"));
+  auto bad_own = small;
+  bad_own.push_back(R"(stages.orient.orientation={"alpha_deg": "sixty"})");
+  CHECK_THROWS_WITH(run(load_run_config(config, bad_own), 1, dir.path / "d"),
+                    Catch::StartsWith("stages.orient.orientation.alpha_deg:"));
 }
