@@ -124,6 +124,12 @@ struct RunSetup {
   std::unique_ptr<ParticleSource> source;
 };
 
+std::vector<const Stage*> stage_pointers(const std::vector<RunStage>& stages) {
+  std::vector<const Stage*> out;
+  for (const RunStage& r : stages) out.push_back(r.stage.get());
+  return out;
+}
+
 // The reduction stage of the registry, for a run whose config does not list one.
 RunStage implicit_reduction(const StageResources& resources) {
   for (const StageEntry& entry : stage_registry())
@@ -190,10 +196,8 @@ RunSetup set_up(const RunConfig& c, const RunOptions& options) {
   s.reduction = static_cast<std::size_t>(barrier - s.stages.begin());
   check_stages(s.stages, input_fields());
   // The margin needs no cosmology: observation_of is enough.
-  std::vector<const Stage*> stages;
-  for (const RunStage& r : s.stages) stages.push_back(r.stage.get());
   const Observation obs = observation_of(c, *s.resources.ssp);
-  s.margin = run_margin(stages, obs);
+  s.margin = run_margin(stage_pointers(s.stages), obs);
   check_margin(s.stages, obs, s.margin);
   // Only the particle types some stage uses are read (the gas for dust and emission lines).
   bool gas_used = false;
@@ -358,12 +362,6 @@ void draw_quicklooks(const Cube& cube, const std::vector<RunStage>& stages, Outp
                        q.log_scale, it->second.unit});
         break;
       }
-}
-
-std::vector<const Stage*> stage_pointers(const std::vector<RunStage>& stages) {
-  std::vector<const Stage*> out;
-  for (const RunStage& r : stages) out.push_back(r.stage.get());
-  return out;
 }
 
 // The plan's memory check, before any particle is read.
