@@ -16,7 +16,7 @@
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
 #include "stages/aperture_mask/aperture_mask.h"
-#include "stages/convolution.h"
+#include "stages/common/convolution.h"
 #include "stages/flux/flux.h"
 #include "stages/lsf/lsf.h"
 #include "stages/noise/noise.h"

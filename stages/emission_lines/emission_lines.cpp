@@ -14,7 +14,7 @@
 #include "data/host_memory.h"
 #include "data/wavelength.h"
 #include "stages/common/cube_partials.h"
-#include "stages/stellar_spectra/ssp_lookup.h"  // bracket
+#include "stages/common/interpolation.h"
 
 namespace ifusim {
 
@@ -74,7 +74,8 @@ double calibrated_ratio_to_halpha(const EmissionLineParams& params, int index, d
 double line_ratio_to_hbeta(const LineRatioTable& table, std::size_t entry, double oxygen,
                            double log_u) {
   const std::vector<double>& values = table.ratios.at(entry).second;
-  // Clamped at the table's edges (ssp_lookup.h's bracket; whether x was outside is not needed).
+  // Clamped at the table's edges (bracket, stages/common/interpolation.h; whether x was outside is
+  // not needed).
   int i = 0, j = 0;
   double ti = 0.0, tj = 0.0;
   bool outside = false;

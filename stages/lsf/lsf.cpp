@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "data/resolution_curve_json.h"
-#include "stages/convolution.h"
+#include "stages/common/convolution.h"
 
 namespace ifusim {
 

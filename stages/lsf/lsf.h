@@ -22,7 +22,7 @@
 //
 // The kernel is integrated over each target pixel (erf differences, not samples), truncated
 // where it falls below `truncate_peak_fraction` (1e-6) of its peak (5.26 sigma), normalised to 1,
-// and zero-padded at the band's ends (stages/convolution.h): the run simulates a margin of
+// and zero-padded at the band's ends (stages/common/convolution.h): the run simulates a margin of
 // wavelengths at each end as wide as the widest kernel (Stage::margin), from which light comes
 // into the band, and aperture_mask crops it.
 #include <memory>

@@ -10,7 +10,7 @@
 
 #include "data/host_memory.h"
 #include "data/resolution_curve_json.h"
-#include "stages/convolution.h"
+#include "stages/common/convolution.h"
 
 namespace ifusim {
 

@@ -30,7 +30,7 @@
 // stays in the core. A kernel never extends beyond the cube's size (nothing more could be
 // reached); its normalisation is that of the whole kernel.
 //
-// Edges, as on the sky (stages/convolution.h): the convolution is zero-padded, so a source near
+// Edges, as on the sky (stages/common/convolution.h): the convolution is zero-padded, so a source near
 // the edge loses the part of its PSF beyond it, and the run simulates a margin around the field
 // (Stage::margin) from which light scatters in; aperture_mask crops it. The margin is the radius
 // outside which the PSF holds less than `margin_light_fraction` (1e-2) of its light, or the

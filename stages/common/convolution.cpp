@@ -1,4 +1,4 @@
-#include "stages/convolution.h"
+#include "stages/common/convolution.h"
 
 #include <algorithm>
 #include <cmath>
