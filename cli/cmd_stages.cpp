@@ -20,6 +20,13 @@ nlohmann::json describe(const StageEntry& entry) {
                         {"inherits", nlohmann::json::object()},
                         {"quicklooks", nlohmann::json::array()}};
   for (const InheritedKey& key : entry.inherits) out["inherits"][key.param] = key.run_key;
+  out["parameters"] = nlohmann::json::array();
+  for (const ParamRecord& p : stage_parameters(entry).params) {
+    nlohmann::json param = {{"key", p.key}, {"kind", p.kind}, {"required", p.required}};
+    if (!p.fallback.is_null()) param["default"] = p.fallback;
+    if (!p.expected.empty()) param["expected"] = p.expected;
+    out["parameters"].push_back(param);
+  }
   for (const QuickLook& q : entry.quicklooks) {
     nlohmann::json maps = nlohmann::json::array();
     for (const auto& [map, title] : q.maps) maps.push_back(map);
@@ -46,6 +53,16 @@ void add_stages_command(CLI::App& app, int& exit_code) {
       for (const auto& s : all) {
         std::cout << s["name"].get<std::string>() << " (" << s["kind"].get<std::string>()
                   << "): " << s["summary"].get<std::string>() << "\n";
+        for (const auto& p : s["parameters"]) {
+          std::cout << "    " << p["key"].get<std::string>() << ": "
+                    << (p["kind"].get<std::string>().empty() ? "optional"
+                                                             : p["kind"].get<std::string>());
+          if (p.contains("default")) std::cout << ", default " << p["default"].dump();
+          if (p["required"].get<bool>()) std::cout << ", required";
+          for (const auto& e : p.value("expected", nlohmann::json::array()))
+            std::cout << "; " << e.get<std::string>();
+          std::cout << "\n";
+        }
         for (const auto& [param, key] : s["inherits"].items())
           std::cout << "    " << param << " defaults to the run config's " << key.get<std::string>()
                     << "\n";

@@ -1,11 +1,43 @@
 #include "core/json_params.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace ifusim {
+namespace {
+thread_local ParamSchema* t_recording = nullptr;
+}
+
+ParamSchema::Recording::Recording(ParamSchema& schema, std::string path) : previous_(t_recording) {
+  schema.path_ = std::move(path);
+  t_recording = &schema;
+}
+
+ParamSchema::Recording::~Recording() {
+  t_recording = previous_;
+}
+
+ParamRecord* ParamSchema::at(const std::string& key_path) {
+  if (key_path.rfind(path_ + ".", 0) != 0) return nullptr;
+  const std::string key = key_path.substr(path_.size() + 1);
+  for (auto& p : params_)
+    if (p.key == key) return &p;
+  params_.push_back({key, "", true, nullptr, {}});
+  return &params_.back();
+}
+
+void JsonParams::record(const std::string& key, const char* kind, const nlohmann::json& fallback,
+                        bool required) const {
+  if (!schema_) return;
+  ParamRecord* p = schema_->at(key_path(key));
+  if (!p) return;
+  if (*kind && (p->kind.empty() || p->kind == "value" || p->kind == "string")) p->kind = kind;
+  if (!fallback.is_null()) p->fallback = fallback;
+  p->required = p->required && required;
+}
 
 JsonParams::JsonParams(const nlohmann::json& object, std::string path)
-    : object_(object), path_(std::move(path)) {
+    : object_(object), path_(std::move(path)), schema_(t_recording) {
   if (!object_.is_object())
     throw ConfigError((path_.empty() ? std::string("config") : path_) +
                       ": expected a JSON object, got " + object_.dump());
@@ -16,6 +48,7 @@ std::string JsonParams::key_path(const std::string& key) const {
 }
 
 bool JsonParams::has(const std::string& key) const {
+  record(key, "", nullptr, false);  // probed: optional
   return object_.contains(key);
 }
 
@@ -26,6 +59,7 @@ const nlohmann::json* JsonParams::find(const std::string& key) const {
 }
 
 const nlohmann::json& JsonParams::raw(const std::string& key) const {
+  record(key, "value", nullptr, true);
   const auto* v = find(key);
   if (!v) fail(key, "a value (the key is required)", nullptr);
   return *v;
@@ -39,10 +73,15 @@ void JsonParams::fail(const std::string& key, const std::string& expected,
 
 void JsonParams::require(bool ok, const std::string& key, const std::string& expected,
                          const nlohmann::json& got) const {
+  if (schema_)
+    if (ParamRecord* p = schema_->at(key_path(key));
+        p && std::find(p->expected.begin(), p->expected.end(), expected) == p->expected.end())
+      p->expected.push_back(expected);
   if (!ok) fail(key, expected, &got);
 }
 
 double JsonParams::number(const std::string& key, std::optional<double> fallback) {
+  record(key, "number", fallback ? nlohmann::json(*fallback) : nlohmann::json(), !fallback);
   const auto* v = find(key);
   if (!v) {
     if (fallback) return *fallback;
@@ -53,6 +92,7 @@ double JsonParams::number(const std::string& key, std::optional<double> fallback
 }
 
 long long JsonParams::integer(const std::string& key, std::optional<long long> fallback) {
+  record(key, "integer", fallback ? nlohmann::json(*fallback) : nlohmann::json(), !fallback);
   const auto* v = find(key);
   if (!v) {
     if (fallback) return *fallback;
@@ -63,6 +103,7 @@ long long JsonParams::integer(const std::string& key, std::optional<long long> f
 }
 
 bool JsonParams::boolean(const std::string& key, std::optional<bool> fallback) {
+  record(key, "true or false", fallback ? nlohmann::json(*fallback) : nlohmann::json(), !fallback);
   const auto* v = find(key);
   if (!v) {
     if (fallback) return *fallback;
@@ -73,6 +114,7 @@ bool JsonParams::boolean(const std::string& key, std::optional<bool> fallback) {
 }
 
 std::string JsonParams::string(const std::string& key, std::optional<std::string> fallback) {
+  record(key, "string", fallback ? nlohmann::json(*fallback) : nlohmann::json(), !fallback);
   const auto* v = find(key);
   if (!v) {
     if (fallback) return *fallback;
@@ -84,18 +126,20 @@ std::string JsonParams::string(const std::string& key, std::optional<std::string
 
 std::string JsonParams::choice(const std::string& key, const std::vector<std::string>& choices,
                                std::optional<std::string> fallback) {
-  const std::string value = string(key, std::move(fallback));
-  for (const auto& c : choices)
-    if (c == value) return value;
   std::string expected = "one of";
   for (std::size_t i = 0; i < choices.size(); ++i)
     expected += (i ? ", \"" : " \"") + choices[i] + "\"";
+  record(key, expected.c_str(), nullptr, true);
+  const std::string value = string(key, std::move(fallback));
+  for (const auto& c : choices)
+    if (c == value) return value;
   const nlohmann::json got = value;
   fail(key, expected, &got);
 }
 
 std::vector<double> JsonParams::numbers(const std::string& key, std::size_t count,
                                         std::size_t min_count) {
+  record(key, "array of numbers", nullptr, true);
   const auto& v = raw(key);
   const std::string expected =
       count > 0 ? "an array of " + std::to_string(count) + " numbers"
@@ -111,6 +155,7 @@ std::vector<double> JsonParams::numbers(const std::string& key, std::size_t coun
 }
 
 JsonParams JsonParams::object(const std::string& key) {
+  record(key, "object", nullptr, true);
   const auto& v = raw(key);
   if (!v.is_object()) fail(key, "a JSON object", &v);
   return JsonParams(v, key_path(key));

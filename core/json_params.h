@@ -14,6 +14,41 @@
 
 namespace ifusim {
 
+// One parameter as a stage's parsing reads it: the parameter schema a stage describes itself by
+// (ifusim stages) is recorded from the parsing itself, so it is declared in one place, its
+// from_json.
+struct ParamRecord {
+  std::string key;          // relative to the object described ("orientation.alpha_deg")
+  std::string kind;         // "number", "integer", "true or false", "string", "one of ...", ...
+  bool required = true;     // read with no default, and never only probed (has)
+  nlohmann::json fallback;  // the default, where there is one
+  std::vector<std::string> expected;  // what require() holds it to ("a number > 0")
+};
+
+// The parameters every JsonParams made on this thread reads while a Recording lives.
+class ParamSchema {
+ public:
+  class Recording {
+   public:
+    // Records into `schema` the keys read under `path` (a stage's "stages.<name>").
+    Recording(ParamSchema& schema, std::string path);
+    ~Recording();
+    Recording(const Recording&) = delete;
+    Recording& operator=(const Recording&) = delete;
+
+   private:
+    ParamSchema* previous_;
+  };
+  const std::vector<ParamRecord>& params() const { return params_; }
+
+ private:
+  friend class JsonParams;
+  // The record of `key_path` (a full path), made where it is new; nullptr outside `path_`.
+  ParamRecord* at(const std::string& key_path);
+  std::string path_;
+  std::vector<ParamRecord> params_;
+};
+
 class JsonParams {
  public:
   // `path` is the object's own path, e.g. "stages[0].params"; "" for the root.
@@ -47,9 +82,13 @@ class JsonParams {
   const nlohmann::json* find(const std::string& key) const;
   [[noreturn]] void fail(const std::string& key, const std::string& expected,
                          const nlohmann::json* got) const;
+  // Notes a read of `key` in the schema being recorded, if any.
+  void record(const std::string& key, const char* kind, const nlohmann::json& fallback,
+              bool required) const;
   const nlohmann::json& object_;
   std::string path_;
   mutable std::set<std::string> used_;
+  ParamSchema* schema_;  // the recording in force when the object was made, or nullptr
 };
 
 }  // namespace ifusim

@@ -87,6 +87,25 @@ std::unique_ptr<Stage> make_stage(const std::string& name, const nlohmann::json&
   return stage_entry(name, path).make(params, path, resources);
 }
 
+StageParameters stage_parameters(const StageEntry& entry, const StageResources& resources) {
+  ParamSchema schema;
+  StageParameters out;
+  const std::string path = "stages." + entry.name;
+  const std::vector<nlohmann::json> examples =
+      entry.examples.empty() ? std::vector<nlohmann::json>{nlohmann::json::object()}
+                             : entry.examples;
+  for (const nlohmann::json& example : examples) {
+    const ParamSchema::Recording recording(schema, path);
+    try {
+      entry.make(example, path, resources);
+    } catch (const std::exception& e) {
+      if (out.error.empty()) out.error = e.what();
+    }
+  }
+  out.params = schema.params();
+  return out;
+}
+
 std::vector<std::string> input_fields() {
   std::vector<std::string> out;
   auto add = [&](const std::string& set_name, auto set) {

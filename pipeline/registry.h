@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_params.h"
 #include "stages/stage.h"
 
 namespace ifusim {
@@ -38,6 +39,17 @@ std::unique_ptr<Stage> make_stage(const std::string& name, const nlohmann::json&
 // - a stage is listed once unless its entry says it may repeat;
 // - the particle stages come before the reduction (psum, if listed) and the cube stages after.
 void check_stages(const std::vector<RunStage>& stages, std::vector<std::string> available);
+
+// A stage's parameter schema, recorded from its own parsing of its entry's examples
+// (StageEntry::examples): every key it reads, with its kind, its default or whether it is
+// required, and what its checks hold it to. `error`: why an example did not make the stage
+// ("" when all did; the keys read before the error are recorded all the same: the SSP library
+// stellar_spectra needs is checked after its parameters).
+struct StageParameters {
+  std::vector<ParamRecord> params;
+  std::string error;
+};
+StageParameters stage_parameters(const StageEntry& entry, const StageResources& resources = {});
 
 // The particle fields every input gives (the field table's fields that no stage derives), as
 // needs: "stars.position_kpc", ...

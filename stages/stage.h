@@ -317,6 +317,10 @@ struct StageEntry {
   std::vector<QuickLook> quicklooks = {};
   bool crops_margin = false;  // cuts the run's margin off the cube (CubeMargin)
   bool repeatable = false;    // may be listed more than once in a run
+  // Parameter sets that make the stage, one for each branch of its parameters (a Moffat PSF,
+  // kernel smoothing, an optional key given): its parameter schema is recorded from its own
+  // parsing of them (stage_parameters, ifusim stages). None: the stage's defaults, {}.
+  std::vector<nlohmann::json> examples = {};
 };
 
 }  // namespace ifusim

@@ -6,6 +6,7 @@
 #include "helpers.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
+#include "ssp_fixture.h"
 
 using namespace ifusim;
 
@@ -112,6 +113,52 @@ TEST_CASE("stage lists are validated before anything runs", "[skeleton]") {
   CHECK_THROWS_WITH(
       make_stages(nlohmann::json::parse(R"([{"stage": "telescope"}])"), "stages", kInputs),
       Catch::Contains("stages[0].stage: expected one of"));
+}
+
+TEST_CASE("every stage describes itself: kind, examples that make it, its parameter schema",
+          "[skeleton]") {
+  StageResources resources;
+  resources.ssp = std::make_shared<const SspGrid>(test::synthetic_ssp_grid());
+  std::size_t reductions = 0;
+  for (const StageEntry& entry : stage_registry()) {
+    INFO(entry.name);
+    CHECK_FALSE(entry.summary.empty());
+    reductions += entry.kind == StageKind::reduction;
+    // Every example makes the stage, and the stage's name is its entry's.
+    for (const auto& example : entry.examples)
+      CHECK(entry.make(example, "stages." + entry.name, resources)->name() == entry.name);
+    const StageParameters schema = stage_parameters(entry, resources);
+    CHECK(schema.error.empty());
+    for (const auto& p : schema.params) {
+      INFO(p.key);
+      CHECK_FALSE(p.kind.empty());  // every key read at least once by an example
+    }
+  }
+  CHECK(reductions == 1);  // the run loop's barrier
+  // The schema is what the parsing reads: defaults, required keys and their checks.
+  auto find = [](const std::string& stage, const std::string& key) {
+    const StageParameters s = stage_parameters(stage_entry(stage, "p"));
+    for (const auto& p : s.params)
+      if (p.key == key) return p;
+    FAIL("no parameter " << key << " of " << stage);
+    return ParamRecord{};
+  };
+  const ParamRecord n = find("spaxel_grid", "n_spaxels");
+  CHECK(n.required);
+  CHECK(n.kind == "integer");
+  const ParamRecord smoothing = find("spaxel_grid", "smoothing");
+  CHECK_FALSE(smoothing.required);
+  CHECK(smoothing.fallback == "none");
+  CHECK(find("psf", "beta").kind == "number");  // read only for a Moffat PSF: its own example
+  CHECK(find("orient", "orientation.alpha_deg").fallback == 0.0);
+  const ParamRecord snr = find("noise", "snr");
+  CHECK(snr.required);
+  REQUIRE(snr.expected.size() == 1);
+  CHECK(snr.expected[0] == "a number > 0");
+  // Without the library stellar_spectra still describes its parameters, and says what it lacks.
+  const StageParameters spectra = stage_parameters(stage_entry("stellar_spectra", "p"));
+  CHECK_THAT(spectra.error, Catch::Contains("needs an SSP template library"));
+  CHECK(spectra.params.size() >= 5);
 }
 
 // CTest runs each test case by name (catch_discover_tests), and CMake splits names at ';': a

@@ -480,7 +480,8 @@ StageEntry emission_lines_stage() {
                          {"gas_velocity.png",
                           {{"velocity_gas_kms", "Gas line-of-sight velocity (H-alpha-weighted)"}},
                           true,
-                          false}}};
+                          false}},
+          .examples = {{{"lines", {"halpha", "hbeta"}}}}};
 }
 
 }  // namespace ifusim

@@ -105,7 +105,8 @@ StageEntry flux_stage() {
   return {.name = "flux",
           .summary = "luminosity density to observed flux density, L / (4 pi D_L^2)",
           .kind = StageKind::cube,
-          .make = &from_params<&make_flux_stage>};
+          .make = &from_params<&make_flux_stage>,
+          .examples = {{{"luminosity_distance_mpc", 100.0}}}};
 }
 
 }  // namespace ifusim

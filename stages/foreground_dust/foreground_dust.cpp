@@ -71,7 +71,8 @@ StageEntry foreground_dust_stage() {
   return {.name = "foreground_dust",
           .summary = "the Milky Way's foreground extinction, E(B-V) with the CCM89 curve",
           .kind = StageKind::cube,
-          .make = &from_params<&make_foreground_dust_stage>};
+          .make = &from_params<&make_foreground_dust_stage>,
+          .examples = {{{"ebv_mag", 0.05}}}};
 }
 
 }  // namespace ifusim

@@ -172,7 +172,8 @@ StageEntry lsf_stage() {
   return {.name = "lsf",
           .summary = "convolve every spectrum with the instrument's Gaussian LSF",
           .kind = StageKind::cube,
-          .make = &from_params<&make_lsf_stage>};
+          .make = &from_params<&make_lsf_stage>,
+          .examples = {{{"fwhm_angstrom", 2.5}, {"template_fwhm_angstrom", 2.5}}}};
 }
 
 }  // namespace ifusim

@@ -165,7 +165,8 @@ StageEntry noise_stage() {
   return {.name = "noise",
           .summary = "add seeded Gaussian noise for a target S/N, fill the variance",
           .kind = StageKind::cube,
-          .make = &from_params<&make_noise_stage>};
+          .make = &from_params<&make_noise_stage>,
+          .examples = {{{"snr", 20}, {"reference", 1.0}, {"seed", 1}}}};
 }
 
 }  // namespace ifusim

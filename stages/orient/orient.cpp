@@ -170,7 +170,9 @@ StageEntry orient_stage() {
           .summary = "face-on by the inertia tensor, then Euler angles",
           .kind = StageKind::particle,
           .make = &from_params<&make_orient_stage>,
-          .inherits = {{"orientation", "galaxy.orientation"}}};
+          .inherits = {{"orientation", "galaxy.orientation"}},
+          .examples = {{{"orientation", "face-on"}},
+                       {{"orientation", {{"alpha_deg", 0}, {"beta_deg", 0}, {"gamma_deg", 0}}}}}};
 }
 
 }  // namespace ifusim

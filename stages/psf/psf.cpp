@@ -335,7 +335,9 @@ StageEntry psf_stage() {
           .summary = "convolve every wavelength plane with a Gaussian or Moffat PSF",
           .kind = StageKind::cube,
           .make = &from_params<&make_psf_stage>,
-          .inherits = {{"fwhm_arcsec", "telescope.psf_fwhm_arcsec"}}};
+          .inherits = {{"fwhm_arcsec", "telescope.psf_fwhm_arcsec"}},
+          .examples = {{{"fwhm_arcsec", 0.8}},
+                       {{"fwhm_arcsec", 0.8}, {"shape", "moffat"}, {"beta", 2.5}}}};
 }
 
 }  // namespace ifusim

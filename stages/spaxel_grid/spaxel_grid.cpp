@@ -120,14 +120,16 @@ StageEntry spaxel_grid_stage() {
   return {.name = "spaxel_grid",
           .summary = "assign stars to a square grid of spaxels (kpc)",
           .kind = StageKind::particle,
-          .make = &from_params<&make_spaxel_grid_stage>};
+          .make = &from_params<&make_spaxel_grid_stage>,
+          .examples = {{{"n_spaxels", 30}, {"spaxel_size_kpc", 1.0}, {"smoothing", "kernel"}}}};
 }
 
 StageEntry aperture_stage() {
   return {.name = "aperture",
           .summary = "assign stars to the telescope's spaxels and aperture",
           .kind = StageKind::particle,
-          .make = &from_params<&make_aperture_stage>};
+          .make = &from_params<&make_aperture_stage>,
+          .examples = {{{"smoothing", "kernel"}}}};
 }
 
 }  // namespace ifusim

@@ -769,10 +769,12 @@ StageEntry stellar_spectra_stage() {
       .make =
           [](const nlohmann::json& params, const std::string& path,
              const StageResources& resources) {
+            // The parameters first: their schema is recorded without a library (ifusim stages).
+            const StellarSpectraParams p =
+                StellarSpectraParams::from_json(JsonParams(params, path));
             if (!resources.ssp)
               throw ConfigError(path + ": stellar_spectra needs an SSP template library");
-            return make_stellar_spectra_stage(
-                resources.ssp, StellarSpectraParams::from_json(JsonParams(params, path)));
+            return make_stellar_spectra_stage(resources.ssp, p);
           },
       .inherits = {{"interpolation", "ssp.interpolation"}, {"outside_grid", "ssp.outside_grid"}},
       .quicklooks = {{"velocity.png",
@@ -784,7 +786,8 @@ StageEntry stellar_spectra_stage() {
                       {{"dispersion_light_kms", "Velocity dispersion (light-weighted)"},
                        {"dispersion_mass_kms", "Velocity dispersion (mass-weighted)"}},
                       false,
-                      false}}};
+                      false}},
+      .examples = {{{"kinematics_band_angstrom", {5000.0, 6000.0}}}}};
 }
 
 std::vector<double> reference_stellar_cube(
