@@ -30,10 +30,10 @@
 // stays in the core. A kernel never extends beyond the cube's size (nothing more could be
 // reached); its normalisation is that of the whole kernel.
 //
-// Edges, as on the sky (stages/common/convolution.h): the convolution is zero-padded, so a source near
-// the edge loses the part of its PSF beyond it, and the run simulates a margin around the field
-// (Stage::margin) from which light scatters in; aperture_mask crops it. The margin is the radius
-// outside which the PSF holds less than `margin_light_fraction` (1e-2) of its light, or the
+// Edges, as on the sky (stages/common/convolution.h): the convolution is zero-padded, so a source
+// near the edge loses the part of its PSF beyond it, and the run simulates a margin around the
+// field (Stage::margin) from which light scatters in; aperture_mask crops it. The margin is the
+// radius outside which the PSF holds less than `margin_light_fraction` (1e-2) of its light, or the
 // kernel's radius if smaller: a Gaussian's 3.03 sigma, a beta = 2.5 Moffat's 4.5 alpha (for
 // MUSE's 0.7 arcsec, 15 spaxels of 0.2 arcsec), for the largest FWHM and the smallest beta over
 // the band. Light that sources farther out would scatter into
