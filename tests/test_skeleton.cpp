@@ -46,6 +46,34 @@ TEST_CASE("skeleton: one star lands in the spaxel its position says", "[skeleton
       CHECK(cube.at(ix, iy, 0) == ((ix == 13 && iy == 6) ? 2.5e6 : 0.0));
 }
 
+TEST_CASE("a stage's partials last until the reduction: a second deposit starts afresh",
+          "[skeleton]") {
+  // The stage keeps handles on the partials its first block declared (PartialHandle); after the
+  // reduction took them, running it again declares new ones instead of adding to freed ones.
+  const auto host = test::random_stars(2000, 11);
+  auto mesh = make_mesh(Backend::cpu, 2);
+  RunState state(*mesh);
+  state.data.stars = test::put_stars(*mesh, host);
+  const auto stages = make_stages(kSkeleton, "stages", kInputs);
+  Stage& grid = *stages[0];
+  Stage& image = *stages[1];
+  run_stage(grid, state);
+  run_stage(image, state);
+  reduce_partials(state);
+  REQUIRE(state.cube.has_value());
+  const Cube first = std::move(*state.cube);
+  state.cube.reset();
+  CHECK(state.partials.empty());
+  run_stage(image, state);  // the same stage object, a new deposit
+  CHECK(state.partials.size() == 1);
+  reduce_partials(state);
+  REQUIRE(state.cube.has_value());
+  CHECK(state.cube->data == first.data);  // not twice the mass
+  double total = 0;
+  for (double v : first.data) total += v;
+  CHECK(total > 0);
+}
+
 TEST_CASE("skeleton: image bitwise equal for 1, 2, 3, 4 and 7 devices", "[skeleton]") {
   const auto host = test::random_stars(30011, 2024);
   const Cube one = run_skeleton(Backend::cpu, 1, host);
