@@ -14,6 +14,7 @@
 #include "bench/bench_common.h"
 #include "data/buffer.h"
 #include "pipeline/devices.h"
+#include "stages/common/particle_fields.h"
 
 using namespace ifusim;
 
@@ -47,7 +48,8 @@ int run_child(long long n, const std::string& ssp) {
     const bench::HostStars host =
         bench::disc_stars(static_cast<std::size_t>(n), 42, bench::disc_scale_kpc(muse));
     auto state = bench::prepared_state(*mesh, muse, host);
-    for (std::int32_t s : state->data.stars.spaxel_index.to_host()) in_field += s >= 0;
+    for (std::int32_t s : state->data.stars.derived.at(fields::stars_spaxel_index).to_host())
+      in_field += s >= 0;
     const auto spectra = make_stellar_spectra_stage(grid, bench::exact_params());
     const Cube cube = bench::spectra_cube(*spectra, *state);
     light = bench::total(cube.data);

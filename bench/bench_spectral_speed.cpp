@@ -21,6 +21,7 @@
 #include "bench/bench_common.h"
 #include "data/runtime.h"
 #include "pipeline/devices.h"
+#include "stages/common/particle_fields.h"
 
 using namespace ifusim;
 
@@ -62,7 +63,7 @@ FusedRun time_fused(Backend backend, int n_devices, const Telescope& telescope,
   }
   run.seconds = median(total_t);
   run.stage_seconds = median(stage_t);
-  run.spaxel_index = state->data.stars.spaxel_index.to_host();
+  run.spaxel_index = state->data.stars.derived.at(fields::stars_spaxel_index).to_host();
   omp_set_num_threads(g_all_threads);
   return run;
 }

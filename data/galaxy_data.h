@@ -1,7 +1,9 @@
 #pragma once
 // GalaxyData: the project's RubixData. A galaxy record plus structure-of-arrays particle sets.
-// Each particle set declares its fields once, in for_each_field beside the members: name, unit,
-// components, sharding and where its values come from (FieldOrigin).
+// Each particle set declares its input fields once, in for_each_field beside the members: name,
+// unit, components, sharding and where its values come from (FieldOrigin). What stages derive
+// for the particles (a star's spaxel, its A_V) is kept by name in `derived`
+// (data/derived_fields.h), declared by the stages that make it.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -11,13 +13,14 @@
 #include <vector>
 
 #include "data/cosmology.h"
+#include "data/derived_fields.h"
 #include "data/sharded_array.h"
 
 namespace ifusim {
 
-// Where a field's values come from: the input file or arrays; the readers, from other input
-// fields (a gas cell's temperature from u and x_e); or a stage, which lists it in its provides().
-enum class FieldOrigin { input, reader, stage };
+// Where a field's values come from: the input file or arrays, or the readers, from other input
+// fields (a gas cell's temperature from u and x_e).
+enum class FieldOrigin { input, reader };
 
 struct FieldSpec {
   const char* name;
@@ -25,7 +28,7 @@ struct FieldSpec {
   int components;
   Sharding::Kind sharding;
   FieldOrigin origin;
-  bool derived() const { return origin != FieldOrigin::input; }
+  bool derived() const { return origin != FieldOrigin::input; }  // by the readers
 };
 
 struct Galaxy {
@@ -40,18 +43,17 @@ struct Galaxy {
 };
 
 struct Stars {
-  ShardedArray<float> position_kpc;         // (N, 3) physical, relative to the centre
-  ShardedArray<float> velocity_kms;         // (N, 3) peculiar, relative to the galaxy
-  ShardedArray<float> initial_mass_msun;    // what SSP spectra are normalised to
-  ShardedArray<float> mass_msun;            // current mass
-  ShardedArray<float> metallicity;          // mass fraction Z
-  ShardedArray<float> age_gyr;              // at the snapshot's own epoch
-  ShardedArray<std::int32_t> spaxel_index;  // derived: -1 outside the field of view
-  ShardedArray<float> dust_av;              // derived: A_V (mag) in front of the star
+  ShardedArray<float> position_kpc;       // (N, 3) physical, relative to the centre
+  ShardedArray<float> velocity_kms;       // (N, 3) peculiar, relative to the galaxy
+  ShardedArray<float> initial_mass_msun;  // what SSP spectra are normalised to
+  ShardedArray<float> mass_msun;          // current mass
+  ShardedArray<float> metallicity;        // mass fraction Z
+  ShardedArray<float> age_gyr;            // at the snapshot's own epoch
   // Physical kpc, the support radius of the star's SPH kernel: TNG's StellarHsml where the input
   // has it (optional), otherwise set by a spaxel stage with smoothing "kernel" (the distance to
   // the k-th nearest star, stages/spaxel_grid/smoothing.h). Empty when neither applies.
   ShardedArray<float> smoothing_length_kpc;
+  DerivedFields derived;  // by the run's stages, for these stars
 
   std::size_t count() const { return mass_msun.rows(); }
 
@@ -67,8 +69,6 @@ struct Stars {
     f(FieldSpec{"age_gyr", "Gyr", 1, K::sharded, FieldOrigin::input}, s.age_gyr);
     f(FieldSpec{"smoothing_length_kpc", "kpc", 1, K::sharded, FieldOrigin::input},
       s.smoothing_length_kpc);
-    f(FieldSpec{"spaxel_index", "", 1, K::sharded, FieldOrigin::stage}, s.spaxel_index);
-    f(FieldSpec{"dust_av", "mag", 1, K::sharded, FieldOrigin::stage}, s.dust_av);
   }
 };
 
@@ -82,12 +82,8 @@ struct Gas {
   ShardedArray<float> metallicity;             // mass fraction Z
   ShardedArray<float> metals;                  // (N, 10) GFM_Metals mass fractions
   ShardedArray<float> sfr_msun_per_yr;
-  ShardedArray<float> temperature_k;        // derived by the readers from u and x_e
-  ShardedArray<std::int32_t> spaxel_index;  // derived: on the stars' grid, -1 outside
-  // Derived with smoothing "kernel": the radius of the sphere of the cell's volume,
-  // (3 m / (4 pi rho))^(1/3) (stages/spaxel_grid/smoothing.h).
-  ShardedArray<float> smoothing_length_kpc;
-  ShardedArray<float> dust_av;  // derived: A_V (mag) of the gas in front of the cell
+  ShardedArray<float> temperature_k;  // derived by the readers from u and x_e
+  DerivedFields derived;              // by the run's stages, for these cells
 
   std::size_t count() const { return mass_msun.rows(); }
 
@@ -107,10 +103,6 @@ struct Gas {
     f(FieldSpec{"sfr_msun_per_yr", "Msun/yr", 1, K::sharded, FieldOrigin::input},
       s.sfr_msun_per_yr);
     f(FieldSpec{"temperature_k", "K", 1, K::sharded, FieldOrigin::reader}, s.temperature_k);
-    f(FieldSpec{"spaxel_index", "", 1, K::sharded, FieldOrigin::stage}, s.spaxel_index);
-    f(FieldSpec{"smoothing_length_kpc", "kpc", 1, K::sharded, FieldOrigin::stage},
-      s.smoothing_length_kpc);
-    f(FieldSpec{"dust_av", "mag", 1, K::sharded, FieldOrigin::stage}, s.dust_av);
   }
 };
 

@@ -13,7 +13,7 @@ std::string cuda_device_name(int gpu_ordinal);
 std::string cuda_unavailable_reason();  // why cuda_device_count() is 0, in words
 // Memory a device can still allocate: free GPU memory, or the host's MemAvailable.
 std::size_t free_memory_bytes(const Device& device);
-void* create_stream(int gpu_ordinal);   // a cudaStream_t, opaque
+void* create_stream(int gpu_ordinal);  // a cudaStream_t, opaque
 void destroy_stream(int gpu_ordinal, void* stream) noexcept;
 
 // Makes the calling host thread work on `device`: cudaSetDevice for CUDA, the OpenMP thread

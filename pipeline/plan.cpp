@@ -59,11 +59,12 @@ std::string gb(double bytes) {
   return text;
 }
 
-// The fields a particle set would hold (declared once in data/galaxy_data.h), their sharding
-// text, and the bytes one row takes. Fields of stages the run does not have are left out.
+// The fields a particle set would hold, their sharding text, and the bytes one row takes: its
+// input fields (declared once in data/galaxy_data.h), then those the run's stages derive
+// (`derived`: their Provided::field entries).
 template <class Set>
 std::size_t describe_fields(std::ostream& out, const std::string& set_name, std::size_t rows,
-                            const Mesh& mesh, const std::set<std::string>& provided) {
+                            const Mesh& mesh, const std::vector<Provided>& derived) {
   std::vector<ShardLayout> layout;
   const auto ranges = split_evenly(rows, mesh.size());
   for (std::size_t d = 0; d < mesh.size(); ++d) {
@@ -75,11 +76,15 @@ std::size_t describe_fields(std::ostream& out, const std::string& set_name, std:
   Set::for_each_field(set, [&](const FieldSpec& f, const auto& field) {
     using T = typename std::decay_t<decltype(field)>::value_type;
     const std::string name(f.name);
-    if (f.origin == FieldOrigin::stage && provided.count(set_name + "." + name) == 0) return;
     row_bytes += sizeof(T) * static_cast<std::size_t>(f.components);
     out << describe_sharding(set_name + "." + name, type_name<T>(), rows, f.components,
                              Sharding::sharded(), layout);
   });
+  for (const Provided& p : derived) {
+    if (p.name.rfind(set_name + ".", 0) != 0) continue;
+    row_bytes += p.field_bytes;
+    out << describe_sharding(p.name, p.field_type, rows, 1, Sharding::sharded(), layout);
+  }
   return row_bytes;
 }
 
@@ -128,8 +133,12 @@ RunPlan plan_run(const RunConfig& c, const Mesh& mesh, const std::vector<const S
   ctx.n_spaxels = side * side;
   ctx.n_wave = c.telescope.n_wave() + 2 * margin.wavelengths;
   ctx.n_ssp_nodes = static_cast<int>(ssp.n_age() * ssp.n_metallicity());
+  std::vector<Provided> derived_fields;
   for (const Stage* s : stages)
-    for (const auto& p : s->provides()) ctx.provided.insert(p.name);
+    for (const auto& p : s->provides()) {
+      ctx.provided.insert(p.name);
+      if (p.is_field()) derived_fields.push_back(p);
+    }
   ctx.observation = observation_of(c, ssp);
   ctx.observation.margin = margin;
 
@@ -148,9 +157,9 @@ RunPlan plan_run(const RunConfig& c, const Mesh& mesh, const std::vector<const S
   // 1. Sharding of every field, and the replicated tables.
   out << "particle fields (Sharded over \"" << mesh.axis_name() << "\"):\n";
   const std::size_t star_row_bytes =
-      describe_fields<Stars>(out, "stars", n.stars, mesh, ctx.provided);
+      describe_fields<Stars>(out, "stars", n.stars, mesh, derived_fields);
   const std::size_t gas_row_bytes =
-      n.gas > 0 ? describe_fields<Gas>(out, "gas", n.gas, mesh, ctx.provided) : 0;
+      n.gas > 0 ? describe_fields<Gas>(out, "gas", n.gas, mesh, derived_fields) : 0;
   out << "replicated tables:\n";
   std::vector<ShardLayout> replicas;
   for (std::size_t d = 0; d < mesh.size(); ++d) {

@@ -59,11 +59,15 @@ bool in_field_table(const std::string& field) {
   return found;
 }
 
-// For a particle field ("stars.x", "gas.x"): whether it is one of the field table's.
-bool known_field(const std::string& name) {
+bool is_particle_field(const std::string& name) {
+  return name.rfind("stars.", 0) == 0 || name.rfind("gas.", 0) == 0;
+}
+
+// Whether a particle field ("stars.x", "gas.x") is one of the input field table's.
+bool in_input_table(const std::string& name) {
   if (name.rfind("stars.", 0) == 0) return in_field_table<Stars>(name.substr(6));
   if (name.rfind("gas.", 0) == 0) return in_field_table<Gas>(name.substr(4));
-  return true;  // a product, not a field
+  return false;
 }
 
 }  // namespace
@@ -109,9 +113,8 @@ StageParameters stage_parameters(const StageEntry& entry, const StageResources& 
 std::vector<std::string> input_fields() {
   std::vector<std::string> out;
   auto add = [&](const std::string& set_name, auto set) {
-    decltype(set)::for_each_field(set, [&](const FieldSpec& f, const auto&) {
-      if (f.origin != FieldOrigin::stage) out.push_back(set_name + "." + f.name);
-    });
+    decltype(set)::for_each_field(
+        set, [&](const FieldSpec& f, const auto&) { out.push_back(set_name + "." + f.name); });
   };
   add("stars", Stars{});
   add("gas", Gas{});
@@ -142,17 +145,15 @@ void check_stages(const std::vector<RunStage>& stages, std::vector<std::string> 
   for (const RunStage& s : stages) {
     const std::string& name = s.entry->name;
     for (const auto& need : s.stage->needs()) {
-      if (!known_field(need))
-        throw std::logic_error("stage " + name + " needs " + need +
-                               ", which is not in the field table (data/galaxy_data.h)");
       if (std::find(available.begin(), available.end(), need) == available.end())
         throw ConfigError(s.path + ": stage \"" + name + "\" needs " + need +
                           ", which neither the input nor an earlier stage provides");
     }
     for (const auto& p : s.stage->provides()) {
-      if (!known_field(p.name))
+      // A particle field a stage derives is typed (Provided::field) and is not an input's.
+      if (is_particle_field(p.name) && (!p.is_field() || in_input_table(p.name)))
         throw std::logic_error("stage " + name + " provides " + p.name +
-                               ", which is not in the field table (data/galaxy_data.h)");
+                               ", which is an input field or not declared with Provided::field");
       available.push_back(p.name);
     }
   }

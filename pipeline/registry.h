@@ -33,9 +33,10 @@ std::unique_ptr<Stage> make_stage(const std::string& name, const nlohmann::json&
                                   const std::string& path, const StageResources& resources);
 
 // Checks a run's stages before anything runs, with errors naming the stage's config path:
-// - every stage's needs are met by `available` (what the input provides) or an earlier stage;
-//   a particle field it needs or provides ("stars.x", "gas.x") is one of the field table's
-//   (data/galaxy_data.h);
+// - every stage's needs are met by `available` (what the input provides: the field table of
+//   data/galaxy_data.h) or an earlier stage;
+// - a particle field a stage provides ("stars.x", "gas.x") is typed (Provided::field) and is
+//   not an input field;
 // - a stage is listed once unless its entry says it may repeat;
 // - the particle stages come before the reduction (psum, if listed) and the cube stages after.
 void check_stages(const std::vector<RunStage>& stages, std::vector<std::string> available);

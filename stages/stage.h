@@ -231,13 +231,22 @@ struct StreamedInput {
   }
 };
 
-// Something a stage makes: a particle field ("stars.dust_av", declared in the field table of
-// data/galaxy_data.h), a product for later stages ("spaxels"), or a stage of the cube ("cube",
-// "cube_flux"), with its unit ("" for none) and what it is.
+// Something a stage makes: a particle field it derives for every block (Provided::field), a
+// product for later stages ("spaxels"), or a stage of the cube ("cube", "cube_flux"), with its
+// unit ("" for none) and what it is.
 struct Provided {
   std::string name;
   std::string unit;
   std::string what;
+  // A particle field: its element type and bytes per particle (for the plan); else 0.
+  const char* field_type = nullptr;
+  std::size_t field_bytes = 0;
+
+  template <class T>
+  static Provided field(const FieldKey<T>& key, std::string what) {
+    return {key.full_name(), key.unit, std::move(what), type_name<T>(), sizeof(T)};
+  }
+  bool is_field() const { return field_bytes > 0; }
 };
 
 enum class StageKind {

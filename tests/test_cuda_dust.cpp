@@ -9,6 +9,7 @@
 #include "helpers.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
+#include "stages/common/particle_fields.h"
 
 using namespace ifusim;
 
@@ -36,7 +37,7 @@ std::vector<float> dust_av(Backend backend, int n_devices, const test::HostStars
        make_stages(stages, "stages",
                    {"stars.position_kpc", "gas.position_kpc", "gas.mass_msun", "gas.metallicity"}))
     run_stage(*stage, state);
-  return state.data.stars.dust_av.to_host();
+  return state.data.stars.derived.at(fields::stars_dust_av).to_host();
 }
 
 }  // namespace

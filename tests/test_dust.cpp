@@ -12,6 +12,7 @@
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
 #include "ssp_fixture.h"
+#include "stages/common/particle_fields.h"
 #include "stages/dust/dust.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
 #include "stages/stage.h"
@@ -60,8 +61,9 @@ DustRun run_dust(int n_devices, const test::HostStars& stars, const HostGas& gas
   run_stage(*make_spaxel_grid_stage(kGrid, "p"), state);
   run_stage(*make_dust_stage(params, "stages[1].params"), state);
   DustRun out;
-  out.dust_av = state.data.stars.dust_av.to_host();
-  if (!gas.mass_msun.empty()) out.gas_spaxel_index = state.data.gas.spaxel_index.to_host();
+  out.dust_av = state.data.stars.derived.at(fields::stars_dust_av).to_host();
+  if (!gas.mass_msun.empty())
+    out.gas_spaxel_index = state.data.gas.derived.at(fields::gas_spaxel_index).to_host();
   out.curve = state.products.get<DustAttenuation>("dust_attenuation").curve;
   return out;
 }

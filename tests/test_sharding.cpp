@@ -179,7 +179,7 @@ TEST_CASE("describe_sharding draws which device holds which rows", "[sharding]")
         "  cpu:2 |########################################| [0, 3) 3 rows, replica 2\n");
 }
 
-TEST_CASE("the data model declares every field's sharding once", "[sharding]") {
+TEST_CASE("the data model declares every input field's sharding once", "[sharding]") {
   int n_fields = 0, n_derived = 0;
   Stars stars;
   Stars::for_each_field(stars, [&](const FieldSpec& spec, auto&) {
@@ -187,15 +187,34 @@ TEST_CASE("the data model declares every field's sharding once", "[sharding]") {
     n_derived += spec.derived();
     CHECK(spec.sharding == Sharding::Kind::sharded);  // particle fields are split
   });
-  CHECK(n_fields == 9);
-  CHECK(n_derived == 2);
+  CHECK(n_fields == 7);
+  CHECK(n_derived == 0);
   Gas gas;
-  int gas_fields = 0;
+  int gas_fields = 0, gas_derived = 0;
   Gas::for_each_field(gas, [&](const FieldSpec& spec, auto&) {
     ++gas_fields;
+    gas_derived += spec.derived();  // temperature_k, by the readers
     CHECK(spec.components >= 1);
   });
-  CHECK(gas_fields == 13);
+  CHECK(gas_fields == 10);
+  CHECK(gas_derived == 1);
+}
+
+TEST_CASE("fields stages derive are kept by typed key, and a missing one is named", "[sharding]") {
+  auto mesh = make_mesh(Backend::cpu, 2);
+  constexpr FieldKey<float> av{"stars", "dust_av", "mag"};
+  constexpr FieldKey<std::int32_t> av_as_int{"stars", "dust_av", ""};
+  constexpr FieldKey<std::int32_t> spaxel{"stars", "spaxel_index", ""};
+  DerivedFields derived;
+  CHECK(derived.find(av) == nullptr);
+  CHECK_THROWS_WITH(derived.at(spaxel), Catch::Contains("stars.spaxel_index: not derived"));
+  derived.set(av, device_put(*mesh, std::vector<float>{0.5f, 1.5f, 2.5f}, 1, Sharding::sharded()));
+  REQUIRE(derived.find(av) != nullptr);
+  CHECK(derived.at(av).to_host() == std::vector<float>{0.5f, 1.5f, 2.5f});
+  CHECK(derived.find(av_as_int) == nullptr);  // the same name, another type: not this field
+  // A stage run again replaces its field.
+  derived.set(av, device_put(*mesh, std::vector<float>{3.0f}, 1, Sharding::sharded()));
+  CHECK(derived.at(av).to_host() == std::vector<float>{3.0f});
 }
 
 TEST_CASE("cpu meshes deal the threads out among host devices", "[devices]") {

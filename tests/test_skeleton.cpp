@@ -143,6 +143,44 @@ TEST_CASE("stage lists are validated before anything runs", "[skeleton]") {
       Catch::Contains("stages[0].stage: expected one of"));
 }
 
+namespace {
+
+// A particle stage that provides what it is given, to check what check_stages accepts.
+class ProvidingStage final : public Stage {
+ public:
+  explicit ProvidingStage(std::vector<Provided> provides) : provides_(std::move(provides)) {}
+  std::string name() const override { return "providing"; }
+  std::vector<std::string> needs() const override { return {}; }
+  std::vector<Provided> provides() const override { return provides_; }
+  void run(RunState&) override {}
+
+ private:
+  std::vector<Provided> provides_;
+};
+
+void check_provides(std::vector<Provided> provides) {
+  std::vector<RunStage> stages;
+  stages.push_back({&stage_entry("mass_image", "stages[0]"),
+                    std::make_unique<ProvidingStage>(std::move(provides)), "stages[0]"});
+  check_stages(stages, kInputs);
+}
+
+}  // namespace
+
+TEST_CASE("a field a stage derives is declared typed, and never shadows an input field",
+          "[skeleton]") {
+  constexpr FieldKey<float> depth{"stars", "depth_kpc", "kpc"};
+  CHECK_NOTHROW(check_provides({Provided::field(depth, "how deep each star lies")}));
+  CHECK(Provided::field(depth, "").field_bytes == sizeof(float));
+  CHECK_THROWS_WITH(check_provides({{"stars.depth_kpc", "kpc", "untyped"}}),
+                    Catch::Contains("provides stars.depth_kpc, which is an input field or not "
+                                    "declared with Provided::field"));
+  constexpr FieldKey<float> mass{"stars", "mass_msun", "Msun"};
+  CHECK_THROWS_WITH(check_provides({Provided::field(mass, "a second mass")}),
+                    Catch::Contains("provides stars.mass_msun"));
+  CHECK_NOTHROW(check_provides({{"spaxels", "", "a product, not a particle field"}}));
+}
+
 TEST_CASE("every stage describes itself: kind, examples that make it, its parameter schema",
           "[skeleton]") {
   StageResources resources;

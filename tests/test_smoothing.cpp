@@ -23,6 +23,7 @@
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
 #include "stages/common/footprint.h"
+#include "stages/common/particle_fields.h"
 #include "stages/dust/dust.h"
 #include "stages/spaxel_grid/smoothing.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
@@ -499,7 +500,7 @@ TEST_CASE("smoothing: the dust screen spreads each gas cell over its kernel", "[
       device_put(*mesh, std::vector<float>{static_cast<float>(rho)}, 1, sh);
   run_stage(*make_stage("spaxel_grid", grid, "p", {}), state);
   run_stage(*make_stage("dust", nlohmann::json::object(), "p", {}), state);
-  const auto a = state.data.stars.dust_av.to_host();
+  const auto a = state.data.stars.derived.at(fields::stars_dust_av).to_host();
   const double mz = static_cast<double>(static_cast<float>(m)) * static_cast<float>(z_metals);
   CHECK(a[0] == Approx(av(mz * w54)).epsilon(1e-5));
   CHECK(a[1] == 0.0f);

@@ -11,6 +11,7 @@
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
 #include "ssp_fixture.h"
+#include "stages/common/particle_fields.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
 #include "stages/stage.h"
 #include "stages/stellar_spectra/stellar_spectra.h"
@@ -55,7 +56,7 @@ SpectraRun run_spectra(int n_devices, const test::HostStars& host,
   state.spaxels.n_wave = bins.n;
   make_stellar_spectra_stage(grid, params)->run(state);
   SpectraRun out;
-  out.spaxel_index = state.data.stars.spaxel_index.to_host();
+  out.spaxel_index = state.data.stars.derived.at(fields::stars_spaxel_index).to_host();
   reduce_partials(state);
   out.cube = std::move(*state.cube);
   out.maps = test::map_values(std::move(state.maps));

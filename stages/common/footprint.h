@@ -29,6 +29,7 @@
 
 #include "data/galaxy_data.h"
 #include "data/hd.h"
+#include "stages/common/particle_fields.h"
 #include "stages/common/spaxel_grid.h"
 
 namespace ifusim {
@@ -125,7 +126,7 @@ inline FootprintView star_footprint(const Stars& stars, const SpaxelGrid& grid,
   FootprintView view;
   view.grid = grid;
   if (static_cast<Smoothing>(grid.smoothing) == Smoothing::none) {
-    view.spaxel_index = stars.spaxel_index.local(device).data;
+    view.spaxel_index = stars.derived.at(fields::stars_spaxel_index).local(device).data;
     return view;
   }
   if (stars.count() == 0) return view;  // nothing will be asked of it
@@ -148,16 +149,12 @@ inline FootprintView gas_footprint(const Gas& gas, const SpaxelGrid& grid, const
   view.grid = grid;
   if (gas.count() == 0) return view;
   if (static_cast<Smoothing>(grid.smoothing) == Smoothing::none) {
-    if (gas.spaxel_index.rows() != gas.count())
-      throw std::logic_error("gas_footprint: the gas was not placed on the grid");
-    view.spaxel_index = gas.spaxel_index.local(device).data;
+    view.spaxel_index = gas.derived.at(fields::gas_spaxel_index).local(device).data;
     return view;
   }
-  if (gas.smoothing_length_kpc.rows() != gas.count())
-    throw std::logic_error("gas_footprint: smoothing \"kernel\" needs the gas cells' radii");
   view.x_kpc = gas.position_kpc.local(device, 0).data;
   view.y_kpc = gas.position_kpc.local(device, 1).data;
-  view.smoothing_length_kpc = gas.smoothing_length_kpc.local(device).data;
+  view.smoothing_length_kpc = gas.derived.at(fields::gas_smoothing_length_kpc).local(device).data;
   view.sigma_per_length = kGasSigmaPerCellRadius;
   return view;
 }

@@ -11,6 +11,7 @@
 
 #include "data/collectives/reductions.h"
 #include "data/sharded_array.h"
+#include "stages/common/particle_fields.h"
 
 namespace ifusim {
 
@@ -116,12 +117,17 @@ class DustStage final : public Stage {
   std::string name() const override { return "dust"; }
   // The gas is optional: without gas every star gets A_V = 0 (and a warning).
   std::vector<std::string> needs() const override {
-    return {"stars.spaxel_index", "stars.position_kpc", "spaxels",         "gas.position_kpc",
-            "gas.mass_msun",      "gas.metallicity",    "gas.spaxel_index"};
+    return {fields::stars_spaxel_index.full_name(),
+            "stars.position_kpc",
+            "spaxels",
+            "gas.position_kpc",
+            "gas.mass_msun",
+            "gas.metallicity",
+            fields::gas_spaxel_index.full_name()};
   }
   std::vector<Provided> provides() const override {
-    return {{"stars.dust_av", "mag", "A_V of the gas in front of each star"},
-            {"gas.dust_av", "mag", "A_V of the gas in front of each gas cell"},
+    return {Provided::field(fields::stars_dust_av, "A_V of the gas in front of each star"),
+            Provided::field(fields::gas_dust_av, "A_V of the gas in front of each gas cell"),
             {"dust_attenuation", "", "the attenuation curve, and the largest A_V of any star"}};
   }
 
@@ -138,7 +144,7 @@ class DustStage final : public Stage {
       throw std::runtime_error(
           "dust: the gas needs position_kpc, mass_msun and metallicity for every particle");
     // The gas on the stars' own grid, with the same kernel (the spaxel stage placed it).
-    const std::vector<std::int32_t> spaxel = gas.spaxel_index.to_host();
+    std::vector<std::int32_t> spaxel;
     const std::vector<float> position = gas.position_kpc.to_host();
     std::vector<float> x(n), y(n), z(n), length;
     for (std::size_t i = 0; i < n; ++i) {
@@ -149,12 +155,13 @@ class DustStage final : public Stage {
     FootprintView footprint;
     footprint.grid = grid;
     if (static_cast<Smoothing>(grid.smoothing) == Smoothing::kernel) {
-      length = gas.smoothing_length_kpc.to_host();
+      length = gas.derived.at(fields::gas_smoothing_length_kpc).to_host();
       footprint.x_kpc = x.data();
       footprint.y_kpc = y.data();
       footprint.smoothing_length_kpc = length.data();
       footprint.sigma_per_length = kGasSigmaPerCellRadius;
     } else {
+      spaxel = gas.derived.at(fields::gas_spaxel_index).to_host();
       footprint.spaxel_index = spaxel.data();
     }
     add_dust_deposits(deposits_, n_gas_seen_, static_cast<std::size_t>(grid.n_side) * grid.n_side,
@@ -200,18 +207,20 @@ class DustStage final : public Stage {
     const SpaxelGrid& grid = state.products.get<SpaxelGrid>("spaxels");
     Stars& stars = state.data.stars;
     Gas& gas = state.data.gas;
-    stars.dust_av = ShardedArray<float>(mesh, stars.count(), 1, Sharding::sharded());
+    auto& star_av = stars.derived.set(
+        fields::stars_dust_av, ShardedArray<float>(mesh, stars.count(), 1, Sharding::sharded()));
     shard_map(mesh, [&](const Device& d) {
       IFUSIM_DISPATCH(d, compute_dust_av, d, screens_->on(d), star_footprint(stars, grid, d),
-                      stars.position_kpc.local(d, 2), stars.dust_av.local(d));
+                      stars.position_kpc.local(d, 2), star_av.local(d));
     });
     // The gas cells' own A_V (their emission lines, stages/emission_lines): the same screen in
     // front of each cell, itself excluded (only gas with z_gas < z counts).
-    gas.dust_av = ShardedArray<float>(mesh, gas.count(), 1, Sharding::sharded());
+    auto& gas_av = gas.derived.set(fields::gas_dust_av,
+                                   ShardedArray<float>(mesh, gas.count(), 1, Sharding::sharded()));
     if (gas.count() > 0) {
       shard_map(mesh, [&](const Device& d) {
         IFUSIM_DISPATCH(d, compute_dust_av, d, screens_->on(d), gas_footprint(gas, grid, d),
-                        gas.position_kpc.local(d, 2), gas.dust_av.local(d));
+                        gas.position_kpc.local(d, 2), gas_av.local(d));
       });
     }
     state.products.put("dust_attenuation", DustAttenuation{params_.curve, av_bound_mag_});

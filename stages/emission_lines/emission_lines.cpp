@@ -15,6 +15,7 @@
 #include "data/wavelength.h"
 #include "stages/common/cube_partials.h"
 #include "stages/common/interpolation.h"
+#include "stages/common/particle_fields.h"
 
 namespace ifusim {
 
@@ -252,7 +253,7 @@ class EmissionLinesStage final : public Stage {
   std::string name() const override { return "emission_lines"; }
   std::vector<std::string> needs() const override {
     return {"spaxels",         "gas.position_kpc",    "gas.velocity_kms",
-            "gas.metallicity", "gas.sfr_msun_per_yr", "gas.spaxel_index"};
+            "gas.metallicity", "gas.sfr_msun_per_yr", fields::gas_spaxel_index.full_name()};
   }
   std::vector<Provided> provides() const override {
     return {{"partial_cube", "Lsun/Angstrom", "the gas's emission lines, added to the cube"},
@@ -400,6 +401,7 @@ class EmissionLinesStage final : public Stage {
       deposit.lines[l].attenuation_ratio =
           attenuation_ratio(dust ? dust->curve : DustCurve{}, deposit.lines[l].vacuum_angstrom);
     const SpaxelGrid& spaxel_grid = state.products.get<SpaxelGrid>("spaxels");
+    const ShardedArray<float>* dust_av = gas.derived.find(fields::gas_dust_av);
     shard_map(mesh, [&](const Device& d) {
       LineDeposit on_device = deposit;
       on_device.ratio_to_halpha = setup_->ratios.local(d).data;
@@ -408,15 +410,14 @@ class EmissionLinesStage final : public Stage {
                                gas.metallicity.local(d).data,
                                metals ? gas.metals.local(d, 0).data : nullptr,
                                metals ? gas.metals.local(d, 4).data : nullptr,
-                               gas.dust_av.rows() == n ? gas.dust_av.local(d).data : nullptr,
+                               dust_av ? dust_av->local(d).data : nullptr,
                                gas_footprint(gas, spaxel_grid, d),
                                gas.sfr_msun_per_yr.local(d).size};
       IFUSIM_DISPATCH(d, accumulate_emission_lines, d, on_device, views, sums->sums().local(d),
                       moments->sums().local(d));
     });
     spdlog::info("emission_lines: {} gas cells deposited (O/H from {}){}", n,
-                 metals ? "GFM_Metals" : "the metallicity",
-                 gas.dust_av.rows() == n ? ", dust screen applied" : "");
+                 metals ? "GFM_Metals" : "the metallicity", dust_av ? ", dust screen applied" : "");
   }
 
  private:

@@ -4,6 +4,7 @@
 
 #include "data/collectives/reductions.h"
 #include "stages/common/cube_partials.h"
+#include "stages/common/particle_fields.h"
 
 namespace ifusim {
 
@@ -21,7 +22,7 @@ class MassImageStage final : public Stage {
   explicit MassImageStage(MassImageParams params) : params_(params) {}
   std::string name() const override { return "mass_image"; }
   std::vector<std::string> needs() const override {
-    return {"stars.spaxel_index", "spaxels",
+    return {fields::stars_spaxel_index.full_name(), "spaxels",
             params_.initial_mass ? "stars.initial_mass_msun" : "stars.mass_msun"};
   }
   std::vector<Provided> provides() const override {

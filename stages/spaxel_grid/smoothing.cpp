@@ -14,6 +14,7 @@
 
 #include "data/collectives/reductions.h"
 #include "data/sharded_array.h"
+#include "stages/common/particle_fields.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
 
 namespace ifusim {
@@ -143,10 +144,11 @@ void place_gas(RunState& state, const std::string& stage) {
   if (gas.position_kpc.rows() != n)
     throw std::runtime_error(stage + ": the gas has no position_kpc (the input's Coordinates)");
   const bool kernel = static_cast<Smoothing>(grid.smoothing) == Smoothing::kernel;
-  gas.spaxel_index = ShardedArray<std::int32_t>(state.mesh, n, 1, Sharding::sharded());
+  auto& spaxel_index = gas.derived.set(
+      fields::gas_spaxel_index, ShardedArray<std::int32_t>(state.mesh, n, 1, Sharding::sharded()));
   shard_map(state.mesh, [&](const Device& d) {
     IFUSIM_DISPATCH(d, assign_spaxels, d, grid, gas.position_kpc.local(d, 0),
-                    gas.position_kpc.local(d, 1), gas.spaxel_index.local(d));
+                    gas.position_kpc.local(d, 1), spaxel_index.local(d));
   });
   if (!kernel || n == 0) return;
   if (gas.density_msun_per_kpc3.rows() != n)
@@ -162,7 +164,8 @@ void place_gas(RunState& state, const std::string& stage) {
                                std::to_string(density[i]) + ", expected a finite density > 0");
     radius[i] = static_cast<float>(gas_cell_radius_kpc(mass[i], density[i]));
   }
-  gas.smoothing_length_kpc = device_put(state.mesh, radius, 1, Sharding::sharded());
+  gas.derived.set(fields::gas_smoothing_length_kpc,
+                  device_put(state.mesh, radius, 1, Sharding::sharded()));
 }
 
 void prepare_star_smoothing(RunState& state, const SmoothingParams& params, const KnnPass& knn) {

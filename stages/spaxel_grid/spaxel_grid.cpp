@@ -1,5 +1,7 @@
 #include "stages/spaxel_grid/spaxel_grid.h"
 
+#include "stages/common/particle_fields.h"
+
 namespace ifusim {
 
 SpaxelGridParams SpaxelGridParams::from_json(JsonParams p) {
@@ -29,10 +31,13 @@ class SpaxelStage : public Stage {
   explicit SpaxelStage(SmoothingParams smoothing) : smoothing_(smoothing), knn_(smoothing) {}
   std::vector<std::string> needs() const override { return {"stars.position_kpc"}; }
   std::vector<Provided> provides() const override {
-    return {{"stars.spaxel_index", "", "the spaxel holding each star, -1 outside the grid"},
+    return {Provided::field(fields::stars_spaxel_index,
+                            "the spaxel holding each star, -1 outside the grid"),
             {"spaxels", "", "the spaxel grid (kpc) the stars were placed on, and its smoothing"},
-            {"gas.spaxel_index", "", "the gas cells (where the run reads gas) on the same grid"},
-            {"gas.smoothing_length_kpc", "kpc", "the gas cells' radii (smoothing \"kernel\")"}};
+            Provided::field(fields::gas_spaxel_index,
+                            "the gas cells (where the run reads gas) on the same grid"),
+            Provided::field(fields::gas_smoothing_length_kpc,
+                            "the gas cells' radii (smoothing \"kernel\")")};
   }
 
   Pass pass(const StreamedInput& input) const override { return knn_.pass(input); }
@@ -93,11 +98,12 @@ void assign_stars_to_grid(RunState& state, SpaxelGrid grid, int n_wave) {
   grid.n_side += 2 * margin.spaxels;
   if (n_wave > 0) n_wave += 2 * margin.wavelengths;
   Stars& stars = state.data.stars;
-  stars.spaxel_index =
-      ShardedArray<std::int32_t>(state.mesh, stars.count(), 1, Sharding::sharded());
+  auto& spaxel_index = stars.derived.set(
+      fields::stars_spaxel_index,
+      ShardedArray<std::int32_t>(state.mesh, stars.count(), 1, Sharding::sharded()));
   shard_map(state.mesh, [&](const Device& device) {
     IFUSIM_DISPATCH(device, assign_spaxels, device, grid, stars.position_kpc.local(device, 0),
-                    stars.position_kpc.local(device, 1), stars.spaxel_index.local(device));
+                    stars.position_kpc.local(device, 1), spaxel_index.local(device));
   });
   state.spaxels = {grid.n_side, grid.n_side, n_wave};
   state.products.put("spaxels", grid);

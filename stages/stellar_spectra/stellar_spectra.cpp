@@ -14,6 +14,7 @@
 #include "data/sharded_array.h"
 #include "data/wavelength.h"
 #include "stages/common/cube_partials.h"
+#include "stages/common/particle_fields.h"
 #include "stages/stellar_spectra/binned_product.h"
 
 namespace ifusim {
@@ -255,14 +256,11 @@ constexpr double kPlanVelocityKms = 1000.0;
 constexpr double kPlanDustAvMag = 5.0;
 
 StarViews star_views(const Stars& stars, const SpaxelGrid& grid, const Device& d) {
-  return StarViews{stars.velocity_kms.local(d, 2).data,
-                   stars.initial_mass_msun.local(d).data,
-                   stars.mass_msun.local(d).data,
-                   stars.age_gyr.local(d).data,
-                   stars.metallicity.local(d).data,
-                   stars.dust_av.empty() ? nullptr : stars.dust_av.local(d).data,
-                   star_footprint(stars, grid, d),
-                   stars.mass_msun.local(d).size};
+  const ShardedArray<float>* dust_av = stars.derived.find(fields::stars_dust_av);
+  return StarViews{stars.velocity_kms.local(d, 2).data, stars.initial_mass_msun.local(d).data,
+                   stars.mass_msun.local(d).data,       stars.age_gyr.local(d).data,
+                   stars.metallicity.local(d).data,     dust_av ? dust_av->local(d).data : nullptr,
+                   star_footprint(stars, grid, d),      stars.mass_msun.local(d).size};
 }
 
 // Moments (w, w v, w v^2) per spaxel, reduced into two maps.
@@ -493,8 +491,12 @@ class StellarSpectraStage final : public Stage {
   }
   std::string name() const override { return "stellar_spectra"; }
   std::vector<std::string> needs() const override {
-    return {"stars.spaxel_index", "stars.velocity_kms", "stars.initial_mass_msun",
-            "stars.age_gyr",      "stars.metallicity",  "spaxels"};
+    return {fields::stars_spaxel_index.full_name(),
+            "stars.velocity_kms",
+            "stars.initial_mass_msun",
+            "stars.age_gyr",
+            "stars.metallicity",
+            "spaxels"};
   }
   std::vector<Provided> provides() const override {
     return {{"partial_cube", "Lsun/Angstrom", "the stars' light, added to the cube"},
@@ -523,7 +525,7 @@ class StellarSpectraStage final : public Stage {
     set_edge_windows(tile, make_ssp_tables(*grid_),
                      WaveBins{c.observation.simulated_wave_start_angstrom(),
                               c.observation.axes.wave_step_angstrom, c.n_wave});
-    const bool dust = c.provided.count("stars.dust_av") > 0;
+    const bool dust = c.provided.count(fields::stars_dust_av.full_name()) > 0;
     if (dust)
       tile.dust = {params_.dust_av_bin_mag,
                    static_cast<int>(kPlanDustAvMag / params_.dust_av_bin_mag) + 2};
@@ -644,7 +646,7 @@ class StellarSpectraStage final : public Stage {
     tile.velocity = velocity_bins(setup.speed_bound_kms, params_.velocity_bin_kms);
     tile.one_plus_z = 1.0 + setup.redshift;
     set_edge_windows(tile, tables, setup.bins);
-    if (!stars.dust_av.empty()) {
+    if (stars.derived.find(fields::stars_dust_av)) {
       // The A_V range of every star of the galaxy, whatever the block: the dust stage's bound.
       tile.dust.dav_mag = params_.dust_av_bin_mag;
       tile.dust.n = static_cast<int>(std::floor(setup.dust_av_bound_mag / tile.dust.dav_mag)) + 2;
