@@ -7,11 +7,16 @@
 //      MaStar: exact / binned (target >= 50x), one cpu device;
 //   3. binned on 1 vs 2 host devices: speedup and bitwise identity;
 //   4. the cuda backend where a GPU exists (else a SKIPPED line): binned and exact against the
-//      cpu cube.
+//      cpu cube;
+//   5. with dust (A_V per star from a dusty disc, up to 1 or 40 mag at the centre): binned vs
+//      exact against the same targets at --stars, and at --speed-stars the binned method's cost
+//      with dust over without, and with 40 mag over 1 mag (its cost must not grow with A_V).
 //
 //   bench_binned [--stars 100000] [--speed-stars 1000000] [--reps 1]
 #include <omp.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -20,6 +25,8 @@
 #include "bench/cube_agreement.h"
 #include "data/runtime.h"
 #include "pipeline/devices.h"
+#include "stages/common/dust_curves.h"
+#include "stages/common/particle_fields.h"
 #include "stages/stage.h"
 
 using namespace ifusim;
@@ -33,10 +40,34 @@ struct Run {
   std::vector<double> velocity_light_kms;
 };
 
+// A_V (mag) of each star behind a dusty disc: av_centre_mag e^(-R / 2h) at the centre of the
+// disc's dust layer, times the fraction of the layer (Gaussian along the line of sight, 0.3 kpc)
+// in front of the star. An edge-on disc's centre reaches tens of magnitudes.
+std::vector<float> dusty_disc_av(const bench::HostStars& host, double scale_kpc,
+                                 double av_centre_mag) {
+  std::vector<float> av(host.size());
+  for (std::size_t i = 0; i < av.size(); ++i) {
+    const double x = host.position_kpc[3 * i], y = host.position_kpc[3 * i + 1];
+    const double z = host.position_kpc[3 * i + 2];
+    const double in_front = 0.5 * std::erfc(-z / (0.3 * std::sqrt(2.0)));
+    av[i] = static_cast<float>(av_centre_mag * std::exp(-std::hypot(x, y) / (2.0 * scale_kpc)) *
+                               in_front);
+  }
+  return av;
+}
+
+// `dust_av`: the stars' A_V (CCM89, R_V = 3.1) as the dust stage would give it; empty for none.
 Run run(Backend backend, int n_devices, const Telescope& telescope, const bench::HostStars& host,
-        Stage& spectra) {
+        Stage& spectra, const std::vector<float>& dust_av = {}) {
   const auto mesh = make_mesh(backend, n_devices);
   auto state = bench::prepared_state(*mesh, telescope, host);
+  if (!dust_av.empty()) {
+    state->data.stars.derived.set(fields::stars_dust_av,
+                                  device_put(*mesh, dust_av, 1, Sharding::sharded()));
+    const double bound = *std::max_element(dust_av.begin(), dust_av.end());
+    state->products.put("dust_attenuation",
+                        DustAttenuation{DustCurve{DustCurveKind::ccm89, 3.1}, bound * (1 + 1e-6)});
+  }
   Run out;
   auto t0 = std::chrono::steady_clock::now();
   spectra.run(*state);
@@ -56,25 +87,42 @@ std::unique_ptr<Stage> stage(std::shared_ptr<const SspGrid> grid, SpectralMethod
   return make_stellar_spectra_stage(std::move(grid), p);
 }
 
-bool accuracy(const std::string& telescope_name, const std::string& ssp, std::size_t n) {
+// `av_centre_mag` > 0: with the dust of a dusty disc (dusty_disc_av).
+bool accuracy(const std::string& telescope_name, const std::string& ssp, std::size_t n,
+              double av_centre_mag = 0.0) {
   const Telescope telescope = load_telescope_preset(telescope_name, "bench");
   auto grid = std::make_shared<const SspGrid>(load_ssp_library(bench::ssp_path(ssp)));
-  const bench::HostStars stars = bench::disc_stars(n, 3, bench::disc_scale_kpc(telescope));
-  const Run exact = run(Backend::cpu, 1, telescope, stars, *stage(grid, SpectralMethod::exact));
-  const Run binned = run(Backend::cpu, 1, telescope, stars, *stage(grid, SpectralMethod::binned));
+  const double scale_kpc = bench::disc_scale_kpc(telescope);
+  const bench::HostStars stars = bench::disc_stars(n, 3, scale_kpc);
+  const std::vector<float> av =
+      av_centre_mag > 0 ? dusty_disc_av(stars, scale_kpc, av_centre_mag) : std::vector<float>{};
+  const Run exact = run(Backend::cpu, 1, telescope, stars, *stage(grid, SpectralMethod::exact), av);
+  const Run binned =
+      run(Backend::cpu, 1, telescope, stars, *stage(grid, SpectralMethod::binned), av);
   const CubeAgreement a = cube_agreement(binned.cube.data, exact.cube.data,
                                          binned.velocity_light_kms, exact.velocity_light_kms);
+  // Behind tens of magnitudes a star's light weight in the exact method (one fixed-point scale
+  // for w, w v and w v^2, bounded by N max(m) max(E) v_max^2, about 1 L_sun a quantum here)
+  // rounds to 0, so there the exact reference's light-weighted velocity is the less accurate one
+  // (the binned method's is made in double from the histogram, and an expansion held to 1e-11
+  // instead of 2e-6 gives the same velocities to the last digit): shown, not held to 2 km/s.
+  const bool velocity_checked = av_centre_mag <= 1.0;
+  const bool ok = velocity_checked ? a.meets_targets() : a.meets_cube_targets();
   std::printf(
-      "  %-9s %-7s total %.2e  max/peak %.2e  median %.2e  p99 %.2e  |dv| %.3f km/s   "
+      "  %-9s %-7s %s total %.2e  max/peak %.2e  median %.2e  p99 %.2e  |dv| %.3f km/s   "
       "(worst at %.1f A)  exact %7.2f s  binned %6.3f s (%.0fx)  %s\n",
-      telescope_name.c_str(), ssp.c_str(), a.total_relative, a.max_over_peak, a.median_relative,
-      a.p99_relative, a.max_velocity_kms,
+      telescope_name.c_str(), ssp.c_str(),
+      av_centre_mag > 0 ? ("A_V<=" + std::to_string(static_cast<int>(av_centre_mag))).c_str()
+                        : "no dust ",
+      a.total_relative, a.max_over_peak, a.median_relative, a.p99_relative, a.max_velocity_kms,
       exact.cube.axes.wavelength_angstrom(
           static_cast<int>(a.worst_voxel % exact.cube.shape.n_wave)),
       exact.stage_seconds + exact.psum_seconds, binned.stage_seconds + binned.psum_seconds,
       (exact.stage_seconds + exact.psum_seconds) / (binned.stage_seconds + binned.psum_seconds),
-      a.meets_targets() ? "OK" : "MISSES TARGETS");
-  return a.meets_targets();
+      !ok                ? "MISSES TARGETS"
+      : velocity_checked ? "OK"
+                         : "OK (|dv| not checked: the exact method's light-weight quantum)");
+  return ok;
 }
 
 bool bitwise_equal(const Cube& a, const Cube& b) {
@@ -144,6 +192,25 @@ int main(int argc, char** argv) try {
                                        ? runtime::cuda_unavailable_reason().c_str()
                                        : "this binary was built without the CUDA backend");
   }
+  std::printf(
+      "\n[5] dust (a dusty disc, CCM89): binned vs exact at %lu stars, then the binned "
+      "method's cost at %lu stars, MUSE, MaStar, 1 cpu device (stage + psum)\n",
+      n_accuracy, n_speed);
+  for (const double av_centre : {1.0, 40.0})
+    for (const char* telescope : {"MUSE", "MaNGA-32"})
+      ok = accuracy(telescope, "mastar", n_accuracy, av_centre) && ok;
+  const double scale_kpc = bench::disc_scale_kpc(muse);
+  const Run mild =
+      run(Backend::cpu, 1, muse, lots, *binned_stage, dusty_disc_av(lots, scale_kpc, 1));
+  const Run deep =
+      run(Backend::cpu, 1, muse, lots, *binned_stage, dusty_disc_av(lots, scale_kpc, 40));
+  const double t_mild = mild.stage_seconds + mild.psum_seconds;
+  const double t_deep = deep.stage_seconds + deep.psum_seconds;
+  std::printf("  no dust %.3f s, A_V <= 1 mag %.3f s (%.2fx), A_V <= 40 mag %.3f s (%.2fx)\n",
+              t_binned, t_mild, t_mild / t_binned, t_deep, t_deep / t_binned);
+  std::printf("  40 mag / 1 mag: %.2fx (target: independent of the largest A_V, <= 1.5x): %s\n",
+              t_deep / t_mild, t_deep / t_mild <= 1.5 ? "OK" : "ABOVE TARGET");
+
   std::printf("\n%s\n", ok ? "all checks passed" : "SOME CHECKS FAILED");
   return ok ? 0 : 1;
 } catch (const std::exception& e) {

@@ -1,5 +1,7 @@
 #include "stages/stage.h"
 
+#include <atomic>
+
 #include "data/collectives/psum.h"
 
 namespace ifusim {
@@ -8,11 +10,16 @@ void PartialArray::reduce(RunState& state) {
   on_total_(state, reduce_to_host(state.mesh, sums_, scale_));
 }
 
+std::uint64_t new_partials_epoch() {
+  static std::atomic<std::uint64_t> last{0};
+  return ++last;
+}
+
 void reduce_partials(RunState& state) {
   // Each reduction may free its device memory before the next one allocates.
   auto partials = std::move(state.partials);
   state.partials.clear();
-  ++state.reductions;
+  state.partials_epoch = new_partials_epoch();
   for (auto& p : partials) {
     p->reduce(state);
     p.reset();

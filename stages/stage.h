@@ -136,6 +136,9 @@ class PartialArray final : public PartialResult {
 // per observed-frame Angstrom (L_sun / A): each star's rest-frame spectrum is redshifted and
 // resampled conserving its energy, so the (1 + z)(1 + v/c) stretch is already applied. The flux
 // stage divides by 4 pi D_L^2 to give erg / s / cm^2 / A.
+// A value new_partials_epoch has never returned in this process.
+std::uint64_t new_partials_epoch();
+
 struct RunState {
   explicit RunState(const Mesh& run_mesh) : mesh(run_mesh) {}
   const Mesh& mesh;
@@ -148,8 +151,10 @@ struct RunState {
   // Per-spaxel maps made along the way, by name ("velocity_mass_kms", "dispersion_light_kms",
   // ...): they go into the cube's files beside it.
   std::map<std::string, SkyMap> maps;
-  std::optional<Cube> cube;      // the reduced cube, after the reduction
-  std::uint64_t reductions = 0;  // how many times the partials were reduced (PartialHandle)
+  std::optional<Cube> cube;  // the reduced cube, after the reduction
+  // Names the partials declared since the last reduction (PartialHandle): a value no other
+  // RunState and no earlier reduction of this one had, as a state's address may be reused.
+  std::uint64_t partials_epoch = new_partials_epoch();
 
   // Bounds over all the galaxy's stars (GalaxyData::star_bounds): set by the pipeline before
   // the first stage; measured on the stars held now where a test runs stages by hand.
@@ -171,20 +176,18 @@ class PartialHandle {
  public:
   // The partial declared in `state` since its last reduction, or nullptr.
   P* get(const RunState& state) const {
-    return state_ == &state && reductions_ == state.reductions ? partial_ : nullptr;
+    return epoch_ == state.partials_epoch ? partial_ : nullptr;
   }
   P& declare(RunState& state, std::unique_ptr<P> partial) {
     partial_ = partial.get();
-    state_ = &state;
-    reductions_ = state.reductions;
+    epoch_ = state.partials_epoch;
     state.partials.push_back(std::move(partial));
     return *partial_;
   }
 
  private:
   P* partial_ = nullptr;
-  const RunState* state_ = nullptr;
-  std::uint64_t reductions_ = 0;
+  std::uint64_t epoch_ = 0;  // never an epoch's value
 };
 
 // The reduction: every partial result of the run reduced over the mesh (and the processes), in

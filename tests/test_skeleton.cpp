@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "helpers.h"
 #include "pipeline/devices.h"
@@ -72,6 +73,29 @@ TEST_CASE("a stage's partials last until the reduction: a second deposit starts 
   double total = 0;
   for (double v : first.data) total += v;
   CHECK(total > 0);
+}
+
+TEST_CASE("a partial handle is not fooled by a new run state at a freed one's address",
+          "[skeleton]") {
+  // A stage object reused for a second run (benchmarks and tests do so) must declare new
+  // partials, also when the new RunState is made where the first one was.
+  auto mesh = make_mesh(Backend::cpu, 1);
+  struct Partial : PartialResult {
+    void reduce(RunState&) override {}
+  };
+  PartialHandle<Partial> handle;
+  std::optional<RunState> state;
+  state.emplace(*mesh);
+  const RunState* first_address = &*state;
+  handle.declare(*state, std::make_unique<Partial>());
+  CHECK(handle.get(*state) != nullptr);
+  state.reset();
+  state.emplace(*mesh);  // std::optional keeps its storage: the same address
+  REQUIRE(&*state == first_address);
+  CHECK(handle.get(*state) == nullptr);
+  handle.declare(*state, std::make_unique<Partial>());
+  reduce_partials(*state);
+  CHECK(handle.get(*state) == nullptr);
 }
 
 TEST_CASE("skeleton: image bitwise equal for 1, 2, 3, 4 and 7 devices", "[skeleton]") {

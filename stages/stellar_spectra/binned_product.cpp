@@ -22,19 +22,17 @@ struct SparseRows {
   std::vector<double> value;
 };
 
-// The dust attenuation of bin k for A_V = a_v, at its centre's rest wavelength for a shift D.
-double attenuation(const BinnedProductInput& in, double a_v, int k, double doppler) {
-  if (!(a_v > 0.0)) return 1.0;
-  return std::pow(10.0,
-                  -0.4 * a_v * attenuation_ratio(in.dust, in.bins.vacuum_centre(k) / doppler));
+// The dust term's factor psi_r of bin k, at its centre's rest wavelength for a shift D (1
+// without dust).
+double dust_factor(const BinnedProductInput& in, int term, int k, double doppler) {
+  return in.dust ? in.dust->factor(in.bins.vacuum_centre(k) / doppler, term) : 1.0;
 }
 
-BasisColumn spectrum_row(const BinnedProductInput& in, int node, int velocity_node, int dust_node,
+BasisColumn spectrum_row(const BinnedProductInput& in, int node, int velocity_node, int term,
                          double* out) {
   const HistogramTile& tile = in.tile;
   const double doppler =
       tile.one_plus_z * std::exp(tile.velocity.u_min + velocity_node * tile.velocity.du);
-  const double a_v = dust_node * tile.dust.dav_mag;
   int j = 0;
   double f = 0.0;
   locate(in.ssp, in.bins.vacuum_edge(0) / doppler, j, f);
@@ -42,7 +40,7 @@ BasisColumn spectrum_row(const BinnedProductInput& in, int node, int velocity_no
   for (int k = 0; k < in.bins.n; ++k) {
     locate(in.ssp, in.bins.vacuum_edge(k + 1) / doppler, j, f);
     const double c = cumulative_at(in.ssp, node, j, f);
-    out[k] = (c - below) / in.bins.step_angstrom * attenuation(in, a_v, k, doppler);
+    out[k] = (c - below) / in.bins.step_angstrom * dust_factor(in, term, k, doppler);
     below = c;
   }
   BasisColumn light{0.0, tile.velocity.velocity_kms(velocity_node)};
@@ -52,40 +50,39 @@ BasisColumn spectrum_row(const BinnedProductInput& in, int node, int velocity_no
     for (int k = window.first_bin; k < window.first_bin + window.n_bins; ++k)
       out[k] = (continued_cumulative(in.ssp, node, in.bins.vacuum_edge(k + 1) / doppler) -
                 continued_cumulative(in.ssp, node, in.bins.vacuum_edge(k) / doppler)) /
-               in.bins.step_angstrom * attenuation(in, a_v, k, doppler);
+               in.bins.step_angstrom * dust_factor(in, term, k, doppler);
   return light;
 }
 
 // An S (part 0) or P (part 1) column of a template's end, at bin `bin` of the observed axis.
-void edge_row(const BinnedProductInput& in, const EdgeWindow& window, int part, int bin,
-              int dust_node, double* out) {
+void edge_row(const BinnedProductInput& in, const EdgeWindow& window, int part, int bin, int term,
+              double* out) {
   std::fill(out, out + in.bins.n, 0.0);
   const int end = window.first_bin + window.n_bins;
   // The continuation covers the bins the step has passed: above it (red end) or below it (blue).
   const int lo = part == 1 ? bin : window.red ? bin + 1 : window.first_bin;
   const int hi = part == 1 ? bin + 1 : window.red ? end : bin;
   const double doppler = in.bins.vacuum_centre(bin) / window.rest_angstrom;
-  const double a_v = dust_node * in.tile.dust.dav_mag;
   for (int k = lo; k < hi; ++k)
     out[k] = -window.flux_scale * (in.bins.vacuum_edge(k + 1) - in.bins.vacuum_edge(k)) /
-             in.bins.step_angstrom * attenuation(in, a_v, k, doppler);
+             in.bins.step_angstrom * dust_factor(in, term, k, doppler);
 }
 
 }  // namespace
 
 BasisColumn basis_row(const BinnedProductInput& in, std::size_t column, double* out) {
   const HistogramTile& tile = in.tile;
-  const std::size_t n_a = static_cast<std::size_t>(tile.dust.n);
-  const int dust_node = static_cast<int>(column % n_a);
+  const std::size_t n_a = static_cast<std::size_t>(tile.dust.rank);
+  const int term = static_cast<int>(column % n_a);
   if (column < tile.spectrum_columns()) {
     const auto velocity_node = static_cast<int>(column / n_a % tile.velocity.n);
     const auto node = static_cast<int>(column / n_a / tile.velocity.n);
-    return spectrum_row(in, node, velocity_node, dust_node, out);
+    return spectrum_row(in, node, velocity_node, term, out);
   }
   const int e = column < tile.edge_column(1) ? 0 : 1;
   const EdgeWindow& window = tile.edges[e];
   const auto at = static_cast<int>((column - tile.edge_column(e)) / n_a);
-  edge_row(in, window, at / window.n_bins, window.first_bin + at % window.n_bins, dust_node, out);
+  edge_row(in, window, at / window.n_bins, window.first_bin + at % window.n_bins, term, out);
   return {};
 }
 

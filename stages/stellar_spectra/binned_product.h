@@ -20,7 +20,7 @@ inline constexpr std::size_t kRowsPerBlock = 32;
 struct BinnedProductInput {
   SspView ssp;  // host view of the template tables
   WaveBins bins;
-  DustCurve dust;  // the attenuation curve of the dust axis (tile.dust)
+  const DustExpansion* dust = nullptr;  // the terms of the dust axis (tile.dust); none without
   HistogramTile tile;
   int band_first_bin = 0, band_end_bin = 0;  // bins whose energy weighs the light moments
   std::size_t basis_memory_bytes = std::size_t(512) << 20;  // B held at once (column chunks)
@@ -48,12 +48,12 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
 // Row `column` of B (the tile's column layout, HistogramTile). A spectrum column (node, j, a):
 // the node's template for unit initial mass, shifted by (1 + z) e^(u_j), resampled onto the
 // observed bins (L_sun / A), continued beyond its ends within their windows (EdgeWindow), and
-// attenuated by A_V = a dav at each bin centre's rest-frame wavelength, as the exact kernel
-// does. An S or P column of a template's end: minus the continuation's light that one unit of
-// it stands for, attenuated at the rest wavelengths of a star whose step is at that bin's
-// centre. Returns the column's light weight: for a spectrum column, the energy of the
-// (uncontinued) template within the band and its velocity; 0 for the ends' columns, whose
-// light is not a star's.
+// with dust times term r's factor psi_r at each bin centre's rest-frame wavelength (the exact
+// kernel attenuates there). An S or P column of a template's end: minus the continuation's
+// light that one unit of it stands for, times psi_r at the rest wavelengths of a star whose
+// step is at that bin's centre. Returns the column's light weight: for a spectrum column, the
+// energy of the (uncontinued) template within the band and its velocity; 0 for the ends' columns,
+// whose light is not a star's.
 struct BasisColumn {
   double band_energy = 0.0;  // L_sun per M_sun
   double velocity_kms = 0.0;

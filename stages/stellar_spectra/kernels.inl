@@ -134,10 +134,10 @@ IFUSIM_HD inline EdgeStep edge_step(const WaveBins& bins, const EdgeWindow& wind
 }
 
 // Binned method: a star's initial mass x bilinear node weights x cloud-in-cell velocity weights,
-// and (with dust) linear weights on the two nearest A_V nodes, for every spaxel of the tile its
+// and (with dust) x the dust expansion's weights at its A_V, for every spaxel of the tile its
 // light reaches: f(index, mass) with index = row * columns + column into the tile's histogram
-// (8 entries a spaxel, 16 with dust, some of them 0), and the S and P entries of each template
-// end with a window (2 more, 4 with dust).
+// (8 entries a spaxel, 8 x rank with dust, some of them 0), and the S and P entries of each
+// template end with a window (2 more, 2 x rank with dust).
 template <class F>
 IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const WaveBins& bins,
                                         const StarViews& stars, const HistogramTile& tile,
@@ -148,20 +148,20 @@ IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const WaveBins& bins
   int jv = 0;
   double tv = 0.0;
   tile.velocity.locate(v, jv, tv);
-  int ja = 0;
-  double ta = 0.0;
-  tile.dust.locate(stars.dust_av ? stars.dust_av[i] : 0.0, ja, ta);
+  const DustExpansionView& dust = tile.dust;
+  int dust_row = 0;
+  double dust_upper = 0.0;
+  if (dust.phi) dust.locate(stars.dust_av ? stars.dust_av[i] : 0.0, dust_row, dust_upper);
   const double mass = stars.initial_mass_msun[i];
   const std::size_t columns = tile.columns();
-  const std::size_t n_a = static_cast<std::size_t>(tile.dust.n);
-  // An entry shared between the two nearest A_V nodes (columns c and c + 1) with dust.
+  const std::size_t n_a = static_cast<std::size_t>(dust.rank);
+  // An entry times each term's weight at the star's A_V (columns c .. c + rank - 1) with dust.
   auto deposit = [&](std::size_t index, double m) {
-    if (n_a == 1) {
+    if (!dust.phi) {
       f(index, m);
-    } else {
-      f(index, m * (1.0 - ta));
-      f(index + 1, m * ta);
+      return;
     }
+    for (int r = 0; r < dust.rank; ++r) f(index + r, m * dust.weight(dust_row, dust_upper, r));
   };
   const double doppler = tile.one_plus_z * (1.0 + v / kSpeedOfLightKms);
   EdgeStep step[2];
@@ -181,15 +181,14 @@ IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const WaveBins& bins
     for (int n = 0; n < 4; ++n) {
       const double m = mass * weight * w.weight[n];
       const std::size_t column =
-          (static_cast<std::size_t>(w.node[n]) * tile.velocity.n + jv) * n_a + ja;
+          (static_cast<std::size_t>(w.node[n]) * tile.velocity.n + jv) * n_a;
       deposit(base + column, m * (1.0 - tv));
       deposit(base + column + n_a, m * tv);
     }
     for (int e = 0; e < 2; ++e) {
       if (step[e].bin < 0) continue;
       const std::size_t s = base + tile.edge_column(e) +
-                            static_cast<std::size_t>(step[e].bin - tile.edges[e].first_bin) * n_a +
-                            ja;
+                            static_cast<std::size_t>(step[e].bin - tile.edges[e].first_bin) * n_a;
       const double amount = mass * weight * edge_amount[e];
       deposit(s, amount);
       deposit(s + static_cast<std::size_t>(tile.edges[e].n_bins) * n_a, amount * step[e].fraction);

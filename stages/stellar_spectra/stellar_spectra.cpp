@@ -144,9 +144,6 @@ StellarSpectraParams StellarSpectraParams::from_json(JsonParams p) {
   out.outside = p.choice("outside_grid", {"clamp", "zero"}, "clamp") == "zero" ? OutsideGrid::zero
                                                                                : OutsideGrid::clamp;
   out.velocity_bin_kms = p.number("velocity_bin_kms", out.velocity_bin_kms);
-  out.dust_av_bin_mag = p.number("dust_av_bin_mag", out.dust_av_bin_mag);
-  p.require(out.dust_av_bin_mag > 0 && out.dust_av_bin_mag <= 1, "dust_av_bin_mag",
-            "a number > 0 and <= 1 (mag)", out.dust_av_bin_mag);
   p.require(out.velocity_bin_kms > 0 && out.velocity_bin_kms <= 1000, "velocity_bin_kms",
             "a number > 0 and <= 1000 (km/s)", out.velocity_bin_kms);
   const std::string storage = p.choice("histogram", {"auto", "dense", "sparse"}, "auto");
@@ -194,11 +191,11 @@ struct DeviceTables {
 constexpr double kSparseEntryBytes = 40.0;
 
 // Entries a star makes: 4 nodes x 2 velocity nodes, and S and P for each template end with a
-// window (x 2 A_V nodes with dust).
+// window (x the dust expansion's rank with dust).
 double entries_per_star(const HistogramTile& tile) {
   double entries = 8.0;
   for (const EdgeWindow& window : tile.edges) entries += window.n_bins > 0 ? 2.0 : 0.0;
-  return tile.dust.n > 1 ? 2.0 * entries : entries;
+  return tile.dust.rank * entries;
 }
 
 HistogramStorage histogram_storage(const StellarSpectraParams& p, double n_stars,
@@ -251,9 +248,10 @@ std::int32_t dense_tile_spaxels(double histogram_memory_gb, double row_bytes,
   return static_cast<std::int32_t>(std::min(std::max(block, fit), double(n_spaxels)));
 }
 
-// For the plan, before the data is read: the velocity and A_V ranges are assumed.
+// For the plan, before the data is read: the velocity range and the dust expansion's rank are
+// assumed (the rank for A_V up to 40 mag, CCM89 over 3000-11000 A at rest, is 13).
 constexpr double kPlanVelocityKms = 1000.0;
-constexpr double kPlanDustAvMag = 5.0;
+constexpr int kPlanDustRank = 13;
 
 StarViews star_views(const Stars& stars, const SpaxelGrid& grid, const Device& d) {
   const ShardedArray<float>* dust_av = stars.derived.find(fields::stars_dust_av);
@@ -288,10 +286,13 @@ struct SpectralSetup {
   // The whole galaxy's (GalaxyData::star_bounds), whatever block of stars is held: |v_los| is
   // below the speed bound in any orientation.
   double n_stars = 0, m_init_max = 0, m_max = 0, speed_bound_kms = 0;
-  // The dust stage's attenuation curve (none without dust) and its bound on every star's A_V
-  // (the binned method's A_V axis).
+  // The dust stage's attenuation curve (none without dust) and its bound on every star's A_V;
+  // the binned method's expansion of the attenuation over that range, and its table of
+  // weights on every device.
   DustCurve dust;
   double dust_av_bound_mag = 0.0;
+  std::shared_ptr<const DustExpansion> dust_expansion;
+  std::shared_ptr<const ShardedArray<double>> device_dust_phi;
 
   // The bins as device d's kernels see them.
   WaveBins bins_on(const Device& d) const {
@@ -345,11 +346,12 @@ class BinnedSpectra final : public PartialResult {
       const StarViews stars = star_views(state.data.stars, setup_.grid, d);
       const WaveBins bins = setup_.bins_on(d);
       const double counts = scale().counts_per_unit;
+      HistogramTile tile = tile_;
+      if (setup_.device_dust_phi) tile.dust.phi = setup_.device_dust_phi->local(d).data;
       if (storage_ == HistogramStorage::sparse)
-        shards[d.id] = IFUSIM_DISPATCH(d, sparse_histogram, d, ssp, bins, stars, tile_, counts);
+        shards[d.id] = IFUSIM_DISPATCH(d, sparse_histogram, d, ssp, bins, stars, tile, counts);
       else
-        IFUSIM_DISPATCH(d, accumulate_histogram, d, ssp, bins, stars, tile_, counts,
-                        sums_.local(d));
+        IFUSIM_DISPATCH(d, accumulate_histogram, d, ssp, bins, stars, tile, counts, sums_.local(d));
     });
     if (storage_ == HistogramStorage::sparse) add_sparse(std::move(shards));
   }
@@ -367,7 +369,7 @@ class BinnedSpectra final : public PartialResult {
       BinnedProductInput in;
       in.ssp = setup_.tables->host_view(setup_.outside);
       in.bins = setup_.bins;
-      in.dust = setup_.dust;
+      in.dust = setup_.dust_expansion.get();
       in.tile = tile_;
       in.band_first_bin = setup_.band_first_bin;
       in.band_end_bin = setup_.band_end_bin;
@@ -388,18 +390,21 @@ class BinnedSpectra final : public PartialResult {
       deposit(state);
     }
     spdlog::debug(
-        "binned spectra ({} histogram): {} velocity nodes, {} A_V nodes, {} populated columns, "
+        "binned spectra ({} histogram): {} velocity nodes, dust rank {}, {} populated columns, "
         "{} non-zeros, {} dense and {} sparse blocks",
-        storage_ == HistogramStorage::sparse ? "sparse" : "dense", tile_.velocity.n, tile_.dust.n,
-        totals.populated_columns, totals.nonzeros, totals.dense_blocks, totals.sparse_blocks);
+        storage_ == HistogramStorage::sparse ? "sparse" : "dense", tile_.velocity.n,
+        tile_.dust.rank, totals.populated_columns, totals.nonzeros, totals.dense_blocks,
+        totals.sparse_blocks);
     velocity_moment_maps(light_moments, "light", "light-weighted", "the stars", state.maps);
     add_to_cube(state, cube.shape, cube.unit, std::move(cube.data));
   }
 
   // Every element of H sums weights <= 1 times initial masses (the template ends' columns too,
-  // EdgeWindow::flux_scale): N * max m bounds it whatever the split.
+  // EdgeWindow::flux_scale), times at most max |phi_r| with dust: a split-independent bound.
   FixedPointScale scale() const {
-    return FixedPointScale::for_bound(setup_.n_stars * setup_.m_init_max,
+    const double dust =
+        setup_.dust_expansion ? std::max(1.0, setup_.dust_expansion->max_abs_phi) : 1.0;
+    return FixedPointScale::for_bound(setup_.n_stars * setup_.m_init_max * dust,
                                       "stellar_spectra: the histogram (stars.initial_mass_msun)");
   }
 
@@ -526,13 +531,12 @@ class StellarSpectraStage final : public Stage {
                      WaveBins{c.observation.simulated_wave_start_angstrom(),
                               c.observation.axes.wave_step_angstrom, c.n_wave});
     const bool dust = c.provided.count(fields::stars_dust_av.full_name()) > 0;
-    if (dust)
-      tile.dust = {params_.dust_av_bin_mag,
-                   static_cast<int>(kPlanDustAvMag / params_.dust_av_bin_mag) + 2};
+    if (dust) tile.dust.rank = kPlanDustRank;
     const double row_bytes = static_cast<double>(tile.columns() * i64);
     const auto n_spaxels = static_cast<std::int32_t>(c.n_spaxels);
-    const std::string assumed = "assuming |v_los| <= " + std::to_string(int(kPlanVelocityKms)) +
-                                " km/s" + (dust ? ", A_V <= 5 mag" : "");
+    const std::string assumed =
+        "assuming |v_los| <= " + std::to_string(int(kPlanVelocityKms)) + " km/s" +
+        (dust ? ", a dust expansion of rank " + std::to_string(kPlanDustRank) : std::string());
     const bool streamed = c.n_block_stars < c.n_stars;
     const auto tile_rows = dense_tile_spaxels(params_.histogram_memory_gb, row_bytes, n_spaxels);
     if (histogram_storage(params_, static_cast<double>(c.n_stars), tile, row_bytes * n_spaxels) ==
@@ -634,10 +638,10 @@ class StellarSpectraStage final : public Stage {
     return std::max(1.0, setup.speed_bound_kms * setup.speed_bound_kms);
   }
 
-  // The binned method's layout: velocity nodes spanning the galaxy's speed bound, A_V nodes up
-  // to its max A_V with a dust screen (both split-independent), and the histogram's storage
-  // and tiles. A streamed galaxy's histogram is one tile (its stars are seen once): dense where
-  // that fits histogram_memory_gb, sparse otherwise.
+  // The binned method's layout: velocity nodes spanning the galaxy's speed bound, the dust
+  // expansion over A_V up to the dust stage's bound (both split-independent), and the
+  // histogram's storage and tiles. A streamed galaxy's histogram is one tile (its stars are seen
+  // once): dense where that fits histogram_memory_gb, sparse otherwise.
   std::unique_ptr<BinnedSpectra> binned_spectra(const RunState& state, SpectralSetup& setup) const {
     const Stars& stars = state.data.stars;
     const SspTables& tables = *setup.tables;
@@ -647,9 +651,22 @@ class StellarSpectraStage final : public Stage {
     tile.one_plus_z = 1.0 + setup.redshift;
     set_edge_windows(tile, tables, setup.bins);
     if (stars.derived.find(fields::stars_dust_av)) {
-      // The A_V range of every star of the galaxy, whatever the block: the dust stage's bound.
-      tile.dust.dav_mag = params_.dust_av_bin_mag;
-      tile.dust.n = static_cast<int>(std::floor(setup.dust_av_bound_mag / tile.dust.dav_mag)) + 2;
+      // Over the A_V of every star of the galaxy, whatever the block (the dust stage's bound),
+      // and the rest wavelengths the basis rows reach (the observed band over the velocity
+      // nodes' shifts).
+      const VelocityBins& v = tile.velocity;
+      const double d_lo = tile.one_plus_z * std::exp(v.u_min);
+      const double d_hi = tile.one_plus_z * std::exp(v.u_min + (v.n - 1) * v.du);
+      setup.dust_expansion = std::make_shared<const DustExpansion>(
+          make_dust_expansion(setup.dust, setup.dust_av_bound_mag, setup.bins.vacuum_edge(0) / d_hi,
+                              setup.bins.vacuum_edge(setup.bins.n) / d_lo));
+      setup.device_dust_phi = std::make_shared<const ShardedArray<double>>(
+          device_put(state.mesh, setup.dust_expansion->phi, 1, Sharding::replicated()));
+      tile.dust = setup.dust_expansion->view(nullptr);  // each device's table at its deposit
+      spdlog::info(
+          "stellar_spectra: dust as {} separable terms for A_V <= {:.3g} mag (off by at most "
+          "{:.1e} of a star's least attenuated light)",
+          tile.dust.rank, setup.dust_av_bound_mag, setup.dust_expansion->max_error);
     }
     // Sparse where the stars' entries take less memory than the dense field (few stars on many
     // spaxels); dense otherwise, in tiles of whole row blocks of the product that fit

@@ -22,8 +22,10 @@
 //
 // Dust (when the dust stage gave each star an A_V): a bin's energy is multiplied by
 // 10^(-0.4 A_V A_lambda/A_V) with the curve evaluated at the bin centre's rest-frame wavelength
-// (the dust sits in the galaxy); the curves vary little across one bin. The binned method adds
-// A_V as a fourth histogram axis (DustBins) and attenuates the basis rows instead.
+// (the dust sits in the galaxy); the curves vary little across one bin. The binned method
+// expands the attenuation in a few separable terms (dust_expansion.h): each star deposits its
+// mass times the terms' weights at its A_V, a fourth histogram axis of `rank` columns, and the
+// basis rows carry the terms' wavelength factors.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -36,6 +38,7 @@
 #include "stages/common/dust_curves.h"
 #include "stages/common/footprint.h"
 #include "stages/stage.h"
+#include "stages/stellar_spectra/dust_expansion.h"
 #include "stages/stellar_spectra/ssp_lookup.h"
 
 namespace ifusim {
@@ -78,8 +81,6 @@ struct StellarSpectraParams {
   // Binned: spacing of the velocity nodes, c * delta ln(1 + v/c) (km/s). The velocity
   // interpolation's error falls as its square; 5 km/s is a tenth of a MUSE pixel at 7000 A.
   double velocity_bin_kms = 5.0;
-  // Binned, with dust: spacing of the A_V nodes (mag).
-  double dust_av_bin_mag = 0.05;
   HistogramStorage histogram = HistogramStorage::automatic;
   // Binned: the dense histogram held at once per memory space; larger fields are done in tiles of
   // spaxels, each its own deposit, psum and product.
@@ -106,27 +107,6 @@ std::vector<double> reference_stellar_cube(
     const std::vector<float>& initial_mass_msun, const std::vector<float>& age_gyr,
     const std::vector<float>& metallicity, const std::vector<std::int32_t>& spaxel_index);
 
-// The binned method's dust axis: A_V nodes a * dav_mag, a < n (n = 1, A_V = 0, without dust).
-// A star's weight is shared linearly between the two nearest nodes: the attenuation
-// 10^(-0.4 A_V k) is smooth in A_V, so the error is (0.921 k dav)^2 / 8 of it at most.
-struct DustBins {
-  double dav_mag = 1.0;
-  int n = 1;
-  IFUSIM_HD void locate(double a_v, int& lower, double& upper_weight) const {
-    if (n == 1) {
-      lower = 0;
-      upper_weight = 0.0;
-      return;
-    }
-    const double x = (a_v > 0.0 ? a_v : 0.0) / dav_mag;
-    int j = static_cast<int>(floor(x));
-    j = j > n - 2 ? n - 2 : j;
-    const double t = x - j;
-    lower = j;
-    upper_weight = t > 1.0 ? 1.0 : t;
-  }
-};
-
 // The binned method at a template's end. Interpolating in velocity is second order in du only
 // where a basis row is smooth in velocity. At a template's end inside the band, a star's exact
 // spectrum steps to zero at lambda_end D, which moves with its own D; interpolating that step
@@ -148,23 +128,24 @@ struct EdgeWindow {
 };
 
 // The binned method's histogram tile: spaxels [first_spaxel, first_spaxel + n_spaxels), each
-// with n_nodes x velocity.n x dust.n columns, column = (node * velocity.n + j) * dust.n + a,
-// then, for each template end with a window, 2 x n_bins x dust.n columns:
-// edge_column(e) + (part * n_bins + bin - first_bin) * dust.n + a, part 0 for S and 1 for P.
+// with n_nodes x velocity.n x dust.rank columns, column = (node * velocity.n + j) * dust.rank + r
+// (r: the dust expansion's term, 0 alone without dust), then, for each template end with a
+// window, 2 x n_bins x dust.rank columns:
+// edge_column(e) + (part * n_bins + bin - first_bin) * dust.rank + r, part 0 for S, 1 for P.
 struct HistogramTile {
   std::int32_t first_spaxel = 0;
   std::int32_t n_spaxels = 0;
   int n_nodes = 0;
   VelocityBins velocity;
-  DustBins dust;
+  DustExpansionView dust;   // dust.phi: the device's copy of the table
   double one_plus_z = 1.0;  // 1 + z: with the velocity nodes, the shift of every basis row
   EdgeWindow edges[2];      // the templates' blue and red ends
   IFUSIM_HD std::size_t spectrum_columns() const {
-    return static_cast<std::size_t>(n_nodes) * velocity.n * dust.n;
+    return static_cast<std::size_t>(n_nodes) * velocity.n * dust.rank;
   }
   IFUSIM_HD std::size_t edge_column(int e) const {
     std::size_t c = spectrum_columns();
-    for (int k = 0; k < e; ++k) c += 2 * static_cast<std::size_t>(edges[k].n_bins) * dust.n;
+    for (int k = 0; k < e; ++k) c += 2 * static_cast<std::size_t>(edges[k].n_bins) * dust.rank;
     return c;
   }
   IFUSIM_HD std::size_t columns() const { return edge_column(2); }
