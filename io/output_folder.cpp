@@ -86,18 +86,44 @@ std::vector<std::string> OutputFolder::commit() {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw InputError(dir_ + ": cannot create the output folder (" + ec.message() + ")");
-  // Earlier outputs this run does not replace would mix two runs: removed first.
-  for (const auto& name : run_outputs_)
-    if (std::find(written_.begin(), written_.end(), name) == written_.end())
-      fs::remove(fs::path(dir_) / name, ec);
+  const std::string mark = "summary.json";  // its presence marks a complete set
+  std::size_t step = 0;
+  // Every step goes through here, so that the test seam can make any one of them fail.
+  const auto attempt = [&](const auto& operation) {
+    std::error_code error;
+    if (fail_step_ && fail_step_(step))
+      error = std::make_error_code(std::errc::io_error);
+    else
+      operation(error);
+    ++step;
+    return error;
+  };
+  std::vector<std::string> moved;  // new files already in dir_, removed again if a step fails
+  const auto fail = [&](const fs::path& file, const std::string& what, const std::error_code& e) {
+    std::error_code ignored;
+    for (const auto& name : moved) fs::remove(fs::path(dir_) / name, ignored);
+    throw InputError(file.string() + ": " + what + " (" + e.message() + ")");
+  };
+  // The earlier summary.json goes first: until the new one is in, the folder says "incomplete".
+  if (const fs::path old = fs::path(dir_) / mark;
+      (ec = attempt([&](std::error_code& e) { fs::remove(old, e); })))
+    fail(old, "cannot remove the earlier run's summary", ec);
+  // Earlier outputs this run does not replace would mix two runs: removed before any move.
+  for (const auto& name : run_outputs_) {
+    if (name == mark || std::find(written_.begin(), written_.end(), name) != written_.end())
+      continue;
+    const fs::path old = fs::path(dir_) / name;
+    if ((ec = attempt([&](std::error_code& e) { fs::remove(old, e); })))
+      fail(old, "cannot remove the earlier run's file", ec);
+  }
   std::vector<std::string> order = written_;
   std::stable_partition(order.begin(), order.end(),
-                        [](const std::string& n) { return n != "summary.json"; });
+                        [&](const std::string& n) { return n != mark; });
   for (const auto& name : order) {
-    fs::rename(fs::path(staging_) / name, fs::path(dir_) / name, ec);
-    if (ec)
-      throw InputError((fs::path(dir_) / name).string() + ": cannot move the new file in (" +
-                       ec.message() + ")");
+    const fs::path to = fs::path(dir_) / name;
+    if ((ec = attempt([&](std::error_code& e) { fs::rename(fs::path(staging_) / name, to, e); })))
+      fail(to, "cannot move the new file in", ec);
+    moved.push_back(name);
   }
   committed_ = true;
   return written_;

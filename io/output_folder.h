@@ -5,10 +5,17 @@
 // its parent, on the same file system), never inside it, so a run that fails, or is killed at
 // any point (SIGKILL included), leaves no partial file in the output folder. commit() moves the
 // files in, replacing an earlier run's, and removes the earlier run's outputs this run did not
-// write (a run without pictures leaves no old pictures beside its new cube). summary.json, when
-// written, is moved last: its presence marks a complete set. A staging folder left by a killed
-// run (its process gone, or a zombie no one has reaped) is removed by the next run into the same
-// folder.
+// write (a run without pictures leaves no old pictures beside its new cube).
+//
+// summary.json marks a complete set: commit() removes the earlier run's summary.json before it
+// touches any other file and moves the new one in last, so a reader that finds summary.json finds
+// the files of the one run that wrote it, whatever step failed or was killed. A step that fails
+// removes again the new files already moved in: the folder then holds no file of the failed run
+// and no summary.json (the earlier run's files not yet replaced stay, marked incomplete by the
+// missing summary). A staging folder left by a killed run (its process gone, or a zombie no one
+// has reaped) is removed by the next run into the same folder.
+#include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,10 +36,19 @@ class OutputFolder {
 
   const std::string& staging_dir() const { return staging_; }
 
+  // Test seam (tests/test_faults.cpp), never set by a run: commit()'s file-system steps (removing
+  // the earlier summary.json, removing each earlier output not replaced, moving each new file in)
+  // are numbered from 0 in the order they run, and a step for which `fail_step(step)` is true
+  // fails as if the file system had refused it (EIO), through the same error path.
+  void inject_commit_fault(std::function<bool(std::size_t step)> fail_step) {
+    fail_step_ = std::move(fail_step);
+  }
+
  private:
   std::string dir_, staging_;
   std::vector<std::string> run_outputs_, written_;
   bool committed_ = false;
+  std::function<bool(std::size_t)> fail_step_;
 };
 
 }  // namespace ifusim
