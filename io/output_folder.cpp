@@ -8,6 +8,8 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <system_error>
 
@@ -45,7 +47,27 @@ void remove_stale_staging(const fs::path& parent, const std::string& name) {
   }
 }
 
+// The staging folders of this process's live OutputFolders, for remove_live_staging(). Never
+// destroyed: a signal may come while static objects are being destroyed at exit.
+struct LiveStaging {
+  std::mutex mutex;  // held by commit() throughout, and while the set changes
+  std::set<std::string> folders;
+  bool removed = false;  // remove_live_staging() ran: the process is ending
+};
+LiveStaging& live_staging() {
+  static auto* live = new LiveStaging;
+  return *live;
+}
+
 }  // namespace
+
+void OutputFolder::remove_live_staging() {
+  LiveStaging& live = live_staging();
+  std::lock_guard lock(live.mutex);
+  live.removed = true;
+  std::error_code ec;
+  for (const auto& folder : live.folders) fs::remove_all(folder, ec);
+}
 
 OutputFolder::OutputFolder(std::string dir, std::vector<std::string> run_outputs)
     : dir_(std::move(dir)), run_outputs_(std::move(run_outputs)) {
@@ -62,14 +84,21 @@ OutputFolder::OutputFolder(std::string dir, std::vector<std::string> run_outputs
     throw InputError(dir_ + ": expected an output folder, found a file");
   remove_stale_staging(parent, name);
   staging_ = (parent / ("." + name + ".partial-" + std::to_string(::getpid()))).string();
+  LiveStaging& live = live_staging();
+  std::lock_guard lock(live.mutex);
+  if (live.removed) throw InputError(dir_ + ": the program is ending (interrupted)");
   fs::remove_all(staging_, ec);
   fs::create_directory(staging_, ec);
   if (ec)
     throw InputError(dir_ + ": cannot create the staging folder " + staging_ + " (" + ec.message() +
                      ")");
+  live.folders.insert(staging_);
 }
 
 OutputFolder::~OutputFolder() {
+  LiveStaging& live = live_staging();
+  std::lock_guard lock(live.mutex);
+  live.folders.erase(staging_);
   std::error_code ec;
   fs::remove_all(staging_, ec);
 }
@@ -83,6 +112,9 @@ std::string OutputFolder::path(const std::string& name) {
 
 std::vector<std::string> OutputFolder::commit() {
   if (committed_) throw std::logic_error("OutputFolder: committed twice");
+  LiveStaging& live = live_staging();
+  std::lock_guard lock(live.mutex);  // an interruption waits for the moves to finish
+  if (live.removed) throw InputError(dir_ + ": not written, the program is ending (interrupted)");
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw InputError(dir_ + ": cannot create the output folder (" + ec.message() + ")");

@@ -36,6 +36,12 @@ class OutputFolder {
 
   const std::string& staging_dir() const { return staging_; }
 
+  // Removes the staging folder of every OutputFolder alive in this process, after a commit()
+  // under way has finished (its moves are never cut in half); a commit() after this one fails.
+  // For a program ending on SIGINT or SIGTERM (cli/app.cpp): it allocates and takes a lock, so it
+  // is called from an ordinary thread (one waiting in sigwait), never from a signal handler.
+  static void remove_live_staging();
+
   // Test seam (tests/test_faults.cpp), never set by a run: commit()'s file-system steps (removing
   // the earlier summary.json, removing each earlier output not replaced, moving each new file in)
   // are numbered from 0 in the order they run, and a step for which `fail_step(step)` is true

@@ -262,6 +262,36 @@ TEST_CASE("a run killed (SIGKILL) at any point leaves no partial cube in its out
   CHECK(read_cube_fits((out / "cube.fits").string()).shape.n_voxels() > 0);
 }
 
+TEST_CASE("a run interrupted (SIGINT, SIGTERM) removes its staging folder and ends by the signal",
+          "[faults]") {
+  // Sent at set-up, while the stages run and while files are written (the run takes about a
+  // second here, counted from its staging folder's creation).
+  for (const int signal : {SIGINT, SIGTERM})
+    for (const int after_ms : {0, 150, 400, 700}) {
+      INFO((signal == SIGINT ? "SIGINT" : "SIGTERM") << " " << after_ms << " ms after set-up");
+      const test::ScratchDir tmp("faults");
+      const fs::path out = tmp.path() / "out", log = tmp.path() / "log";
+      const pid_t pid = start_run(out, log);
+      const fs::path staging = tmp.path() / (".out.partial-" + std::to_string(pid));
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!fs::exists(staging) && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      REQUIRE(fs::exists(staging));
+      std::this_thread::sleep_for(std::chrono::milliseconds(after_ms));
+      ::kill(pid, signal);
+      const int status = wait_for(pid);
+      INFO(read_text(log));
+      if (WIFEXITED(status)) {  // finished before the signal came: nothing to check here
+        WARN("the run ended (exit " << WEXITSTATUS(status) << ") before the signal");
+        continue;
+      }
+      CHECK(WIFSIGNALED(status));
+      CHECK(WTERMSIG(status) == signal);  // a shell reports 128 + signal: 130, 143
+      CHECK_FALSE(fs::exists(staging));
+      CHECK(entries(out).empty());
+    }
+}
+
 TEST_CASE("a full disk (file-size limit) is a clear error and leaves no partial file", "[faults]") {
   const test::ScratchDir tmp("faults");
   const fs::path out = tmp.path() / "out", log = tmp.path() / "log";
