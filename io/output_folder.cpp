@@ -1,11 +1,15 @@
 #include "io/output_folder.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -50,9 +54,9 @@ void remove_stale_staging(const fs::path& parent, const std::string& name) {
 // The staging folders of this process's live OutputFolders, for remove_live_staging(). Never
 // destroyed: a signal may come while static objects are being destroyed at exit.
 struct LiveStaging {
-  std::mutex mutex;  // held by commit() throughout, and while the set changes
-  std::set<std::string> folders;
-  bool removed = false;  // remove_live_staging() ran: the process is ending
+  std::mutex mutex;             // held by commit() throughout, and while the set changes
+  std::set<std::string> paths;  // staging folders and lock files
+  bool removed = false;         // remove_live_staging() ran: the process is ending
 };
 LiveStaging& live_staging() {
   static auto* live = new LiveStaging;
@@ -61,12 +65,50 @@ LiveStaging& live_staging() {
 
 }  // namespace
 
+// An exclusive flock on the lock file `path`, for the output folder `dir`.
+struct OutputFolder::Lock {
+  std::string path;
+  int fd = -1;
+
+  Lock(std::string lock_path, const std::string& dir) : path(std::move(lock_path)) {
+    // The run that held the lock removes the file as it lets go: a lock taken on a file that is
+    // no longer at `path` locks nothing anyone else sees, so it is taken again on the new one.
+    for (;;) {
+      fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0)
+        throw InputError(dir + ": cannot create the lock file " + path + " (" +
+                         std::strerror(errno) + ")");
+      if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int error = errno;
+        ::close(fd);
+        if (error == EWOULDBLOCK)
+          throw InputError(dir +
+                           ": another ifusim run is writing into this output folder (it holds " +
+                           path + "); wait for it to end, or give this run another output folder");
+        throw InputError(dir + ": cannot lock " + path + " (" + std::strerror(error) + ")");
+      }
+      struct stat held {
+      }, now{};
+      if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &now) == 0 && held.st_dev == now.st_dev &&
+          held.st_ino == now.st_ino)
+        return;
+      ::close(fd);
+    }
+  }
+  ~Lock() {
+    ::unlink(path.c_str());  // while still held, so that no other run holds this file
+    ::close(fd);
+  }
+  Lock(const Lock&) = delete;
+  Lock& operator=(const Lock&) = delete;
+};
+
 void OutputFolder::remove_live_staging() {
   LiveStaging& live = live_staging();
   std::lock_guard lock(live.mutex);
   live.removed = true;
   std::error_code ec;
-  for (const auto& folder : live.folders) fs::remove_all(folder, ec);
+  for (const auto& path : live.paths) fs::remove_all(path, ec);
 }
 
 OutputFolder::OutputFolder(std::string dir, std::vector<std::string> run_outputs)
@@ -82,6 +124,7 @@ OutputFolder::OutputFolder(std::string dir, std::vector<std::string> run_outputs
                      ec.message() + ")");
   if (fs::exists(target) && !fs::is_directory(target))
     throw InputError(dir_ + ": expected an output folder, found a file");
+  lock_ = std::make_unique<Lock>((parent / ("." + name + ".lock")).string(), dir_);
   remove_stale_staging(parent, name);
   staging_ = (parent / ("." + name + ".partial-" + std::to_string(::getpid()))).string();
   LiveStaging& live = live_staging();
@@ -92,13 +135,15 @@ OutputFolder::OutputFolder(std::string dir, std::vector<std::string> run_outputs
   if (ec)
     throw InputError(dir_ + ": cannot create the staging folder " + staging_ + " (" + ec.message() +
                      ")");
-  live.folders.insert(staging_);
+  live.paths.insert(staging_);
+  live.paths.insert(lock_->path);
 }
 
 OutputFolder::~OutputFolder() {
   LiveStaging& live = live_staging();
   std::lock_guard lock(live.mutex);
-  live.folders.erase(staging_);
+  live.paths.erase(staging_);
+  live.paths.erase(lock_->path);
   std::error_code ec;
   fs::remove_all(staging_, ec);
 }

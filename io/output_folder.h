@@ -14,8 +14,14 @@
 // and no summary.json (the earlier run's files not yet replaced stay, marked incomplete by the
 // missing summary). A staging folder left by a killed run (its process gone, or a zombie no one
 // has reaped) is removed by the next run into the same folder.
+//
+// One run at a time: an OutputFolder holds an exclusive flock on ".<name>.lock" in the parent
+// while it lives, and a second run into the same folder, from any process, is refused with an
+// InputError instead of silently replacing the first's files. The lock file is removed as the
+// lock is released (a killed run's is taken over by the next run).
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +29,8 @@ namespace ifusim {
 
 class OutputFolder {
  public:
+  // Throws InputError when another run holds the folder's lock, or the staging folder cannot be
+  // made.
   // `run_outputs`: every file name a run may write here (those commit() replaces or removes).
   OutputFolder(std::string dir, std::vector<std::string> run_outputs);
   ~OutputFolder();
@@ -36,10 +44,10 @@ class OutputFolder {
 
   const std::string& staging_dir() const { return staging_; }
 
-  // Removes the staging folder of every OutputFolder alive in this process, after a commit()
-  // under way has finished (its moves are never cut in half); a commit() after this one fails.
-  // For a program ending on SIGINT or SIGTERM (cli/app.cpp): it allocates and takes a lock, so it
-  // is called from an ordinary thread (one waiting in sigwait), never from a signal handler.
+  // Removes the staging folder (and lock file) of every OutputFolder alive in this process, after a
+  // commit() under way has finished (its moves are never cut in half); a commit() after this one
+  // fails. For a program ending on SIGINT or SIGTERM (cli/app.cpp): it allocates and takes a lock,
+  // so it is called from an ordinary thread (one waiting in sigwait), never from a signal handler.
   static void remove_live_staging();
 
   // Test seam (tests/test_faults.cpp), never set by a run: commit()'s file-system steps (removing
@@ -51,6 +59,8 @@ class OutputFolder {
   }
 
  private:
+  struct Lock;
+  std::unique_ptr<Lock> lock_;  // released after the staging folder is removed
   std::string dir_, staging_;
   std::vector<std::string> run_outputs_, written_;
   bool committed_ = false;

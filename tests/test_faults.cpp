@@ -289,7 +289,68 @@ TEST_CASE("a run interrupted (SIGINT, SIGTERM) removes its staging folder and en
       CHECK(WTERMSIG(status) == signal);  // a shell reports 128 + signal: 130, 143
       CHECK_FALSE(fs::exists(staging));
       CHECK(entries(out).empty());
+      CHECK(entries(tmp.path()) == std::vector<std::string>{"log"});  // nor its lock file
     }
+}
+
+TEST_CASE("output folder: a second run into the same folder at the same time is refused",
+          "[faults]") {
+  const test::ScratchDir tmp("faults");
+  const fs::path dir = tmp.path() / "out";
+  const std::string refused = "another ifusim run is writing into this output folder";
+  {
+    OutputFolder first(dir.string(), {"cube.fits"});
+    write_text(first.path("cube.fits"), "first cube");
+    CHECK_THROWS_WITH(OutputFolder(dir.string(), {"cube.fits"}),
+                      Catch::Contains(dir.string()) && Catch::Contains(refused));
+    // From another process, too.
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      try {
+        OutputFolder second(dir.string(), {"cube.fits"});
+      } catch (const InputError& e) {
+        ::_exit(std::string(e.what()).find(refused) == std::string::npos ? 2 : 0);
+      }
+      ::_exit(1);  // not refused
+    }
+    const int status = wait_for(pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    // A folder beside it is another output: not refused.
+    CHECK_NOTHROW(OutputFolder((tmp.path() / "other").string(), {"cube.fits"}));
+    first.commit();
+  }
+  {  // the first run over, the next one writes there
+    OutputFolder next(dir.string(), {"cube.fits"});
+    write_text(next.path("cube.fits"), "next cube");
+    next.commit();
+  }
+  CHECK(read_text(dir / "cube.fits") == "next cube");
+  CHECK(entries(tmp.path()) == std::vector<std::string>{"out"});  // no lock file left behind
+}
+
+TEST_CASE("two ifusim runs into one output folder at once: the second is refused", "[faults]") {
+  const test::ScratchDir tmp("faults");
+  const fs::path out = tmp.path() / "out";
+  const pid_t first = start_run(out, tmp.path() / "log1");
+  const fs::path staging = tmp.path() / (".out.partial-" + std::to_string(first));
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(staging) && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  REQUIRE(fs::exists(staging));
+  const int second = wait_for(start_run(out, tmp.path() / "log2"));
+  const int first_status = wait_for(first);
+  const std::string second_log = read_text(tmp.path() / "log2");
+  INFO(second_log);
+  INFO(read_text(tmp.path() / "log1"));
+  CHECK(WIFEXITED(first_status));
+  CHECK(WEXITSTATUS(first_status) == 0);
+  CHECK(WIFEXITED(second));
+  CHECK(WEXITSTATUS(second) == 1);
+  CHECK_THAT(second_log, Catch::Contains("ifusim: error: " + out.string()) &&
+                             Catch::Contains("another ifusim run is writing into this output "
+                                             "folder"));
+  CHECK(read_cube_fits((out / "cube.fits").string()).shape.n_voxels() > 0);
 }
 
 TEST_CASE("a full disk (file-size limit) is a clear error and leaves no partial file", "[faults]") {
