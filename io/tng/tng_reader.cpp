@@ -226,7 +226,9 @@ std::vector<char> scan_nonfinite(const TypeSource& src, const std::vector<Presen
                                   std::size_t first_row) {
   throw InputError(src.describe(dataset) + ": " + std::to_string(count) +
                    " non-finite value(s) (NaN or Inf), the first at " + src.locate(first_row) +
-                   "; drop_nonfinite (--drop-nonfinite) drops such particles instead");
+                   "; the run config key input.drop_nonfinite set to true (--set "
+                   "input.drop_nonfinite=true; ifusim inspect: --drop-nonfinite) drops such "
+                   "particles instead");
 }
 
 // The values of a field outside its bounds (tng_fields.h): their count and the first (row, value),
