@@ -1,16 +1,45 @@
 #include "cli/app.h"
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <exception>
 #include <iostream>
+#include <thread>
 
 #include "cli/commands.h"
 #include "data/collectives/processes.h"
+#include "io/output_folder.h"
 
 namespace ifusim::cli {
+
+namespace {
+
+// SIGINT (Ctrl-C) and SIGTERM end the program without leaving the run's staging folder beside
+// its output folder. Removing a folder is not async-signal-safe, so no handler does it: both
+// signals are blocked here, before any other thread exists (every thread inherits the mask), and
+// one thread takes them in sigwait, removes the staging folders (io/output_folder.h), and ends
+// the process by the same signal, restored to its default action, so that its exit status is
+// what it would have been (130, 143 in a shell).
+void end_cleanly_on_interrupt() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  if (pthread_sigmask(SIG_BLOCK, &signals, nullptr) != 0) return;  // left as they were
+  std::thread([signals] {
+    int signal = 0;
+    if (sigwait(&signals, &signal) != 0) return;
+    OutputFolder::remove_live_staging();
+    std::signal(signal, SIG_DFL);
+    pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+    std::raise(signal);  // to this thread, where it is no longer blocked: the process ends
+  }).detach();
+}
+
+}  // namespace
 
 int run(int argc, char** argv) {
   CLI::App app{"ifusim: integral-field spectroscopy datacubes from cosmological simulations"};
@@ -26,6 +55,7 @@ int run(int argc, char** argv) {
   // Past a file-size limit (ulimit -f) a write then fails with EFBIG and the writer reports it,
   // naming the file, instead of the process dying of SIGXFSZ.
   std::signal(SIGXFSZ, SIG_IGN);
+  end_cleanly_on_interrupt();
   int exit_code = 0;
   register_commands(app, exit_code);
   try {

@@ -45,9 +45,9 @@ void add_compare_command(CLI::App& app, int& exit_code) {
   cmd->add_option("A", options->a, "First cube (.fits or .h5)")->required();
   cmd->add_option("B", options->b, "Second cube, the reference (.fits or .h5)")->required();
   cmd->add_option("--rtol", options->rtol, "Relative tolerance (default 1e-5)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--atol", options->atol, "Absolute tolerance, in the cube's unit (default 0)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->footer(
       "Values pass where |A - B| <= atol + rtol * |B| (numpy.allclose, B the reference); data "
       "and,\n"

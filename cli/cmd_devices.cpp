@@ -19,7 +19,7 @@ void add_devices_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--devices", options->devices,
                   "Number of devices (cpu: host devices, default 1; cuda: default one per GPU)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->callback([options, &exit_code] {
     const Backend backend = backend_from_string(options->backend);
     if (backend == Backend::cpu && runtime::cuda_device_count() == 0)

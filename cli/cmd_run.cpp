@@ -28,7 +28,7 @@ struct RunArguments {
     cmd->add_option("--backend", backend, "cpu or cuda (overrides devices.backend)")
         ->check(CLI::IsMember({"cpu", "cuda"}));
     cmd->add_option("--devices", devices, "Number of devices (overrides devices.count)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(non_negative());
     cmd->add_option("--set", overrides, "Override a config value: key.path=value (repeatable)");
   }
   RunOptions options() const {
@@ -41,6 +41,15 @@ struct RunArguments {
   }
 };
 
+// --out "" would otherwise be taken for no --out, and the config's output.dir written instead.
+CLI::Validator non_empty_folder() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        return input.empty() ? "expected a folder, got an empty path" : "";
+      },
+      "FOLDER", "non_empty_folder");
+}
+
 }  // namespace
 
 void add_run_command(CLI::App& app, int& exit_code) {
@@ -48,7 +57,8 @@ void add_run_command(CLI::App& app, int& exit_code) {
   auto* cmd =
       app.add_subcommand("run", "Simulate the IFU cube of a galaxy described by a run config");
   a->add_to(cmd);
-  cmd->add_option("--out", a->out, "Output folder (overrides output.dir)");
+  cmd->add_option("--out", a->out, "Output folder (overrides output.dir)")
+      ->check(non_empty_folder());
   cmd->add_flag("--no-progress", a->no_progress, "No progress bar");
   cmd->callback([a, &exit_code] {
     const RunConfig config = load_run_config(a->config, a->overrides);
@@ -87,7 +97,8 @@ void add_survey_command(CLI::App& app, int& exit_code) {
       "Many cubes from one snapshot: the config's survey section selects subhalos and "
       "orientations (docs/survey.md); resumes where an earlier run stopped");
   a->add_to(cmd);
-  cmd->add_option("--out", a->out, "Survey folder (overrides output.dir)");
+  cmd->add_option("--out", a->out, "Survey folder (overrides output.dir)")
+      ->check(non_empty_folder());
   auto plan_only = std::make_shared<bool>(false);
   cmd->add_flag("--plan", *plan_only,
                 "Print the subhalos, cubes and particle rows the survey selects, and stop");

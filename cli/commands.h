@@ -18,4 +18,8 @@ void add_survey_command(CLI::App& app, int& exit_code);
 
 void register_commands(CLI::App& app, int& exit_code);
 
+// A number >= 0, its error saying so with the value given (CLI11's NonNegativeNumber says "not in
+// range 0.000000 to" the 309 digits of the largest double).
+CLI::Validator non_negative();
+
 }  // namespace ifusim::cli

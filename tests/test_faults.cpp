@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/config_error.h"
 #include "io/cube/cube_io.h"
 #include "io/output_folder.h"
 #include "tng_test_util.h"
@@ -90,6 +92,133 @@ TEST_CASE("output folder: an earlier run's files are replaced only by a committe
   CHECK(entries(tmp.path()) == std::vector<std::string>{"out"});
 }
 
+namespace {
+
+// The commit tests' folder: an earlier run's complete set (cube.fits, cube.h5, two pictures,
+// summary.json, each saying "earlier") and the user's own notes.txt.
+const std::vector<std::string> kRunOutputs = {"cube.fits", "cube.h5", "velocity.png",
+                                              "spectrum.png", "summary.json"};
+// What the new run writes (no spectrum.png this time), in writing order, each saying "new".
+const std::vector<std::string> kNewFiles = {"cube.fits", "cube.h5", "velocity.png", "summary.json"};
+
+void write_earlier_run(const fs::path& dir) {
+  fs::create_directories(dir);
+  for (const auto& name : kRunOutputs) write_text(dir / name, "earlier " + name);
+  write_text(dir / "notes.txt", "the user's own file");
+}
+
+void write_new_run(OutputFolder& out) {
+  for (const auto& name : kNewFiles) write_text(out.path(name), "new " + name);
+}
+
+// What a reader may rely on: where summary.json is present, every run output beside it is of the
+// run that wrote it (and every file that run wrote is there); the user's file is never touched.
+void check_reader_sees_one_run(const fs::path& dir) {
+  CHECK(read_text(dir / "notes.txt") == "the user's own file");
+  if (!fs::exists(dir / "summary.json")) return;
+  const std::string run = read_text(dir / "summary.json").substr(0, 3) == "new" ? "new" : "earlier";
+  for (const auto& name : kRunOutputs) {
+    INFO(name << " beside the " << run << " run's summary.json");
+    if (run == "new" && name == "spectrum.png")
+      CHECK_FALSE(fs::exists(dir / name));
+    else
+      CHECK(read_text(dir / name) == run + " " + name);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("output folder: a move that fails mixes no two runs (summary.json gone, new files too)",
+          "[faults]") {
+  const test::ScratchDir tmp("faults");
+  const fs::path dir = tmp.path() / "out";
+  write_earlier_run(dir);
+  // cube.h5 replaced by a folder (issue 23): the new cube.h5 cannot be moved onto it.
+  fs::remove(dir / "cube.h5");
+  fs::create_directories(dir / "cube.h5" / "inside");
+  {
+    OutputFolder out(dir.string(), kRunOutputs);
+    write_new_run(out);
+    CHECK_THROWS_WITH(out.commit(), Catch::Contains((dir / "cube.h5").string()) &&
+                                        Catch::Contains("cannot move the new file in"));
+  }
+  CHECK_FALSE(fs::exists(dir / "summary.json"));  // the earlier run's is not beside a new cube
+  CHECK_FALSE(fs::exists(dir / "cube.fits"));     // moved in before the failure, removed again
+  CHECK(read_text(dir / "velocity.png") == "earlier velocity.png");  // not reached: marked by
+  check_reader_sees_one_run(dir);                                    // the missing summary
+  CHECK(entries(tmp.path()) == std::vector<std::string>{"out"});     // staging removed
+}
+
+TEST_CASE("output folder: a fault injected at every step of commit() leaves no mixed set",
+          "[faults]") {
+  const test::ScratchDir tmp("faults");
+  const fs::path dir = tmp.path() / "out";
+  // Steps: remove the earlier summary.json, remove spectrum.png (not written this time), move the
+  // 4 new files in: 6. A fault at step k, for every k; at step 6 none is left to fail.
+  std::size_t steps_seen = 0;
+  for (std::size_t k = 0; k <= 6; ++k) {
+    INFO("step " << k << " fails");
+    fs::remove_all(dir);
+    write_earlier_run(dir);
+    bool committed = false;
+    {
+      OutputFolder out(dir.string(), kRunOutputs);
+      write_new_run(out);
+      out.inject_commit_fault([&](std::size_t step) {
+        steps_seen = std::max(steps_seen, step + 1);
+        return step == k;
+      });
+      try {
+        out.commit();
+        committed = true;
+      } catch (const InputError& e) {
+        CHECK_THAT(e.what(),
+                   Catch::Contains(dir.string()) && Catch::Contains("Input/output error"));
+      }
+    }
+    check_reader_sees_one_run(dir);
+    CHECK(entries(tmp.path()) == std::vector<std::string>{"out"});  // staging removed
+    CHECK(committed == (k == 6));
+    if (!committed) {  // step 0 failing leaves the earlier set whole; any later one, no summary
+      CHECK(fs::exists(dir / "summary.json") == (k == 0));
+      for (const auto& name : entries(dir)) CHECK(read_text(dir / name).substr(0, 4) != "new ");
+    } else {
+      CHECK(read_text(dir / "summary.json") == "new summary.json");
+    }
+  }
+  CHECK(steps_seen == 6);
+}
+
+TEST_CASE("output folder: a run killed (SIGKILL) at every step of commit() leaves no mixed set",
+          "[faults]") {
+  const test::ScratchDir tmp("faults");
+  const fs::path dir = tmp.path() / "out";
+  for (std::size_t k = 0; k <= 6; ++k) {
+    INFO("killed before step " << k);
+    fs::remove_all(dir);
+    write_earlier_run(dir);
+    const pid_t pid = ::fork();
+    if (pid == 0) {  // the run: killed just before step k, nothing after it runs
+      OutputFolder out(dir.string(), kRunOutputs);
+      write_new_run(out);
+      out.inject_commit_fault([k](std::size_t step) {
+        if (step == k) ::kill(::getpid(), SIGKILL);
+        return false;
+      });
+      try {
+        out.commit();
+      } catch (...) {
+        ::_exit(1);
+      }
+      ::_exit(0);
+    }
+    const int status = wait_for(pid);
+    CHECK(WIFSIGNALED(status) == (k < 6));
+    check_reader_sees_one_run(dir);
+    if (k >= 1 && k < 6) CHECK_FALSE(fs::exists(dir / "summary.json"));
+  }
+}
+
 TEST_CASE("output folder: a killed run's staging folder is removed by the next run", "[faults]") {
   const test::ScratchDir tmp("faults");
   const pid_t gone = ::fork();  // a process id that no longer exists once reaped
@@ -130,6 +259,97 @@ TEST_CASE("a run killed (SIGKILL) at any point leaves no partial cube in its out
   REQUIRE(WIFEXITED(status));
   REQUIRE(WEXITSTATUS(status) == 0);
   CHECK(entries(tmp.path()).size() == 2);  // out and log
+  CHECK(read_cube_fits((out / "cube.fits").string()).shape.n_voxels() > 0);
+}
+
+TEST_CASE("a run interrupted (SIGINT, SIGTERM) removes its staging folder and ends by the signal",
+          "[faults]") {
+  // Sent at set-up, while the stages run and while files are written (the run takes about a
+  // second here, counted from its staging folder's creation).
+  for (const int signal : {SIGINT, SIGTERM})
+    for (const int after_ms : {0, 150, 400, 700}) {
+      INFO((signal == SIGINT ? "SIGINT" : "SIGTERM") << " " << after_ms << " ms after set-up");
+      const test::ScratchDir tmp("faults");
+      const fs::path out = tmp.path() / "out", log = tmp.path() / "log";
+      const pid_t pid = start_run(out, log);
+      const fs::path staging = tmp.path() / (".out.partial-" + std::to_string(pid));
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!fs::exists(staging) && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      REQUIRE(fs::exists(staging));
+      std::this_thread::sleep_for(std::chrono::milliseconds(after_ms));
+      ::kill(pid, signal);
+      const int status = wait_for(pid);
+      INFO(read_text(log));
+      if (WIFEXITED(status)) {  // finished before the signal came: nothing to check here
+        WARN("the run ended (exit " << WEXITSTATUS(status) << ") before the signal");
+        continue;
+      }
+      CHECK(WIFSIGNALED(status));
+      CHECK(WTERMSIG(status) == signal);  // a shell reports 128 + signal: 130, 143
+      CHECK_FALSE(fs::exists(staging));
+      CHECK(entries(out).empty());
+      CHECK(entries(tmp.path()) == std::vector<std::string>{"log"});  // nor its lock file
+    }
+}
+
+TEST_CASE("output folder: a second run into the same folder at the same time is refused",
+          "[faults]") {
+  const test::ScratchDir tmp("faults");
+  const fs::path dir = tmp.path() / "out";
+  const std::string refused = "another ifusim run is writing into this output folder";
+  {
+    OutputFolder first(dir.string(), {"cube.fits"});
+    write_text(first.path("cube.fits"), "first cube");
+    CHECK_THROWS_WITH(OutputFolder(dir.string(), {"cube.fits"}),
+                      Catch::Contains(dir.string()) && Catch::Contains(refused));
+    // From another process, too.
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      try {
+        OutputFolder second(dir.string(), {"cube.fits"});
+      } catch (const InputError& e) {
+        ::_exit(std::string(e.what()).find(refused) == std::string::npos ? 2 : 0);
+      }
+      ::_exit(1);  // not refused
+    }
+    const int status = wait_for(pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    // A folder beside it is another output: not refused.
+    CHECK_NOTHROW(OutputFolder((tmp.path() / "other").string(), {"cube.fits"}));
+    first.commit();
+  }
+  {  // the first run over, the next one writes there
+    OutputFolder next(dir.string(), {"cube.fits"});
+    write_text(next.path("cube.fits"), "next cube");
+    next.commit();
+  }
+  CHECK(read_text(dir / "cube.fits") == "next cube");
+  CHECK(entries(tmp.path()) == std::vector<std::string>{"out"});  // no lock file left behind
+}
+
+TEST_CASE("two ifusim runs into one output folder at once: the second is refused", "[faults]") {
+  const test::ScratchDir tmp("faults");
+  const fs::path out = tmp.path() / "out";
+  const pid_t first = start_run(out, tmp.path() / "log1");
+  const fs::path staging = tmp.path() / (".out.partial-" + std::to_string(first));
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(staging) && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  REQUIRE(fs::exists(staging));
+  const int second = wait_for(start_run(out, tmp.path() / "log2"));
+  const int first_status = wait_for(first);
+  const std::string second_log = read_text(tmp.path() / "log2");
+  INFO(second_log);
+  INFO(read_text(tmp.path() / "log1"));
+  CHECK(WIFEXITED(first_status));
+  CHECK(WEXITSTATUS(first_status) == 0);
+  CHECK(WIFEXITED(second));
+  CHECK(WEXITSTATUS(second) == 1);
+  CHECK_THAT(second_log, Catch::Contains("ifusim: error: " + out.string()) &&
+                             Catch::Contains("another ifusim run is writing into this output "
+                                             "folder"));
   CHECK(read_cube_fits((out / "cube.fits").string()).shape.n_voxels() > 0);
 }
 

@@ -8,6 +8,9 @@ config and the preset its telescope was set to). Exits non-zero on
 any failure (a missing fitsverify or astropy is a failure: scripts/setup.sh installs them)."""
 import json
 import math
+import os
+import pathlib
+import re
 import subprocess
 import sys
 import warnings
@@ -125,5 +128,21 @@ with fits.open(cube_fits) as hdul, h5py.File(f"{directory}/cube.h5", "r") as h5:
     check(json.loads(prov["CONFIG"].replace("\\x0A", "\n"))["telescope"] == preset["name"],
           "CONFIG provenance parses and names the telescope")
     check("(${IFUSIM_DATA_DIR}/ssp/" in prov["SSP"], f"SSP provenance {prov['SSP']}")
+
+# docs/outputs.md's h5py snippet, run as written in the output folder: it reads this cube.h5.
+docs = pathlib.Path(__file__).resolve().parent.parent / "docs" / "outputs.md"
+snippet = next(b for b in re.findall(r"```python\n(.*?)```", docs.read_text(), re.S)
+               if 'h5py.File("cube.h5")' in b)
+scope = {}
+here = os.getcwd()
+os.chdir(directory)
+try:
+    exec(snippet, scope)
+    check(json.loads(scope["config"])["telescope"] == preset["name"],
+          "docs/outputs.md's h5py snippet reads the cube and its config")
+except Exception as e:  # a key the file does not have, a name the snippet lacks
+    check(False, f"docs/outputs.md's h5py snippet fails: {e!r}")
+finally:
+    os.chdir(here)
 
 finish()

@@ -127,3 +127,23 @@ TEST_CASE("plan: devices.memory_limit_gb is validated", "[plan]") {
         load_run_config(example("muse_tng_mastar"), {"devices.memory_limit_gb=" + bad}),
         Catch::Contains("devices.memory_limit_gb"));
 }
+
+TEST_CASE(
+    "cli: a negative --devices or --rtol and an empty --out are refused, saying what was "
+    "expected",
+    "[plan]") {
+  const std::string config = example("muse_tng_mastar");
+  std::string output;
+  CHECK(run_ifusim("devices --devices -1", output) != 0);
+  CHECK_THAT(output, Catch::Contains("expected a number >= 0, got -1") &&
+                         !Catch::Contains("0.000000"));  // not CLI11's 309-digit range
+  CHECK(run_ifusim("plan " + config + " --devices -2", output) != 0);
+  CHECK_THAT(output, Catch::Contains("expected a number >= 0, got -2"));
+  CHECK(run_ifusim("compare a.fits b.fits --rtol -1", output) != 0);
+  CHECK_THAT(output,
+             Catch::Contains("--rtol") && Catch::Contains("expected a number >= 0, got -1"));
+  // --out "" is not "no --out": the config's output.dir would be written instead.
+  CHECK(run_ifusim("run " + config + " --out ''", output) != 0);
+  CHECK_THAT(output,
+             Catch::Contains("--out") && Catch::Contains("expected a folder, got an empty"));
+}

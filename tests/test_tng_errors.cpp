@@ -123,7 +123,9 @@ TEST_CASE("cutout: each bad input gives its error", "[tng]") {
   CHECK_THROWS_WITH(read_tng(*mesh, nan_opt),
                     Catch::Contains(":/PartType4/Masses: 3 non-finite value(s) (NaN or Inf), "
                                     "the first at row " +
-                                    std::to_string(first_nan) + " of "));
+                                    std::to_string(first_nan) + " of ") &&
+                        // the option a run takes (`run` has no --drop-nonfinite)
+                        Catch::Contains("--set input.drop_nonfinite=true"));
   TngReadOptions drop = nan_opt;
   drop.drop_nonfinite = true;
   TngIngestReport drop_rep;
@@ -149,4 +151,83 @@ TEST_CASE("cutout: each bad input gives its error", "[tng]") {
   CHECK(z_rep.n_gas == 57);
   CHECK(z_rep.n_nonfinite_dropped == 3);
   CHECK(dz.gas.count() == 57);
+}
+
+TEST_CASE("cutout: masses, metallicities and formation times out of range are refused by row",
+          "[tng]") {
+  const test::ScratchDir dir("tng_bounds");
+  const std::string good = dir.file("good.hdf5");
+  tng::write_tng_cutout(good, small_galaxy());
+  auto mesh = make_mesh(Backend::cpu, 3);
+  const auto sft = h5::File(good).read<float>("PartType4/GFM_StellarFormationTime");
+  // A star row (not a wind cell) in the third device's slice, and the first star row.
+  std::size_t star_row = 300, first_star = 0;
+  while (!(sft[star_row] > 0)) ++star_row;
+  while (!(sft[first_star] > 0)) ++first_star;
+  int n = 0;
+  // A copy of the fixture with `dataset`'s row `row` (every row: all_rows) set to `value`.
+  auto corrupt = [&](const char* dataset, std::size_t row, float value, bool all_rows = false) {
+    const std::string path = dir.file("bad_" + std::to_string(n++) + ".hdf5");
+    std::filesystem::copy_file(good, path);
+    {
+      h5::File f(path, h5::File::Mode::read_write);
+      auto v = f.read<float>(dataset);
+      if (all_rows)
+        std::fill(v.begin(), v.end(), value);
+      else
+        v.at(row) = value;
+      f.write_rows<float>(dataset, 0, v.data(), v.size());
+    }
+    TngReadOptions opt;
+    opt.path = path;
+    return opt;
+  };
+  const std::string at_star = "the first at row " + std::to_string(star_row) + " of ";
+  struct Case {
+    const char* dataset;
+    float value;
+    const char* expected;
+  };
+  for (const Case& c : {Case{"PartType4/GFM_InitialMass", -1e-4f, "expected > 0"},
+                        Case{"PartType4/Masses", -1e-4f, "expected > 0"},
+                        Case{"PartType4/Masses", 0.0f, "expected > 0"},
+                        Case{"PartType4/GFM_Metallicity", -0.1f, "expected a mass fraction"},
+                        Case{"PartType4/GFM_StellarFormationTime", 2.0f,
+                             "expected a scale factor of formation at most the snapshot's"}}) {
+    INFO(c.dataset << " = " << c.value);
+    const TngReadOptions bad = corrupt(c.dataset, star_row, c.value);
+    CHECK_THROWS_WITH(
+        read_tng(*mesh, bad),
+        Catch::Contains(std::string(":/") + c.dataset + ": 1 value(s) out of range") &&
+            Catch::Contains(at_star) && Catch::Contains(c.expected));
+    // Streamed in blocks, the same error during the first pass (set-up).
+    TngStarStream stream(bad);
+    CHECK_THROWS_WITH(stream.first_pass(*mesh, 64), Catch::Contains(std::string(":/") + c.dataset +
+                                                                    ": 1 value(s) out of range") &&
+                                                        Catch::Contains(at_star));
+  }
+  // All-zero masses: every star counted, the first star row named (was "orient: no stellar
+  // half-mass radius", naming no file).
+  TngReadOptions ok;
+  ok.path = good;
+  const std::size_t n_stars = read_tng(*mesh, ok).stars.count();
+  const TngReadOptions zero = corrupt("PartType4/Masses", 0, 0.0f, true);
+  CHECK_THROWS_WITH(
+      read_tng(*mesh, zero),
+      Catch::Contains(":/PartType4/Masses: " + std::to_string(n_stars) +
+                      " value(s) out of range") &&
+          Catch::Contains("the first at row " + std::to_string(first_star) + " of ") &&
+          Catch::Contains("bad_"));
+  // The gas too.
+  CHECK_THROWS_WITH(
+      read_tng(*mesh, corrupt("PartType0/Masses", 7, -1.0f)),
+      Catch::Contains(":/PartType0/Masses: 1 value(s) out of range, the first at row 7 "
+                      "of ") &&
+          Catch::Contains(".hdf5 (-1); expected > 0"));
+  CHECK_THROWS_WITH(read_tng(*mesh, corrupt("PartType0/GFM_Metallicity", 9, 1.5f)),
+                    Catch::Contains(":/PartType0/GFM_Metallicity: 1 value(s) out of range"));
+  // In range at the edges: a metallicity of 0, a star formed at the snapshot's scale factor.
+  const double a = h5::File(good).attribute<double>("Time", "Header");
+  CHECK_NOTHROW(read_tng(*mesh, corrupt("PartType4/GFM_Metallicity", star_row, 0.0f)));
+  CHECK_NOTHROW(read_tng(*mesh, corrupt("PartType4/GFM_StellarFormationTime", star_row, float(a))));
 }

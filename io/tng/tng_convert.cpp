@@ -1,6 +1,7 @@
 #include "io/tng/tng_convert.h"
 
 #include <cmath>
+#include <sstream>
 #include <vector>
 
 #include "core/config_error.h"
@@ -23,6 +24,24 @@ double target_factor(const CgsFactor& f, double target_unit_cgs, const std::stri
   if (f.dimensionless)
     throw InputError(where + ": attribute to_cgs = 0 (dimensionless), expected a physical unit");
   return f.factor / target_unit_cgs;
+}
+
+std::string bounds_text(Bounds bounds, double snapshot_scale_factor) {
+  switch (bounds) {
+    case Bounds::any:
+      return "any finite value";
+    case Bounds::positive:
+      return "> 0";
+    case Bounds::mass_fraction:
+      return "a mass fraction in [0, 1)";
+    case Bounds::formed_by_snapshot: {
+      std::ostringstream text;
+      text << "a scale factor of formation at most the snapshot's (" << snapshot_scale_factor
+           << "): a star formed after its snapshot";
+      return text.str();
+    }
+  }
+  return "";
 }
 
 ShardedArray<float> gas_temperature(const Mesh& mesh, const Gas& gas) {

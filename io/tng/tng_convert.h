@@ -57,8 +57,29 @@ struct ConversionFrame {
   double box_size = 0;                               // periodic box, comoving code units
   std::array<double, 3> bulk_velocity_kms{0, 0, 0};  // the galaxy's peculiar velocity
   double time_snapshot_gyr = 0;                      // cosmic time at the snapshot
+  double snapshot_scale_factor = 1;                  // bounds a formation time (Bounds)
   Cosmology cosmology;
 };
+
+// Whether a stored, finite value is within its field's bounds (FieldRule::bounds).
+inline bool within_bounds(Bounds bounds, double v, double snapshot_scale_factor) {
+  switch (bounds) {
+    case Bounds::any:
+      return true;
+    case Bounds::positive:
+      return v > 0;
+    case Bounds::mass_fraction:
+      return v >= 0 && v < 1;
+    case Bounds::formed_by_snapshot:
+      // Formation times are float32 and the snapshot's scale factor double: a star formed in the
+      // snapshot's last step may be stored half a float32 ulp above it, which is no error.
+      return v <= snapshot_scale_factor * (1.0 + 0x1p-23);
+  }
+  return true;
+}
+
+// What within_bounds asks of a value, for the message ("expected > 0").
+std::string bounds_text(Bounds bounds, double snapshot_scale_factor);
 
 // Periodic separation d wrapped into [-L/2, L/2).
 inline double periodic_offset(double d, double box) {

@@ -8,6 +8,7 @@ namespace ifusim::tng {
 const std::vector<FieldRule>& field_table() {
   using S = Species;
   using C = Conversion;
+  using B = Bounds;
   constexpr double kMsunPerKpc3 = kMsunG / (kKpcCm * kKpcCm * kKpcCm);
   constexpr double kKm2S2 = kKmCm * kKmCm;
   constexpr double kMsunPerYr = kMsunG / kJulianYearS;
@@ -23,25 +24,30 @@ const std::vector<FieldRule>& field_table() {
   constexpr UnitAttributes kSfr{0.0, 0.0, kMsunPerYr};
   constexpr UnitAttributes kNone{0.0, 0.0, 0.0};
   static const std::vector<FieldRule> table = {
-      {S::stars, "Coordinates", 3, true, C::position, kKpcCm, "position_kpc", kLength},
-      {S::stars, "Velocities", 3, true, C::velocity, kKmCm, "velocity_kms", kVelocity},
-      {S::stars, "GFM_InitialMass", 1, true, C::scale, kMsunG, "initial_mass_msun", kMass},
-      {S::stars, "Masses", 1, true, C::scale, kMsunG, "mass_msun", kMass},
-      {S::stars, "GFM_Metallicity", 1, true, C::scale, 0.0, "metallicity", kNone},
-      {S::stars, "GFM_StellarFormationTime", 1, true, C::formation_time_to_age, 0.0, "age_gyr",
-       kNone},
+      {S::stars, "Coordinates", 3, true, B::any, C::position, kKpcCm, "position_kpc", kLength},
+      {S::stars, "Velocities", 3, true, B::any, C::velocity, kKmCm, "velocity_kms", kVelocity},
+      {S::stars, "GFM_InitialMass", 1, true, B::positive, C::scale, kMsunG, "initial_mass_msun",
+       kMass},
+      {S::stars, "Masses", 1, true, B::positive, C::scale, kMsunG, "mass_msun", kMass},
+      {S::stars, "GFM_Metallicity", 1, true, B::mass_fraction, C::scale, 0.0, "metallicity", kNone},
+      {S::stars, "GFM_StellarFormationTime", 1, true, B::formed_by_snapshot,
+       C::formation_time_to_age, 0.0, "age_gyr", kNone},
       // Optional: the comoving radius (ckpc/h, scaled as Coordinates) of the sphere that holds
       // the star's 32 (+-1) nearest stars, as the TNG data specification defines StellarHsml.
-      {S::stars, "StellarHsml", 1, false, C::scale, kKpcCm, "smoothing_length_kpc", kLength},
-      {S::gas, "Coordinates", 3, true, C::position, kKpcCm, "position_kpc", kLength},
-      {S::gas, "Velocities", 3, true, C::velocity, kKmCm, "velocity_kms", kVelocity},
-      {S::gas, "Masses", 1, true, C::scale, kMsunG, "mass_msun", kMass},
-      {S::gas, "Density", 1, false, C::scale, kMsunPerKpc3, "density_msun_per_kpc3", kDensity},
-      {S::gas, "InternalEnergy", 1, false, C::scale, kKm2S2, "internal_energy_km2_s2", kEnergy},
-      {S::gas, "ElectronAbundance", 1, false, C::scale, 0.0, "electron_abundance", kNone},
-      {S::gas, "GFM_Metallicity", 1, false, C::scale, 0.0, "metallicity", kNone},
-      {S::gas, "GFM_Metals", 10, false, C::scale, 0.0, "metals", kNone},
-      {S::gas, "StarFormationRate", 1, false, C::scale, kMsunPerYr, "sfr_msun_per_yr", kSfr},
+      {S::stars, "StellarHsml", 1, false, B::any, C::scale, kKpcCm, "smoothing_length_kpc",
+       kLength},
+      {S::gas, "Coordinates", 3, true, B::any, C::position, kKpcCm, "position_kpc", kLength},
+      {S::gas, "Velocities", 3, true, B::any, C::velocity, kKmCm, "velocity_kms", kVelocity},
+      {S::gas, "Masses", 1, true, B::positive, C::scale, kMsunG, "mass_msun", kMass},
+      {S::gas, "Density", 1, false, B::any, C::scale, kMsunPerKpc3, "density_msun_per_kpc3",
+       kDensity},
+      {S::gas, "InternalEnergy", 1, false, B::any, C::scale, kKm2S2, "internal_energy_km2_s2",
+       kEnergy},
+      {S::gas, "ElectronAbundance", 1, false, B::any, C::scale, 0.0, "electron_abundance", kNone},
+      {S::gas, "GFM_Metallicity", 1, false, B::mass_fraction, C::scale, 0.0, "metallicity", kNone},
+      {S::gas, "GFM_Metals", 10, false, B::any, C::scale, 0.0, "metals", kNone},
+      {S::gas, "StarFormationRate", 1, false, B::any, C::scale, kMsunPerYr, "sfr_msun_per_yr",
+       kSfr},
   };
   return table;
 }

@@ -38,11 +38,26 @@ enum class Conversion {
   formation_time_to_age,  // scale factor of formation -> age at the snapshot's epoch
 };
 
+// What every stored value of a dataset must be. The reader (tng_reader.cpp) checks each row it
+// reads, and a value outside is an InputError naming the file, the dataset, the count and the
+// first row: a negative or zero mass, a metallicity below 0, a star formed after its snapshot
+// would otherwise give a cube that is silently wrong (negative light, clamped templates). The
+// same limits as a galaxy handed over in memory (io/host_galaxy.cpp).
+enum class Bounds {
+  any,
+  positive,       // > 0: masses
+  mass_fraction,  // in [0, 1): metallicities
+  // A star's formation time (scale factor) at most the snapshot's; wind cells (<= 0) are dropped
+  // before any check.
+  formed_by_snapshot,
+};
+
 struct FieldRule {
   Species species;
   const char* dataset;  // in PartType0 / PartType4
   int components;
   bool required;
+  Bounds bounds;
   Conversion conversion;
   double target_unit_cgs;    // cgs value of one target unit; 0 = dimensionless (to_cgs must be 0)
   const char* target;        // FieldSpec name in Stars / Gas (data/galaxy_data.h)

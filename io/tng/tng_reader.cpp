@@ -9,6 +9,7 @@
 #include <mutex>
 #include <numeric>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <type_traits>
 
@@ -225,23 +226,59 @@ std::vector<char> scan_nonfinite(const TypeSource& src, const std::vector<Presen
                                   std::size_t first_row) {
   throw InputError(src.describe(dataset) + ": " + std::to_string(count) +
                    " non-finite value(s) (NaN or Inf), the first at " + src.locate(first_row) +
-                   "; drop_nonfinite (--drop-nonfinite) drops such particles instead");
+                   "; the run config key input.drop_nonfinite set to true (--set "
+                   "input.drop_nonfinite=true; ifusim inspect: --drop-nonfinite) drops such "
+                   "particles instead");
+}
+
+// The values of a field outside its bounds (tng_fields.h): their count and the first (row, value),
+// gathered over blocks and devices.
+struct OutOfBounds {
+  std::size_t count = 0, first_row = std::numeric_limits<std::size_t>::max();
+  double first_value = 0;
+  void add(std::size_t row, double value) {
+    ++count;
+    if (row < first_row) {
+      first_row = row;
+      first_value = value;
+    }
+  }
+  void merge(const OutOfBounds& other) {
+    if (other.first_row < first_row) {
+      first_row = other.first_row;
+      first_value = other.first_value;
+    }
+    count += other.count;
+  }
+};
+
+void throw_out_of_bounds(const TypeSource& src, const FieldRule& rule, const OutOfBounds& bad,
+                         double snapshot_scale_factor) {
+  if (!bad.count) return;
+  std::ostringstream value;
+  value << bad.first_value;
+  throw InputError(src.describe(rule.dataset) + ": " + std::to_string(bad.count) +
+                   " value(s) out of range, the first at " + src.locate(bad.first_row) + " (" +
+                   value.str() + "); expected " +
+                   tng::bounds_text(rule.bounds, snapshot_scale_factor));
 }
 
 // Each device reads the covering row range of its slice of the selected rows by hyperslab,
-// keeps the selected rows and converts them.
+// keeps the selected rows, checks them against the field's bounds and converts them.
 ShardedArray<float> read_field(const Mesh& mesh, const TypeSource& src, const PresentField& f,
                                const std::vector<std::size_t>& selected, const Frame& frame) {
   const int k = f.rule->components;
   const std::size_t ku = static_cast<std::size_t>(k);
   std::mutex mutex;
   std::size_t bad_count = 0, first_bad = std::numeric_limits<std::size_t>::max();
+  OutOfBounds out_of_bounds;
   auto array = from_callback<float>(
       mesh, selected.size(), k, Sharding::sharded(), [&](IndexRange r, float* out) {
         const std::size_t raw_b = selected[r.begin], raw_e = selected[r.end - 1] + 1;
         std::vector<double> raw((raw_e - raw_b) * ku);
         src.read(f.rule->dataset, raw_b, raw_e, k, raw.data());
         std::size_t bad = 0, first = std::numeric_limits<std::size_t>::max();
+        OutOfBounds outside;
         for (std::size_t i = r.begin; i < r.end; ++i) {
           const double* v = raw.data() + (selected[i] - raw_b) * ku;
           float* o = out + (i - r.begin) * ku;
@@ -252,17 +289,21 @@ ShardedArray<float> read_field(const Mesh& mesh, const TypeSource& src, const Pr
               o[c] = static_cast<float>(v[c]);
               continue;
             }
+            if (!tng::within_bounds(f.rule->bounds, v[c], frame.snapshot_scale_factor))
+              outside.add(selected[i], v[c]);
             o[c] = static_cast<float>(
                 tng::convert_value(f.rule->conversion, f.factor, v[c], c, frame));
           }
         }
-        if (bad) {
+        if (bad || outside.count) {
           std::lock_guard lock(mutex);
           bad_count += bad;
           first_bad = std::min(first_bad, first);
+          out_of_bounds.merge(outside);
         }
       });
   if (bad_count) throw_nonfinite(src, f.rule->dataset, bad_count, first_bad);
+  throw_out_of_bounds(src, *f.rule, out_of_bounds, frame.snapshot_scale_factor);
   return array;
 }
 
@@ -275,42 +316,50 @@ struct Centre {
 
 // Passes over the stars of a source: each block of `block_rows` source rows gives its selected
 // rows (`rows_in`), whose Coordinates, Masses (and Velocities) are read raw in double. A pass
-// that saw a non-finite value throws at its end, naming the dataset, the count and the first row.
+// that saw a non-finite value, or one outside its field's bounds (a mass <= 0), throws at its
+// end, naming the dataset, the count and the first row.
 tng::VisitStarBlocks visit_star_rows(
     const TypeSource& src,
     std::function<std::vector<std::size_t>(std::size_t begin, std::size_t end)> rows_in,
-    std::size_t block_rows) {
-  return [&src, rows_in = std::move(rows_in), block_rows](
+    std::size_t block_rows, double snapshot_scale_factor) {
+  return [&src, rows_in = std::move(rows_in), block_rows, snapshot_scale_factor](
              bool velocities, const std::function<void(const tng::CentreBlock&)>& block) {
     struct Field {
-      const char* dataset;
-      int k;
+      const FieldRule& rule;
       std::vector<double> raw, values;
       std::size_t bad = 0, first_bad = 0;
+      OutOfBounds outside;
     };
-    Field fields[3] = {
-        {"Coordinates", 3, {}, {}}, {"Masses", 1, {}, {}}, {"Velocities", 3, {}, {}}};
+    Field fields[3] = {{tng::field_rule(src.species, "Coordinates"), {}, {}, 0, 0, {}},
+                       {tng::field_rule(src.species, "Masses"), {}, {}, 0, 0, {}},
+                       {tng::field_rule(src.species, "Velocities"), {}, {}, 0, 0, {}}};
     for (std::size_t b = 0; b < src.rows; b += block_rows) {
       const std::vector<std::size_t> rows = rows_in(b, std::min(src.rows, b + block_rows));
       if (rows.empty()) continue;
       for (Field& f : fields) {
         if (!velocities && &f == &fields[2]) continue;
-        const auto k = static_cast<std::size_t>(f.k);
+        const auto k = static_cast<std::size_t>(f.rule.components);
         f.raw.resize((rows.back() + 1 - rows.front()) * k);
-        src.read(f.dataset, rows.front(), rows.back() + 1, f.k, f.raw.data());
+        src.read(f.rule.dataset, rows.front(), rows.back() + 1, f.rule.components, f.raw.data());
         f.values.clear();
         for (const std::size_t row : rows)
           for (std::size_t c = 0; c < k; ++c) {
             const double v = f.raw[(row - rows.front()) * k + c];
-            if (!std::isfinite(v) && f.bad++ == 0) f.first_bad = row;
+            if (!std::isfinite(v)) {
+              if (f.bad++ == 0) f.first_bad = row;
+            } else if (!tng::within_bounds(f.rule.bounds, v, snapshot_scale_factor)) {
+              f.outside.add(row, v);
+            }
             f.values.push_back(v);
           }
       }
       block({fields[0].values.data(), fields[1].values.data(),
              velocities ? fields[2].values.data() : nullptr, rows.size()});
     }
-    for (const Field& f : fields)
-      if (f.bad) throw_nonfinite(src, f.dataset, f.bad, f.first_bad);
+    for (const Field& f : fields) {
+      if (f.bad) throw_nonfinite(src, f.rule.dataset, f.bad, f.first_bad);
+      throw_out_of_bounds(src, f.rule, f.outside, snapshot_scale_factor);
+    }
   };
 }
 
@@ -712,6 +761,7 @@ Frame conversion_frame(const Galaxy& g, const Header& hdr, const Centre& centre)
   frame.bulk_velocity_kms = centre.bulk_velocity_kms;
   frame.cosmology = g.cosmology;
   frame.time_snapshot_gyr = g.cosmology.cosmic_time_gyr(hdr.time);
+  frame.snapshot_scale_factor = hdr.time;
   return frame;
 }
 
@@ -777,7 +827,8 @@ GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options, TngIngestRe
       return std::vector<std::size_t>(std::lower_bound(selected.begin(), selected.end(), begin),
                                       std::lower_bound(selected.begin(), selected.end(), end));
     };
-    centre = centre_from_stars(star_fields, visit_star_rows(stars_src, rows_in, stars_src.rows),
+    centre = centre_from_stars(star_fields,
+                               visit_star_rows(stars_src, rows_in, stars_src.rows, hdr.time),
                                hdr.box_size, selected.size());
     rep.center_method = "shrinking spheres";
   }
@@ -878,8 +929,9 @@ GalaxyData TngStarStream::first_pass(const Mesh& mesh, std::size_t block_rows) c
     for (std::size_t first = 0; first < n_rows() && !any; first += block_rows)
       any = !rows_in(first, std::min(n_rows(), first + block_rows)).empty();
     if (!any) throw_no_stars(src);
-    impl_->centre_at(centre_from_stars(impl_->fields, visit_star_rows(src, rows_in, block_rows),
-                                       impl_->opened.hdr.box_size, block_rows));
+    impl_->centre_at(centre_from_stars(
+        impl_->fields, visit_star_rows(src, rows_in, block_rows, impl_->opened.hdr.time),
+        impl_->opened.hdr.box_size, block_rows));
   }
   GalaxyData data;
   data.galaxy = impl_->record;
