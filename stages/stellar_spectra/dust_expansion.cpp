@@ -11,10 +11,12 @@ namespace {
 // Samples of k and A_V in the SVD, and the spacings of the tables of psi (over k) and phi (over
 // A_V). Linear interpolation errs by h^2 / 8 |d2T/dx2| at most, relative to T(A_V, k_ref): in
 // A_V, (0.921 k h)^2 / 8 = 1.4e-6 for k = 1.8 (CCM89 at 3000 A) and h = 0.002 mag; in k,
-// h^2 / 8 (0.921 A_V)^2 = 1.7e-6 at A_V = 40 mag with 16384 samples over a k range of 1.5.
+// h^2 / 8 (0.921 A_max)^2, held to kTableError by the number of k samples (16500 for
+// A_max = 40 mag over a k range of 1.5, the minimum for small A_max).
 constexpr int kSvdKSamples = 768;
 constexpr int kSvdAvSamples = 384;
-constexpr int kKSamples = 16384;
+constexpr double kTableError = 1.5e-6;
+constexpr int kMinKSamples = 256;
 constexpr double kAvTableStepMag = 0.002;
 
 double transmission(double a_v, double k) {
@@ -92,7 +94,9 @@ DustExpansion make_dust_expansion(const DustCurve& curve, double av_max_mag,
   // 1 there (so that phi_r is O(1), for the fixed point).
   std::vector<double> scale(static_cast<std::size_t>(e.rank));
   for (int r = 0; r < e.rank; ++r) scale[r] = svd.matrixV().col(r).cwiseAbs().maxCoeff();
-  e.n_k = kKSamples;
+  const double k_step_max =
+      std::sqrt(8.0 * kTableError) / (0.4 * std::log(10.0) * std::max(av_max_mag, 1e-3));
+  e.n_k = std::max(kMinKSamples, static_cast<int>(std::ceil((k_max - e.k_min) / k_step_max)) + 1);
   e.k_step = (k_max - e.k_min) / (e.n_k - 1);
   e.psi.assign(static_cast<std::size_t>(e.n_k) * e.rank, 0.0);
 #pragma omp parallel for schedule(static)
