@@ -5,11 +5,13 @@ namespace ifusim::IFUSIM_BACKEND_NS {
 // observed bins, so that a GPU has N_stars * n_chunks independent work items.
 inline constexpr int kBinsPerChunk = 32;
 
-// Adds (w, w v, w v^2) to a spaxel's three moment sums.
-IFUSIM_HD inline void add_moments(std::int64_t* sums, double w, double v, double counts_per_unit) {
+// Adds (w, w u, w u^2) to a spaxel's three moment sums, u = v / velocity_unit, |u| <= 1 (the
+// unit is the galaxy's speed bound): the three then share one fixed-point scale set by the
+// bound on w alone, not on w v^2, which would make a faint star's w round to nothing.
+IFUSIM_HD inline void add_moments(std::int64_t* sums, double w, double u, double counts_per_unit) {
   atomic_add_fixed(sums, to_fixed(w, counts_per_unit));
-  atomic_add_fixed(sums + 1, to_fixed(w * v, counts_per_unit));
-  atomic_add_fixed(sums + 2, to_fixed(w * v * v, counts_per_unit));
+  atomic_add_fixed(sums + 1, to_fixed(w * u, counts_per_unit));
+  atomic_add_fixed(sums + 2, to_fixed(w * u * u, counts_per_unit));
 }
 
 // Exact method: one star's spectrum over one chunk of observed bins.
@@ -25,6 +27,7 @@ struct DepositSpectrumChunk {
   int band_first_bin, band_end_bin;  // bins whose energy weighs the light moments
   double light_counts_per_unit;
   std::int64_t* light_moment_sums;
+  double velocity_unit_kms;
 
   IFUSIM_HD void operator()(std::size_t item) const {
     const std::size_t i = item / static_cast<std::size_t>(n_chunks);
@@ -77,7 +80,7 @@ struct DepositSpectrumChunk {
           atomic_add_fixed(out + k, to_fixed(energy[k - k0] * weight * scale, 1.0));
       if (band_energy != 0.0)
         add_moments(light_moment_sums + static_cast<std::size_t>(spaxel) * 3, band_energy * weight,
-                    v, light_counts_per_unit);
+                    v / velocity_unit_kms, light_counts_per_unit);
     });
   }
 };
@@ -86,12 +89,13 @@ void accumulate_stellar_spectra(const Device& device, const SspView& ssp, const 
                                 double redshift, const DustCurve& dust, const StarViews& stars,
                                 double counts_per_unit, Span<std::int64_t> cube_sums,
                                 int band_first_bin, int band_end_bin, double light_counts_per_unit,
-                                Span<std::int64_t> light_moment_sums) {
+                                Span<std::int64_t> light_moment_sums, double velocity_unit_kms) {
   const int n_chunks = (bins.n + kBinsPerChunk - 1) / kBinsPerChunk;
-  parallel_for(device, stars.n * static_cast<std::size_t>(n_chunks),
-               DepositSpectrumChunk{ssp, bins, 1.0 + redshift, stars, dust, n_chunks,
-                                    counts_per_unit, cube_sums.data, band_first_bin, band_end_bin,
-                                    light_counts_per_unit, light_moment_sums.data});
+  parallel_for(
+      device, stars.n * static_cast<std::size_t>(n_chunks),
+      DepositSpectrumChunk{ssp, bins, 1.0 + redshift, stars, dust, n_chunks, counts_per_unit,
+                           cube_sums.data, band_first_bin, band_end_bin, light_counts_per_unit,
+                           light_moment_sums.data, velocity_unit_kms});
 }
 
 // Mass-weighted moments of the line-of-sight velocity per spaxel: sum m, sum m v, sum m v^2.
@@ -99,18 +103,20 @@ struct DepositMassMoments {
   StarViews stars;
   double counts_per_unit;
   std::int64_t* moment_sums;
+  double velocity_unit_kms;
   IFUSIM_HD void operator()(std::size_t i) const {
-    const double m = stars.mass_msun[i], v = stars.velocity_los_kms[i];
+    const double m = stars.mass_msun[i], u = stars.velocity_los_kms[i] / velocity_unit_kms;
     stars.footprint.for_each(i, [&](std::int32_t spaxel, double weight) {
-      add_moments(moment_sums + static_cast<std::size_t>(spaxel) * 3, m * weight, v,
+      add_moments(moment_sums + static_cast<std::size_t>(spaxel) * 3, m * weight, u,
                   counts_per_unit);
     });
   }
 };
 
 void accumulate_mass_moments(const Device& device, const StarViews& stars, double counts_per_unit,
-                             Span<std::int64_t> moment_sums) {
-  parallel_for(device, stars.n, DepositMassMoments{stars, counts_per_unit, moment_sums.data});
+                             Span<std::int64_t> moment_sums, double velocity_unit_kms) {
+  parallel_for(device, stars.n,
+               DepositMassMoments{stars, counts_per_unit, moment_sums.data, velocity_unit_kms});
 }
 
 // Binned method, at a template's end (EdgeWindow): the bin of the window that holds a star's
@@ -180,8 +186,7 @@ IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const WaveBins& bins
     const std::size_t base = static_cast<std::size_t>(row) * columns;
     for (int n = 0; n < 4; ++n) {
       const double m = mass * weight * w.weight[n];
-      const std::size_t column =
-          (static_cast<std::size_t>(w.node[n]) * tile.velocity.n + jv) * n_a;
+      const std::size_t column = (static_cast<std::size_t>(w.node[n]) * tile.velocity.n + jv) * n_a;
       deposit(base + column, m * (1.0 - tv));
       deposit(base + column + n_a, m * tv);
     }

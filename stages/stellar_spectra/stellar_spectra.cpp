@@ -261,11 +261,17 @@ StarViews star_views(const Stars& stars, const SpaxelGrid& grid, const Device& d
                    star_footprint(stars, grid, d),      stars.mass_msun.local(d).size};
 }
 
-// Moments (w, w v, w v^2) per spaxel, reduced into two maps.
+// Moments (w, w u, w u^2), u = v / velocity_unit_kms (add_moments), per spaxel, reduced into
+// two maps.
 std::unique_ptr<PartialArray> moment_maps(ShardedArray<std::int64_t> sums, FixedPointScale scale,
-                                          std::string weighting) {
+                                          std::string weighting, double velocity_unit_kms) {
   return std::make_unique<PartialArray>(
-      std::move(sums), scale, [weighting](RunState& s, std::vector<double> total) {
+      std::move(sums), scale,
+      [weighting, velocity_unit_kms](RunState& s, std::vector<double> total) {
+        for (std::size_t i = 0; i + 2 < total.size(); i += 3) {
+          total[i + 1] *= velocity_unit_kms;
+          total[i + 2] *= velocity_unit_kms * velocity_unit_kms;
+        }
         velocity_moment_maps(total, weighting, weighting + "-weighted", "the stars", s.maps);
       });
 }
@@ -593,7 +599,7 @@ class StellarSpectraStage final : public Stage {
                 setup.max_vacuum_width_ratio,
             "stellar_spectra: the partial cube (stars.initial_mass_msun, stars.velocity_kms)");
         const FixedPointScale light_scale = FixedPointScale::for_bound(
-            setup.n_stars * setup.m_init_max * tables.max_energy * velocity_squared_bound(setup),
+            setup.n_stars * setup.m_init_max * tables.max_energy,
             "stellar_spectra: the light weights (stars.initial_mass_msun)");
         cube = &cube_.declare(
             state, cube_partial(ShardedArray<std::int64_t>(mesh, setup.shape.n_voxels(), 1,
@@ -602,14 +608,15 @@ class StellarSpectraStage final : public Stage {
         light = &light_moments_.declare(
             state, moment_maps(ShardedArray<std::int64_t>(mesh, 3 * setup.shape.n_spaxels(), 1,
                                                           Sharding::partial()),
-                               light_scale, "light"));
+                               light_scale, "light", velocity_unit_kms(setup)));
       }
       shard_map(mesh, [&](const Device& d) {
         IFUSIM_DISPATCH(d, accumulate_stellar_spectra, d,
                         setup.device_tables->view(tables, params_.outside, d), setup.bins_on(d),
                         setup.redshift, setup.dust, star_views(stars, setup.grid, d),
                         cube->scale().counts_per_unit, cube->sums().local(d), setup.band_first_bin,
-                        setup.band_end_bin, light->scale().counts_per_unit, light->sums().local(d));
+                        setup.band_end_bin, light->scale().counts_per_unit, light->sums().local(d),
+                        velocity_unit_kms(setup));
       });
     } else {
       BinnedSpectra* binned =
@@ -618,24 +625,26 @@ class StellarSpectraStage final : public Stage {
     }
 
     if (first_block) {
-      // Mass-weighted moments: every element is bounded by N * max m * max(1, v_max^2).
+      // Mass-weighted moments: every element is bounded by N * max m (add_moments).
       const FixedPointScale mass_scale = FixedPointScale::for_bound(
-          setup.n_stars * setup.m_max * velocity_squared_bound(setup),
+          setup.n_stars * setup.m_max,
           "stellar_spectra: the mass-weighted moments (stars.mass_msun, stars.velocity_kms)");
       mass_moments = &mass_moments_.declare(
           state, moment_maps(ShardedArray<std::int64_t>(mesh, 3 * setup.shape.n_spaxels(), 1,
                                                         Sharding::partial()),
-                             mass_scale, "mass"));
+                             mass_scale, "mass", velocity_unit_kms(setup)));
     }
     shard_map(mesh, [&](const Device& d) {
       IFUSIM_DISPATCH(d, accumulate_mass_moments, d, star_views(stars, setup.grid, d),
-                      mass_moments->scale().counts_per_unit, mass_moments->sums().local(d));
+                      mass_moments->scale().counts_per_unit, mass_moments->sums().local(d),
+                      velocity_unit_kms(setup));
     });
   }
 
  private:
-  static double velocity_squared_bound(const SpectralSetup& setup) {
-    return std::max(1.0, setup.speed_bound_kms * setup.speed_bound_kms);
+  // The moments' velocity unit: every star's |v_los| is below the galaxy's speed bound.
+  static double velocity_unit_kms(const SpectralSetup& setup) {
+    return std::max(1.0, setup.speed_bound_kms);
   }
 
   // The binned method's layout: velocity nodes spanning the galaxy's speed bound, the dust

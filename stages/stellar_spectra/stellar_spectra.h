@@ -162,13 +162,16 @@ struct SparseHistogramShard {
 }  // namespace ifusim
 
 IFUSIM_DECLARE_BACKENDS(
-    void accumulate_stellar_spectra(
-        const Device& device, const ifusim::SspView& ssp, const ifusim::WaveBins& bins,
-        double redshift, const ifusim::DustCurve& dust, const ifusim::StarViews& stars,
-        double counts_per_unit, Span<std::int64_t> cube_sums, int band_first_bin, int band_end_bin,
-        double light_counts_per_unit, Span<std::int64_t> light_moment_sums);
+    void accumulate_stellar_spectra(const Device& device, const ifusim::SspView& ssp,
+                                    const ifusim::WaveBins& bins, double redshift,
+                                    const ifusim::DustCurve& dust, const ifusim::StarViews& stars,
+                                    double counts_per_unit, Span<std::int64_t> cube_sums,
+                                    int band_first_bin, int band_end_bin,
+                                    double light_counts_per_unit,
+                                    Span<std::int64_t> light_moment_sums, double velocity_unit_kms);
     void accumulate_mass_moments(const Device& device, const ifusim::StarViews& stars,
-                                 double counts_per_unit, Span<std::int64_t> moment_sums);
+                                 double counts_per_unit, Span<std::int64_t> moment_sums,
+                                 double velocity_unit_kms);
     void accumulate_histogram(const Device& device, const ifusim::SspView& ssp,
                               const ifusim::WaveBins& bins, const ifusim::StarViews& stars,
                               const ifusim::HistogramTile& tile, double counts_per_unit,
