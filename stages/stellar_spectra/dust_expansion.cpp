@@ -1,3 +1,7 @@
+// Eigen single-threaded: the SVD's GEMMs must not block by the thread count, so that every
+// process and device count gets the same tables, hence the same bits (the loops below are
+// parallel over independent entries).
+#define EIGEN_DONT_PARALLELIZE
 #include "stages/stellar_spectra/dust_expansion.h"
 
 #include <Eigen/Dense>
