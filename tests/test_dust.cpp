@@ -33,6 +33,19 @@ struct HostGas {
   }
 };
 
+// n gas cells of metallicity 0.02 spread over the test grid (Gaussian, 4 kpc), masses uniform in
+// [min, max] Msun.
+HostGas random_gas(int n, unsigned seed, double min_mass_msun, double max_mass_msun) {
+  HostGas gas;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> pos(0.0, 4.0);
+  std::uniform_real_distribution<double> mass(min_mass_msun, max_mass_msun);
+  for (int i = 0; i < n; ++i)
+    gas.add(static_cast<float>(pos(rng)), static_cast<float>(pos(rng)),
+            static_cast<float>(pos(rng)), static_cast<float>(mass(rng)), 0.02f);
+  return gas;
+}
+
 Gas put_gas(const Mesh& mesh, const HostGas& h) {
   Gas g;
   if (h.mass_msun.empty()) return g;
@@ -373,13 +386,7 @@ TEST_CASE("dust: the binned method's A_V axis agrees with the exact per-star att
   // Stars and gas spread over the 8 x 8 grid, so that A_V varies from star to star (0 to a few
   // magnitudes) and within spaxels.
   const auto stars = test::random_stars(5000, 31, 4.0);
-  HostGas gas;
-  std::mt19937_64 rng(5);
-  std::normal_distribution<double> pos(0.0, 4.0);
-  std::uniform_real_distribution<double> mass(0.5e7, 2e7);
-  for (int i = 0; i < 400; ++i)
-    gas.add(static_cast<float>(pos(rng)), static_cast<float>(pos(rng)),
-            static_cast<float>(pos(rng)), static_cast<float>(mass(rng)), 0.02f);
+  const HostGas gas = random_gas(400, 5, 0.5e7, 2e7);
   // kBins, and a band holding both ends of the templates (3150 and 8400 A observed), whose
   // windows (EdgeWindow) are attenuated too.
   const WaveBins wide{2800.0, 2.0, 3100};
@@ -496,12 +503,7 @@ TEST_CASE("dust: the binned dust cube is bitwise the same on 1, 2 and 3 devices"
   // The expansion's tables are made the same way on every process and device count, and the
   // signed deposits are integers: no device count may change a bit.
   const auto stars = test::random_stars(3000, 41, 4.0);
-  HostGas gas;
-  std::mt19937_64 rng(8);
-  std::normal_distribution<double> pos(0.0, 4.0);
-  for (int i = 0; i < 300; ++i)
-    gas.add(static_cast<float>(pos(rng)), static_cast<float>(pos(rng)),
-            static_cast<float>(pos(rng)), 3e7f, 0.02f);
+  const HostGas gas = random_gas(300, 8, 2e7, 4e7);
   const nlohmann::json params{{"curve", "calzetti00"}};
   const auto one = spectra_run(stars, gas, true, params, SpectralMethod::binned, kBins, 1);
   double total = 0;
