@@ -255,6 +255,10 @@ SurveyPlan plan_survey(const nlohmann::json& document, const std::string& config
   // as stream_block_stars, kept), its orientation the task's.
   nlohmann::json base = document;
   base.erase("survey");
+  // Each task sets its orientation inside `galaxy`, which must then be an object.
+  if (base.contains("galaxy") && !base["galaxy"].is_object())
+    throw ConfigError(config_path + ": galaxy: expected a JSON object, got " +
+                      base["galaxy"].dump());
   nlohmann::json input = base.contains("input") && base["input"].is_object()
                              ? base["input"]
                              : nlohmann::json::object();

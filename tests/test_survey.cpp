@@ -240,6 +240,9 @@ TEST_CASE("survey: orientations and refusals", "[survey][tng]") {
   refused([](auto& d) { d["survey"]["orientations"] = {"sideways"}; },
           "survey.orientations[0]: expected \"face-on\", \"edge-on\" or Euler angles");
   refused([](auto& d) { d["galaxy"]["redshift"] = -1; }, "galaxy.redshift");
+  // A galaxy that is no object was indexed as one: a raw json.exception.type_error.
+  refused([](auto& d) { d["galaxy"] = "MUSE"; },
+          "muse_tng_mastar.json: galaxy: expected a JSON object, got \"MUSE\"");
   fs::remove_all(
       fs::path(tng::group_catalog_chunk_path(dir.file("snap"), spec.snapshot, 0)).parent_path());
   CHECK_THROWS_WITH(plan_survey(document, example("muse_tng_mastar")),
