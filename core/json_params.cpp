@@ -36,6 +36,56 @@ void JsonParams::record(const std::string& key, const char* kind, const nlohmann
   p->required = p->required && required;
 }
 
+nlohmann::json parse_json(const std::string& text, const std::string& source) {
+  // The objects and arrays open at the parser's position, each with the key or index it is at,
+  // so a duplicate's full path can be named.
+  struct Frame {
+    bool array = false;
+    long long index = -1;
+    std::string key;
+    std::set<std::string> keys;
+  };
+  std::vector<Frame> open;
+  auto path = [&] {
+    std::string p;
+    for (const auto& f : open)
+      p += f.array ? "[" + std::to_string(f.index) + "]" : (p.empty() ? "" : ".") + f.key;
+    return p;
+  };
+  auto element = [&] {  // a value, object or array starts: in an array it is the next element
+    if (!open.empty() && open.back().array) ++open.back().index;
+  };
+  using Event = nlohmann::json::parse_event_t;
+  const nlohmann::json::parser_callback_t check = [&](int, Event event, nlohmann::json& parsed) {
+    switch (event) {
+      case Event::object_start:
+      case Event::array_start:
+        element();
+        open.push_back({event == Event::array_start, -1, {}, {}});
+        break;
+      case Event::object_end:
+      case Event::array_end:
+        open.pop_back();
+        break;
+      case Event::key:
+        open.back().key = parsed.get<std::string>();
+        if (!open.back().keys.insert(open.back().key).second)
+          throw ConfigError(source + ": " + path() +
+                            ": duplicate key (given twice in one object; expected each key once)");
+        break;
+      case Event::value:
+        element();
+        break;
+    }
+    return true;
+  };
+  try {
+    return nlohmann::json::parse(text, check, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(source + ": not valid JSON: " + e.what());
+  }
+}
+
 JsonParams::JsonParams(const nlohmann::json& object, std::string path)
     : object_(object), path_(std::move(path)), schema_(t_recording) {
   if (!object_.is_object())

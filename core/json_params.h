@@ -49,6 +49,12 @@ class ParamSchema {
   std::vector<ParamRecord> params_;
 };
 
+// Parses JSON text (comments allowed), refusing a key given twice in one object: nlohmann keeps
+// the last one silently, so a config with "redshift" twice would run with whichever came last and
+// nobody would know. Every error starts with `source` (the file, or "--set galaxy=...") and names
+// the duplicated key's path ("galaxy.orientation.alpha_deg").
+nlohmann::json parse_json(const std::string& text, const std::string& source);
+
 class JsonParams {
  public:
   // `path` is the object's own path, e.g. "stages[0].params"; "" for the root.

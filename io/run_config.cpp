@@ -1,11 +1,12 @@
 #include "io/run_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 #include "core/json_params.h"
+#include "io/json_file.h"
 #include "io/rubix/rubix_galaxy.h"
 #include "io/telescope.h"
 
@@ -43,14 +44,27 @@ namespace {
 
 std::vector<std::string> pipeline_preset(const std::string& name, const std::string& path) {
   const char* env = std::getenv("IFUSIM_CONFIG_DIR");
-  const std::string file =
-      std::string(env && *env ? env : IFUSIM_CONFIG_DIR) + "/pipelines/" + name + ".json";
-  std::ifstream in(file);
-  if (!in)
-    throw ConfigError(path + ": unknown pipeline \"" + name +
-                      "\" (expected calc_ifu, calc_dusty_ifu or a list of stage names)");
-  const auto doc = nlohmann::json::parse(in);
-  return doc.at("stages").get<std::vector<std::string>>();
+  const std::string dir = std::string(env && *env ? env : IFUSIM_CONFIG_DIR) + "/pipelines";
+  std::vector<std::string> presets;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error))
+    if (entry.path().extension() == ".json") presets.push_back(entry.path().stem().string());
+  std::sort(presets.begin(), presets.end());
+  std::string known;
+  for (const auto& p : presets) known += (known.empty() ? "" : ", ") + p;
+  // A name is a preset's file stem, never a path: "../telescopes/MUSE" would open a telescope.
+  const bool plain = !name.empty() && name.find_first_of("/\\") == std::string::npos &&
+                     name != "." && name != "..";
+  const std::string file = dir + "/" + name + ".json";
+  if (!plain || !fs::is_regular_file(file, error))
+    throw ConfigError(path + ": unknown pipeline \"" + name + "\": expected a preset (" + known +
+                      " in " + dir + ") or a list of stage names");
+  const nlohmann::json doc = read_json_file(file, "a JSON pipeline preset");
+  const nlohmann::json stages = doc.is_object() ? doc.value("stages", nlohmann::json()) : nullptr;
+  if (!stages.is_array() ||
+      !std::all_of(stages.begin(), stages.end(), [](const auto& s) { return s.is_string(); }))
+    throw ConfigError(file + ": stages: expected a list of stage names, got " + stages.dump());
+  return stages.get<std::vector<std::string>>();
 }
 
 // A count given as a JSON number: 1e6 is a float in JSON, so whole floats are accepted; below
@@ -116,6 +130,7 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
   } catch (const nlohmann::json::exception&) {
     value = text;  // a bare word is a string
   }
+  if (value.is_structured()) value = parse_json(text, "--set " + assignment);  // duplicate keys
   nlohmann::json* node = &document;
   std::size_t start = 0;
   while (true) {
@@ -257,12 +272,15 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
   for (const auto& n : names) {
     nlohmann::json params =
         stage_params.contains(n) ? stage_params.at(n) : nlohmann::json::object();
+    // Checked here, before the runner adds the keys a stage inherits (psf's telescope PSF) to it.
+    if (!params.is_object())
+      throw ConfigError("stages." + n + ": expected a JSON object of the stage's parameters, got " +
+                        params.dump());
     // A stage parameter named *_file is a path, resolved like the config's other paths.
-    if (params.is_object())
-      for (auto it = params.begin(); it != params.end(); ++it)
-        if (it.value().is_string() && it.key().size() > 5 &&
-            it.key().compare(it.key().size() - 5, 5, "_file") == 0)
-          it.value() = resolve_path(it.value().get<std::string>(), c.config_path);
+    for (auto it = params.begin(); it != params.end(); ++it)
+      if (it.value().is_string() && it.key().size() > 5 &&
+          it.key().compare(it.key().size() - 5, 5, "_file") == 0)
+        it.value() = resolve_path(it.value().get<std::string>(), c.config_path);
     c.stages.push_back({n, std::move(params)});
   }
 
@@ -297,14 +315,7 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
 
 nlohmann::json load_config_document(const std::string& path,
                                     const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path + ": cannot read the run config");
-  nlohmann::json document;
-  try {
-    document = nlohmann::json::parse(in, nullptr, true, /*ignore_comments=*/true);
-  } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(path + ": not valid JSON: " + e.what());
-  }
+  nlohmann::json document = read_json_file(path, "a JSON run config file");
   for (const auto& o : overrides) apply_override(document, o);
   return document;
 }

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 #include "core/json_params.h"
+#include "io/json_file.h"
 
 namespace ifusim {
 
@@ -65,19 +65,17 @@ Telescope parse_telescope(const nlohmann::json& object, const std::string& path)
 
 Telescope load_telescope_preset(const std::string& name, const std::string& path) {
   const std::string file = telescope_preset_dir() + "/" + name + ".json";
-  std::ifstream in(file);
-  if (!in) {
+  // A name is a preset's file stem, never a path: "../pipelines/calc_ifu" would open a pipeline.
+  const bool plain = !name.empty() && name.find_first_of("/\\") == std::string::npos &&
+                     name != "." && name != "..";
+  std::error_code error;
+  if (!plain || !std::filesystem::is_regular_file(file, error)) {
     std::string known;
     for (const auto& n : telescope_preset_names()) known += (known.empty() ? "" : ", ") + n;
     throw ConfigError(path + ": unknown telescope \"" + name + "\" (presets in " +
                       telescope_preset_dir() + ": " + known + ")");
   }
-  nlohmann::json object;
-  try {
-    object = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(file + ": not valid JSON: " + e.what());
-  }
+  const nlohmann::json object = read_json_file(file, "a JSON telescope preset");
   return parse_telescope(object, file);
 }
 

@@ -33,9 +33,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kCatalogColumns[] = {"subhalo_id", "orientation", "status",
-                                           "cube",       "seconds",     "n_stars",
-                                           "n_gas",      "error",       "config_hash"};
+constexpr const char* kCatalogColumns[] = {"subhalo_id",  "orientation", "status", "cube",
+                                           "seconds",     "n_stars",     "n_gas",  "error",
+                                           "config_hash", "files"};
 constexpr std::size_t kColumns = std::size(kCatalogColumns);
 
 // FNV-1a, 64 bits, of the config's canonical dump (nlohmann::json keeps object keys sorted):
@@ -201,6 +201,9 @@ std::vector<Row> read_catalog(const std::string& path) {
     } else if (c == '\n') {
       row.push_back(std::move(field));
       field.clear();
+      // A catalog written before the `files` column has one column less: its rows are kept, and
+      // their cubes checked for existence only.
+      if (row.size() == kColumns - 1) row.emplace_back();
       if (row.size() == kColumns) rows.push_back(std::move(row));  // else a torn line
       row.clear();
     } else if (c != '\r') {
@@ -209,6 +212,65 @@ std::vector<Row> read_catalog(const std::string& path) {
   }
   if (!rows.empty() && rows.front()[0] == kCatalogColumns[0]) rows.erase(rows.begin());
   return rows;
+}
+
+// FNV-1a, 64 bits, of a file's bytes: what a resumed survey compares a done cube's files with.
+std::string file_checksum(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path.string() + ": cannot read it back to checksum it");
+  std::uint64_t h = 1469598103934665603ull;
+  std::vector<char> block(1 << 20);
+  while (in.read(block.data(), static_cast<std::streamsize>(block.size())) || in.gcount() > 0)
+    for (std::streamsize i = 0; i < in.gcount(); ++i) {
+      h ^= static_cast<unsigned char>(block[static_cast<std::size_t>(i)]);
+      h *= 1099511628211ull;
+    }
+  if (in.bad()) throw std::runtime_error(path.string() + ": cannot read it back to checksum it");
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+// The `files` column: "name:bytes:checksum" of each file a cube's run wrote, ';' between them.
+std::string files_record(const fs::path& dir, const std::vector<std::string>& names) {
+  std::string record;
+  for (const auto& name : names)
+    record += (record.empty() ? "" : ";") + name + ":" + std::to_string(fs::file_size(dir / name)) +
+              ":" + file_checksum(dir / name);
+  return record;
+}
+
+// Why a `done` row's files are not those its run wrote (truncated by a full disk, a copy cut
+// short, edited), or "" when they are: a rerun makes such a cube again instead of keeping it.
+std::string done_row_problem(const std::string& out_dir, const Row& row) {
+  const fs::path dir = fs::path(out_dir) / row[0] / row[1];
+  if (row[9].empty())  // a row from before the `files` column: no sizes to compare
+    return fs::exists(fs::path(out_dir) / row[3])
+               ? ""
+               : (fs::path(out_dir) / row[3]).string() + ": missing";
+  std::size_t start = 0;
+  while (start <= row[9].size()) {
+    const std::size_t end = std::min(row[9].find(';', start), row[9].size());
+    const std::string entry = row[9].substr(start, end - start);
+    start = end + 1;
+    const std::size_t b = entry.rfind(':'), a = b == 0 ? b : entry.rfind(':', b - 1);
+    if (b == std::string::npos || a == std::string::npos || a == 0)
+      return "catalog.csv's files field \"" + entry + "\" is not name:bytes:checksum";
+    const fs::path path = dir / entry.substr(0, a);
+    const std::string bytes = entry.substr(a + 1, b - a - 1), checksum = entry.substr(b + 1);
+    std::error_code error;
+    const auto size = fs::file_size(path, error);
+    if (error) return path.string() + ": " + error.message();
+    if (std::to_string(size) != bytes)
+      return path.string() + ": " + std::to_string(size) + " bytes, catalog.csv recorded " + bytes;
+    try {
+      if (file_checksum(path) != checksum)
+        return path.string() + ": checksum differs from the one catalog.csv recorded";
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  }
+  return "";
 }
 
 // Replaces the catalog at once: written beside it, then renamed over it.
@@ -255,6 +317,10 @@ SurveyPlan plan_survey(const nlohmann::json& document, const std::string& config
   // as stream_block_stars, kept), its orientation the task's.
   nlohmann::json base = document;
   base.erase("survey");
+  // Each task sets its orientation inside `galaxy`, which must then be an object.
+  if (base.contains("galaxy") && !base["galaxy"].is_object())
+    throw ConfigError(config_path + ": galaxy: expected a JSON object, got " +
+                      base["galaxy"].dump());
   nlohmann::json input = base.contains("input") && base["input"].is_object()
                              ? base["input"]
                              : nlohmann::json::object();
@@ -324,7 +390,7 @@ Row run_task(const SurveyPlan& plan, std::size_t i, const std::string& out_dir,
   spdlog::info("survey {}/{}: subhalo {} {}", i + 1, plan.tasks.size(), t.subhalo_id,
                t.orientation);
   Row row = {
-      std::to_string(t.subhalo_id), t.orientation, "failed", "", "", "", "", "", t.config_hash};
+      std::to_string(t.subhalo_id), t.orientation, "failed", "", "", "", "", "", t.config_hash, ""};
   const auto start = std::chrono::steady_clock::now();
   try {
     RunOptions o = options;
@@ -337,6 +403,7 @@ Row run_task(const SurveyPlan& plan, std::size_t i, const std::string& out_dir,
     row[2] = "done";
     row[5] = run.summary.at("n_stars").dump();
     row[6] = run.summary.at("n_gas").dump();
+    row[9] = files_record(fs::path(out_dir) / relative, run.files);
   } catch (const std::exception& e) {
     // Bad data (or a run that cannot be made) fails this cube only.
     spdlog::warn("survey: subhalo {} {} failed: {}", t.subhalo_id, t.orientation, e.what());
@@ -356,11 +423,16 @@ class SurveyLedger {
     rows_ = read_catalog(report_.catalog_path);
     for (std::size_t i = 0; i < plan.tasks.size(); ++i) {
       const Row* r = find(plan.tasks[i].subhalo_id, plan.tasks[i].orientation);
-      if (r && (*r)[2] == "done" && (*r)[8] == plan.tasks[i].config_hash &&
-          fs::exists(fs::path(out_dir) / (*r)[3]))
-        ++report_.skipped;
-      else
-        todo_.push_back(i);
+      if (r && (*r)[2] == "done" && (*r)[8] == plan.tasks[i].config_hash) {
+        const std::string problem = done_row_problem(out_dir, *r);
+        if (problem.empty()) {
+          ++report_.skipped;
+          continue;
+        }
+        spdlog::warn("survey: subhalo {} {} is done in the catalog, but {}: making it again",
+                     plan.tasks[i].subhalo_id, plan.tasks[i].orientation, problem);
+      }
+      todo_.push_back(i);
     }
   }
 

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "core/config_error.h"
+#include "core/json_params.h"
 #include "data/wavelength.h"
 #include "io/cube/cube_io.h"
 #include "io/cube/quicklook.h"
@@ -200,6 +201,60 @@ TEST_CASE("bad configs fail before anything runs, naming the key, and leave no o
   CHECK_THROWS_WITH(run(missing_input, 1, dir.path), Catch::Contains("/nonexistent/galaxy.hdf5"));
   // No output folder was left behind: no cube, no staging folder.
   CHECK_FALSE(fs::exists(dir.path));
+}
+
+TEST_CASE("a key given twice in a run config is refused, naming the file and the key's path",
+          "[pipeline][config]") {
+  TempDir dir;
+  fs::create_directories(dir.path);
+  const fs::path config = dir.path / "twice.json";
+  // JSON itself allows it and nlohmann keeps the last value: the run would silently use 0.2.
+  std::ofstream(config) << R"({"galaxy": {"redshift": 0.1, "orientation": "face-on",
+                                           "redshift": 0.2}})";
+  CHECK_THROWS_WITH(load_run_config(config.string(), {}),
+                    Catch::Contains(config.string() + ": galaxy.redshift: duplicate key"));
+  // Inside arrays, the element is named; the same key in two objects is no duplicate.
+  CHECK_NOTHROW(parse_json(R"([{"a": 1}, {"a": 2}])", "x"));
+  CHECK_THROWS_WITH(parse_json(R"({"p": [1, {"a": {"b": 1}}, {"a": 1, "a": 2}]})", "x.json"),
+                    Catch::Contains("x.json: p[2].a: duplicate key"));
+  CHECK_THROWS_WITH(parse_json(R"({"p": [[], [0, {"c": 1, "c": 1}]]})", "x.json"),
+                    Catch::Contains("x.json: p[1][1].c: duplicate key"));
+  // A --set value is JSON too.
+  CHECK_THROWS_WITH(
+      load_run_config(example("muse_tng_mastar"), {R"(galaxy={"redshift": 0.1, "redshift": 0.2})"}),
+      Catch::Contains("--set galaxy={\"redshift\": 0.1, \"redshift\": 0.2}: "
+                      "redshift: duplicate key"));
+}
+
+TEST_CASE("a pipeline name that is no preset, or a config path that is a folder, is a clear error",
+          "[pipeline][config]") {
+  const std::string config = example("muse_tng_mastar");
+  // A path out of the presets' folder opened a telescope preset and failed with a raw
+  // json.exception.
+  CHECK_THROWS_WITH(
+      load_run_config(config, {"pipeline=../telescopes/MUSE"}),
+      Catch::Contains(config + ": pipeline: unknown pipeline \"../telescopes/MUSE\": expected a "
+                               "preset (calc_dusty_ifu, calc_ifu, calc_ifu_gas in "));
+  CHECK_THROWS_WITH(load_run_config(config, {"pipeline=calc_ifu_typo"}),
+                    Catch::Contains("unknown pipeline \"calc_ifu_typo\""));
+  CHECK_THROWS_WITH(load_run_config(config, {"pipeline=3"}),
+                    Catch::Contains("pipeline: expected a pipeline name or a list of stage names"));
+  // A wrong type for a stage's parameters: psf's met the telescope's PSF added to it as to an
+  // object, a raw json.exception.type_error.305.
+  CHECK_THROWS_WITH(load_run_config(config, {"stages.psf=3"}),
+                    Catch::Contains(config + ": stages.psf: expected a JSON object"));
+  CHECK_THROWS_WITH(load_run_config(config, {"telescope=../pipelines/calc_ifu"}),
+                    Catch::Contains("telescope: unknown telescope \"../pipelines/calc_ifu\""));
+
+  TempDir dir;
+  fs::create_directories(dir.path);
+  // An ifstream opens a folder and fails only on reading it, with "basic_filebuf::underflow".
+  CHECK_THROWS_WITH(
+      load_run_config(dir.path.string(), {}),
+      Catch::Equals(dir.path.string() + ": is a directory, expected a JSON run config file"));
+  CHECK_THROWS_WITH(load_run_config((dir.path / "none.json").string(), {}),
+                    Catch::StartsWith((dir.path / "none.json").string() +
+                                      ": cannot read the file: No such file or directory"));
 }
 
 TEST_CASE("a galaxy placed by distance gets the redshift of that distance", "[pipeline]") {

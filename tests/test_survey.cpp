@@ -159,7 +159,7 @@ TEST_CASE("survey: cubes of a snapshot's subhalos, bitwise those of ifusim run, 
   REQUIRE(rows.size() == 10);
   for (const auto& row : rows) {
     INFO(row[0] << " " << row[1] << ": " << row[7]);
-    REQUIRE(row.size() == 9);
+    REQUIRE(row.size() == 10);
     if (std::stoll(row[0]) == bad) {
       CHECK(row[2] == "failed");
       CHECK_THAT(row[7], Catch::Contains("non-finite"));
@@ -168,6 +168,9 @@ TEST_CASE("survey: cubes of a snapshot's subhalos, bitwise those of ifusim run, 
       CHECK(row[3] == row[0] + "/" + row[1] + "/cube.h5");
       CHECK(fs::exists(fs::path(out) / row[3]));
       CHECK(std::stoll(row[5]) > 0);
+      const auto bytes = std::to_string(fs::file_size(fs::path(out) / row[3]));
+      CHECK_THAT(row[9], Catch::Contains("cube.h5:" + bytes + ":"));
+      CHECK_THAT(row[9], Catch::Contains("summary.json:"));
     }
   }
 
@@ -196,6 +199,49 @@ TEST_CASE("survey: cubes of a snapshot's subhalos, bitwise those of ifusim run, 
   CHECK(second.failed == 2);
   CHECK(catalog_rows(second.catalog_path).size() == 10);
   CHECK_FALSE(fs::exists(second.catalog_path + ".partial"));
+
+  // A done cube cut short (a full disk, a copy interrupted) or changed in place is made again,
+  // against the size and checksum catalog.csv records of each file; it was kept ("0 made").
+  std::vector<fs::path> cubes;
+  for (const auto& row : catalog_rows(second.catalog_path))
+    if (row[2] == "done") cubes.push_back(fs::path(out) / row[3]);
+  REQUIRE(cubes.size() == 8);
+  const auto bytes = fs::file_size(cubes[0]);
+  const Cube before = read_cube(cubes[0].string());
+  fs::resize_file(cubes[0], bytes - 100);
+  {
+    std::fstream f(cubes[1], std::ios::in | std::ios::out | std::ios::binary);
+    const auto at = static_cast<std::streamoff>(fs::file_size(cubes[1]) / 2);
+    f.seekg(at);
+    const char byte = static_cast<char>(f.get());
+    f.seekp(at);
+    f.put(static_cast<char>(~byte));  // the same size, one byte changed
+  }
+  const auto sizes = fs::file_size(cubes[1]);
+  const SurveyReport third = run_survey(plan, out, options);
+  CHECK(third.skipped == 6);
+  CHECK(third.done == 2);
+  CHECK(fs::file_size(cubes[0]) == bytes);
+  CHECK(fs::file_size(cubes[1]) == sizes);
+  const Cube after = read_cube(cubes[0].string());
+  REQUIRE(after.data.size() == before.data.size());
+  CHECK(std::memcmp(after.data.data(), before.data.data(), before.data.size() * sizeof(double)) ==
+        0);
+
+  // A catalog written before the files column (9 columns) is still read, its done rows kept.
+  {
+    const auto current = catalog_rows(third.catalog_path);
+    std::ofstream old(third.catalog_path, std::ios::trunc);
+    old << "subhalo_id,orientation,status,cube,seconds,n_stars,n_gas,error,config_hash\n";
+    for (const auto& row : current) {
+      for (std::size_t c = 0; c < 9; ++c) old << (c ? "," : "") << (c == 7 ? "" : row[c]);
+      old << "\n";
+    }
+  }
+  const SurveyReport fourth = run_survey(plan, out, options);
+  CHECK(fourth.skipped == 8);
+  CHECK(fourth.done == 0);
+  CHECK(fourth.failed == 2);
 }
 
 TEST_CASE("survey: orientations and refusals", "[survey][tng]") {
@@ -240,6 +286,9 @@ TEST_CASE("survey: orientations and refusals", "[survey][tng]") {
   refused([](auto& d) { d["survey"]["orientations"] = {"sideways"}; },
           "survey.orientations[0]: expected \"face-on\", \"edge-on\" or Euler angles");
   refused([](auto& d) { d["galaxy"]["redshift"] = -1; }, "galaxy.redshift");
+  // A galaxy that is no object was indexed as one: a raw json.exception.type_error.
+  refused([](auto& d) { d["galaxy"] = "MUSE"; },
+          "muse_tng_mastar.json: galaxy: expected a JSON object, got \"MUSE\"");
   fs::remove_all(
       fs::path(tng::group_catalog_chunk_path(dir.file("snap"), spec.snapshot, 0)).parent_path());
   CHECK_THROWS_WITH(plan_survey(document, example("muse_tng_mastar")),

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/config_error.h"
+#include "core/json_params.h"
 #include "data/runtime.h"
 #include "io/cube/cube_compare.h"
 #include "io/cube/cube_io.h"
@@ -91,7 +92,7 @@ RunConfig make_config(const std::string& config, bool is_path,
                       const std::vector<std::string>& overrides,
                       std::shared_ptr<const HostGalaxy> galaxy) {
   if (is_path) return load_run_config(config, overrides, std::move(galaxy));
-  nlohmann::json document = nlohmann::json::parse(config);
+  nlohmann::json document = parse_json(config, "config");
   for (const auto& o : overrides) apply_override(document, o);
   return parse_run_config(document, "", std::move(galaxy));
 }

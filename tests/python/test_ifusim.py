@@ -259,7 +259,7 @@ def test_config_errors_name_the_key():
         ifusim.run(config, galaxy=ifusim.Galaxy.from_arrays(one_star(), redshift=0.05))
     with pytest.raises(ifusim.ConfigError, match=r"stages\.no_such_stage"):
         ifusim.run(MUSE_EXAMPLE, overrides={"stages.no_such_stage": {}})
-    with pytest.raises(ifusim.ConfigError, match="cannot read the run config"):
+    with pytest.raises(ifusim.ConfigError, match="no_such_config.json: cannot read the file"):
         ifusim.run(ROOT / "no_such_config.json")
     with pytest.raises(ifusim.ConfigError, match=r"galaxy\.redshift"):
         ifusim.run(small_config(galaxy={"redshift": -1.0}), galaxy=ifusim.Galaxy.from_arrays(one_star()))

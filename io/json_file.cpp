@@ -1,0 +1,35 @@
+#include "io/json_file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "core/config_error.h"
+#include "core/json_params.h"
+
+namespace ifusim {
+
+nlohmann::json read_json_file(const std::string& path, const std::string& what) {
+  // A directory opens as an ifstream on Linux and fails only when read, with the library's
+  // "basic_filebuf::underflow" and no path: check first.
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error))
+    throw ConfigError(path + ": is a directory, expected " + what);
+  std::ifstream in(path, std::ios::binary);
+  auto unreadable = [&](const std::string& why) {
+    return ConfigError(path + ": cannot read the file: " + why + " (expected " + what + ")");
+  };
+  if (!in) throw unreadable(std::strerror(errno));
+  std::string text;
+  try {
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::exception& e) {
+    throw unreadable(e.what());
+  }
+  if (in.bad()) throw unreadable(std::strerror(errno));
+  return parse_json(text, path);
+}
+
+}  // namespace ifusim
