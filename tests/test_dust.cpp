@@ -454,6 +454,14 @@ TEST_CASE(
       CHECK(worst <= 3e-6);
     }
   }
+  // A screen of hundreds of magnitudes (dense gas seen edge-on): the tables stop where a star is
+  // dimmed by 1e-20 even in its reddest light, and hold it there.
+  const DustExpansion deep =
+      make_dust_expansion(DustCurve{DustCurveKind::ccm89, 3.1}, 500.0, 3000.0, 11000.0);
+  CHECK(deep.av_max_mag < 500.0);
+  CHECK(deep.n_av < 100000);
+  CHECK(std::abs(deep.attenuation(500.0, 11000.0)) <= 2e-20);
+  CHECK(std::abs(deep.attenuation(500.0, 4000.0)) <= 2e-20);
   // No dust to speak of: one term, the light unchanged.
   const DustExpansion clear =
       make_dust_expansion(DustCurve{DustCurveKind::ccm89, 3.1}, 0.0, 4000.0, 9000.0);

@@ -13,15 +13,18 @@ namespace ifusim {
 namespace {
 
 // Samples of k and A_V in the SVD, and the spacings of the tables of psi (over k) and phi (over
-// A_V). Linear interpolation errs by h^2 / 8 |d2T/dx2| at most, relative to T(A_V, k_ref): in
-// A_V, (0.921 k h)^2 / 8 = 1.4e-6 for k = 1.8 (CCM89 at 3000 A) and h = 0.002 mag; in k,
-// h^2 / 8 (0.921 A_max)^2, held to kTableError by the number of k samples (16500 for
-// A_max = 40 mag over a k range of 1.5, the minimum for small A_max).
+// A_V). Linear interpolation errs by h^2 / 8 |d2T/dx2| at most, relative to T(A_V, k_ref), and
+// each table's spacing holds that to kTableError: in A_V, (0.921 k_max h)^2 / 8 (h = 0.0021 mag
+// for k_max = 1.8, CCM89 at 3000 A; wider in the infrared); in k, h^2 / 8 (0.921 A_max)^2
+// (16500 samples for A_max = 40 mag over a k range of 1.5, at least kMinKSamples).
 constexpr int kSvdKSamples = 768;
 constexpr int kSvdAvSamples = 384;
 constexpr double kTableError = 1.5e-6;
 constexpr int kMinKSamples = 256;
-constexpr double kAvTableStepMag = 0.002;
+// A star dimmed by more than 10^-20 even at k_ref (its least attenuated light) is held there: its
+// light is far below any fixed-point quantum, and the tables stay bounded for screens of
+// hundreds of magnitudes (dense gas seen edge-on).
+constexpr double kMaxDimmingDex = 20.0;
 
 double transmission(double a_v, double k) {
   return std::pow(10.0, -0.4 * a_v * k);
@@ -56,7 +59,6 @@ DustExpansion make_dust_expansion(const DustCurve& curve, double av_max_mag,
     throw std::logic_error("make_dust_expansion: bad A_V or wavelength range");
   DustExpansion e;
   e.curve = curve;
-  e.av_max_mag = av_max_mag;
 
   // 1. The range of k over the rest wavelengths (the curves are not monotonic everywhere: the
   // 2175 A bump), sampled finely in log wavelength.
@@ -73,11 +75,12 @@ DustExpansion make_dust_expansion(const DustCurve& curve, double av_max_mag,
   e.k_ref = k_lo;
   e.k_min = k_lo - pad;
   const double k_max = k_hi + pad;
+  e.av_max_mag = std::min(av_max_mag, kMaxDimmingDex / (0.4 * std::max(k_lo, 1e-3)));
 
   // 2. The SVD of T / T(A_V, k_ref) on (A_V, k) samples; the rank whose truncation meets the
   // tolerance.
-  const int n_svd = av_max_mag > 0.0 ? kSvdAvSamples : 1;
-  auto svd_av = [&](int i) { return n_svd > 1 ? av_max_mag * i / (n_svd - 1) : 0.0; };
+  const int n_svd = e.av_max_mag > 0.0 ? kSvdAvSamples : 1;
+  auto svd_av = [&](int i) { return n_svd > 1 ? e.av_max_mag * i / (n_svd - 1) : 0.0; };
   auto svd_k = [&](int j) { return e.k_min + (k_max - e.k_min) * j / (kSvdKSamples - 1); };
   Eigen::MatrixXd t(n_svd, kSvdKSamples);
   for (int i = 0; i < n_svd; ++i)
@@ -99,7 +102,7 @@ DustExpansion make_dust_expansion(const DustCurve& curve, double av_max_mag,
   std::vector<double> scale(static_cast<std::size_t>(e.rank));
   for (int r = 0; r < e.rank; ++r) scale[r] = svd.matrixV().col(r).cwiseAbs().maxCoeff();
   const double k_step_max =
-      std::sqrt(8.0 * kTableError) / (0.4 * std::log(10.0) * std::max(av_max_mag, 1e-3));
+      std::sqrt(8.0 * kTableError) / (0.4 * std::log(10.0) * std::max(e.av_max_mag, 1e-3));
   e.n_k = std::max(kMinKSamples, static_cast<int>(std::ceil((k_max - e.k_min) / k_step_max)) + 1);
   e.k_step = (k_max - e.k_min) / (e.n_k - 1);
   e.psi.assign(static_cast<std::size_t>(e.n_k) * e.rank, 0.0);
@@ -116,8 +119,8 @@ DustExpansion make_dust_expansion(const DustCurve& curve, double av_max_mag,
 
   // 4. phi_r on the fine A_V table: the projection of T(A_V, .) / T(A_V, k_ref) on V's column r
   // (exact for any A_V, not only the SVD's samples), times its scale and T(A_V, k_ref).
-  e.av_step_mag = kAvTableStepMag;
-  e.n_av = std::max(2, static_cast<int>(std::ceil(av_max_mag / e.av_step_mag)) + 2);
+  e.av_step_mag = std::sqrt(8.0 * kTableError) / (0.4 * std::log(10.0) * std::max(k_max, 0.1));
+  e.n_av = std::max(2, static_cast<int>(std::ceil(e.av_max_mag / e.av_step_mag)) + 2);
   e.phi.assign(static_cast<std::size_t>(e.n_av) * e.rank, 0.0);
 #pragma omp parallel for schedule(static)
   for (int a = 0; a < e.n_av; ++a) {
@@ -135,7 +138,7 @@ DustExpansion make_dust_expansion(const DustCurve& curve, double av_max_mag,
   // 5. The error of the whole (truncation and both interpolations), between the tables' nodes,
   // relative to T(A_V, k_ref).
   for (int a = 0; a + 1 < e.n_av; a += 3) {
-    const double a_v = std::min(av_max_mag, (a + 0.5) * e.av_step_mag);
+    const double a_v = std::min(e.av_max_mag, (a + 0.5) * e.av_step_mag);
     for (int i = 0; i < 256; ++i) {
       const double lambda =
           rest_lo_angstrom * std::pow(rest_hi_angstrom / rest_lo_angstrom, (i + 0.5) / 256);

@@ -56,7 +56,7 @@ struct DustExpansionView {
 
 struct DustExpansion {
   DustCurve curve;
-  double av_max_mag = 0.0;
+  double av_max_mag = 0.0;  // the range covered: the bound asked for, or where 10^-20 is reached
   int rank = 1;
   int n_av = 0;
   double av_step_mag = 1.0;
