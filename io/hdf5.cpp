@@ -1,14 +1,30 @@
 #include "io/hdf5.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace ifusim::h5 {
 namespace {
 
-// HDF5 prints its error stack by default; ifusim reports errors itself.
+// HDF5 prints its error stack by default; ifusim reports errors itself. HDF5's own clean-up at
+// exit is turned off (before the library starts): every file is closed by its Handle, and after
+// a close that failed (a full disk) that clean-up dereferences the half-closed file and crashes
+// the process (H5F__close_cb from H5_term_library, HDF5 1.10) instead of letting it exit 1.
 void silence_hdf5_errors() {
   static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+  std::call_once(once, [] {
+    H5dont_atexit();
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  });
+}
+
+// HDF5's sec2 driver puts the failed system call's errno in its message:
+// "... errno = 28, error message = 'No space left on device', ...".
+herr_t find_errno(unsigned, const H5E_error2_t* error, void* found) {
+  const char* at = error->desc != nullptr ? std::strstr(error->desc, "errno = ") : nullptr;
+  if (at != nullptr) *static_cast<int*>(found) = std::atoi(at + 8);
+  return 0;
 }
 
 std::string join(const std::string& base, const std::string& child) {
@@ -239,10 +255,11 @@ void Location::write(const std::string& dataset, const std::vector<T>& data,
   }
   Handle d(H5Dcreate2(id(), dataset.c_str(), native_type<T>(), space.id(), lcpl.id(), dcpl.id(),
                       H5P_DEFAULT));
-  if (!d.valid()) throw InputError(describe(dataset) + ": cannot create dataset");
+  if (!d.valid())
+    throw InputError(describe(dataset) + ": cannot create dataset" + failure_reason());
   if (!data.empty() &&
       H5Dwrite(d.id(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()) < 0)
-    throw InputError(describe(dataset) + ": write failed");
+    throw InputError(describe(dataset) + ": write failed" + failure_reason());
 }
 
 template <class T>
@@ -260,7 +277,8 @@ void Location::create(const std::string& dataset, const std::vector<hsize_t>& sh
   }
   Handle d(H5Dcreate2(id(), dataset.c_str(), native_type<T>(), space.id(), lcpl.id(), dcpl.id(),
                       H5P_DEFAULT));
-  if (!d.valid()) throw InputError(describe(dataset) + ": cannot create dataset");
+  if (!d.valid())
+    throw InputError(describe(dataset) + ": cannot create dataset" + failure_reason());
 }
 
 template <class T>
@@ -281,7 +299,7 @@ void Location::write_rows(const std::string& dataset, hsize_t row_begin, const T
                       nullptr);
   Handle mem_space(H5Screate_simple(rank, count.data(), nullptr));
   if (H5Dwrite(d.id(), native_type<T>(), mem_space.id(), file_space.id(), H5P_DEFAULT, data) < 0)
-    throw InputError(describe(dataset) + ": write failed");
+    throw InputError(describe(dataset) + ": write failed" + failure_reason());
 }
 
 std::string Location::read_string(const std::string& dataset) const {
@@ -454,12 +472,30 @@ void Location::set_string_attribute(const std::string& name, const std::string& 
     throw InputError(describe(object) + ": cannot write attribute \"" + name + "\"");
 }
 
+std::string failure_reason() {
+  int system_error = 0;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, find_errno, &system_error);
+  return system_error > 0 ? " (" + std::string(std::strerror(system_error)) + ")" : "";
+}
+
+void File::close() {
+  if (!handle_.valid()) return;
+  // Taken from the Handle first: a failed H5Fclose is not retried by its destructor.
+  const hid_t id = handle_.release();
+  const bool flushed = H5Fflush(id, H5F_SCOPE_LOCAL) >= 0;
+  std::string reason = flushed ? "" : failure_reason();
+  const bool closed = H5Fclose(id) >= 0;
+  if (!closed && reason.empty()) reason = failure_reason();
+  if (!flushed || !closed)
+    throw InputError(file_name_ + ": cannot finish writing the HDF5 file" + reason);
+}
+
 File::File(const std::string& name, Mode mode) : Location(Handle(), name, "/") {
   silence_hdf5_errors();
   hid_t id = H5I_INVALID_HID;
   if (mode == Mode::truncate) {
     id = H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (id < 0) throw InputError(name + ": cannot create HDF5 file");
+    if (id < 0) throw InputError(name + ": cannot create HDF5 file" + failure_reason());
   } else {
     id = H5Fopen(name.c_str(), mode == Mode::read ? H5F_ACC_RDONLY : H5F_ACC_RDWR, H5P_DEFAULT);
     if (id < 0)

@@ -33,6 +33,12 @@ class Handle {
   hid_t id() const { return id_; }
   bool valid() const { return id_ >= 0; }
   void reset() noexcept;
+  // Gives the identifier up without closing it.
+  hid_t release() noexcept {
+    const hid_t id = id_;
+    id_ = H5I_INVALID_HID;
+    return id;
+  }
 
  private:
   hid_t id_ = H5I_INVALID_HID;
@@ -125,6 +131,14 @@ class File : public Location {
   enum class Mode { read, read_write, truncate };
   // Throws InputError("<name>: cannot open HDF5 file (...)") when it is missing or not HDF5.
   File(const std::string& name, Mode mode = Mode::read);
+  // Flushes and closes the file; throws InputError naming the file and the system's reason (a
+  // full disk) when what HDF5 still held in its caches cannot be written. A writer calls it
+  // before it renames the file into place: the destructor closes too but cannot report.
+  void close();
 };
+
+// The system's reason for the last failed HDF5 call, as " (No space left on device)", or "" when
+// HDF5's error stack names none (read it before any other HDF5 call clears the stack).
+std::string failure_reason();
 
 }  // namespace ifusim::h5

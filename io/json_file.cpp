@@ -1,6 +1,7 @@
 #include "io/json_file.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +31,18 @@ nlohmann::json read_json_file(const std::string& path, const std::string& what) 
   }
   if (in.bad()) throw unreadable(std::strerror(errno));
   return parse_json(text, path);
+}
+
+void write_json_file(const std::string& path, const nlohmann::json& value) {
+  const std::string text = value.dump(2) + "\n";
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  if (file == nullptr) throw InputError(path + ": cannot create (" + std::strerror(errno) + ")");
+  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
+  const int write_error = errno;
+  const bool closed = std::fclose(file) == 0;
+  if (!written || !closed)
+    throw InputError(path + ": cannot write (" + std::strerror(written ? errno : write_error) +
+                     ")");
 }
 
 }  // namespace ifusim

@@ -11,4 +11,9 @@ namespace ifusim {
 // or a duplicated key. `what` says what the file should be ("a JSON run config file").
 nlohmann::json read_json_file(const std::string& path, const std::string& what);
 
+// Writes `value` indented by 2 and a newline; throws InputError naming `path` and the system's
+// reason when any byte cannot be written (a full disk), so a truncated file is never taken as
+// written. The caller writes into a staging folder or a temporary and removes it on error.
+void write_json_file(const std::string& path, const nlohmann::json& value);
+
 }  // namespace ifusim

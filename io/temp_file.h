@@ -2,6 +2,8 @@
 // Write-to-temp-then-rename, shared by the writers of cubes, pictures and TNG files: the temporary
 // "<path>.tmp" (a file, or a folder the caller creates and fills) is removed on destruction unless
 // commit() renamed it onto the final path, so an error leaves no partial output.
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -9,6 +11,16 @@
 #include "core/config_error.h"
 
 namespace ifusim::detail {
+
+// " (No space left on device)" when errno, read right after a failed write, says the disk or the
+// file-size limit refused it, else "": cfitsio and libpng say only that a write failed, and an
+// errno left over from an earlier, unrelated call must not be blamed.
+inline std::string write_refused_reason(int system_error) {
+  if (system_error == ENOSPC || system_error == EFBIG || system_error == EDQUOT ||
+      system_error == EROFS || system_error == EIO)
+    return " (" + std::string(std::strerror(system_error)) + ")";
+  return "";
+}
 
 class TempFile {
  public:

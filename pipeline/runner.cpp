@@ -15,6 +15,7 @@
 #include "io/cube/cube_io.h"
 #include "io/cube/quicklook.h"
 #include "io/emission_line_table.h"
+#include "io/json_file.h"
 #include "io/output_folder.h"
 #include "io/ssp/ssp_library.h"
 #include "io/telescope.h"
@@ -520,7 +521,7 @@ RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
   report.summary =
       run_summary(c, report, report.cube, mesh.backend(), state.data.star_bounds->count, n_gas);
   if (out) {
-    std::ofstream(out->path("summary.json")) << report.summary.dump(2) << "\n";
+    write_json_file(out->path("summary.json"), report.summary);
     report.files = out->commit();
   }
   return report;

@@ -3,10 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <filesystem>
@@ -284,7 +286,9 @@ void write_catalog(const std::string& path, const std::vector<Row>& rows) {
       for (std::size_t c = 0; c < kColumns; ++c) out << (c ? "," : "") << csv_field(row[c]);
       out << "\n";
     }
-    if (!out.flush()) throw std::runtime_error(tmp + ": cannot write the survey catalog");
+    if (!out.flush())
+      throw std::runtime_error(tmp + ": cannot write the survey catalog (" + std::strerror(errno) +
+                               ")");
   }
   fs::rename(tmp, path);
 }

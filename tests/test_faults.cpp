@@ -1,6 +1,7 @@
 // Faults: a run that fails, is killed (SIGKILL) at any point, or hits a file-size limit leaves no
 // partial file in its output folder, and an earlier run's cube is replaced only by a complete one.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 
 #include "core/config_error.h"
 #include "io/cube/cube_io.h"
+#include "io/cube/raster.h"
 #include "io/output_folder.h"
 #include "tng_test_util.h"
 
@@ -41,19 +43,27 @@ std::vector<std::string> entries(const fs::path& dir) {
   return out;
 }
 
-// Starts `ifusim run <example> --out <out> --no-progress` with its output in `log`; `shell`
-// (if not empty) is run by sh first, in the child (e.g. "ulimit -f 64").
-pid_t start_run(const fs::path& out, const fs::path& log, const std::string& shell = "") {
-  const std::string command = (shell.empty() ? "" : shell + "; ") + "exec " + IFUSIM_BINARY +
-                              " run " + IFUSIM_SOURCE_DIR +
-                              "/configs/examples/muse_tng_mastar.json --no-progress --out '" +
-                              out.string() + "' > '" + log.string() + "' 2>&1";
+// Starts `sh -c "<shell>; exec ifusim <arguments>"` with its output in `log`; `shell` (if not
+// empty) is run first, in the child (e.g. "ulimit -f 64").
+pid_t start_ifusim(const std::string& arguments, const fs::path& log,
+                   const std::string& shell = "") {
+  const std::string command = (shell.empty() ? "" : shell + "; ") + "exec " + IFUSIM_BINARY + " " +
+                              arguments + " > '" + log.string() + "' 2>&1";
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   return pid;
+}
+
+// `ifusim run <example> --out <out> --no-progress <extra>`.
+pid_t start_run(const fs::path& out, const fs::path& log, const std::string& shell = "",
+                const std::string& extra = "") {
+  return start_ifusim(std::string("run ") + IFUSIM_SOURCE_DIR +
+                          "/configs/examples/muse_tng_mastar.json --no-progress --out '" +
+                          out.string() + "' " + extra,
+                      log, shell);
 }
 
 int wait_for(pid_t pid) {
@@ -369,4 +379,70 @@ TEST_CASE("a full disk (file-size limit) is a clear error and leaves no partial 
   CHECK(read_text(out / "cube.fits") == "earlier cube");  // untouched
   CHECK(entries(out) == std::vector<std::string>{"cube.fits"});
   CHECK(entries(tmp.path()).size() == 2);  // out and log: no staging folder left
+}
+
+TEST_CASE("HDF5 files at a file-size limit: the file and the reason named, no crash, no file left",
+          "[faults]") {
+  const test::ScratchDir tmp("faults");
+  const fs::path out = tmp.path() / "out", log = tmp.path() / "log";
+  fs::create_directories(out);
+  SECTION("make-galaxy") {
+    // HDF5 used to crash at exit (SIGSEGV in its own clean-up of the file whose close failed).
+    const int status = wait_for(start_ifusim(
+        "make-galaxy '" + (out / "big.hdf5").string() + "' --stars 1e5", log, "ulimit -f 256"));
+    INFO(read_text(log));
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 1);
+    CHECK_THAT(read_text(log), Catch::Contains("big.hdf5") && Catch::Contains("File too large"));
+  }
+  SECTION("the cube's HDF5 file") {
+    const int status = wait_for(
+        start_run(out, log, "ulimit -f 64", "--set output.fits=false --set output.png=false"));
+    INFO(read_text(log));
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 1);
+    CHECK_THAT(read_text(log), Catch::Contains("cube.h5") && Catch::Contains("File too large"));
+  }
+  CHECK(entries(out).empty());
+  CHECK(entries(tmp.path()).size() == 2);  // out and log: no temporary or staging folder left
+}
+
+TEST_CASE("a PNG at a file-size limit: the file and the reason named, no file left", "[faults]") {
+  const test::ScratchDir tmp("faults");
+  const fs::path png = tmp.path() / "picture.png";
+  // Pixels of a hash, which deflate cannot squeeze under the limit.
+  detail::Canvas canvas(400, 400, {0, 0, 0});
+  for (int y = 0; y < 400; ++y)
+    for (int x = 0; x < 400; ++x) {
+      const unsigned h =
+          (static_cast<unsigned>(x) * 2654435761u) ^ (static_cast<unsigned>(y) * 40503u);
+      canvas.set(x, y,
+                 {static_cast<std::uint8_t>(h), static_cast<std::uint8_t>(h >> 8),
+                  static_cast<std::uint8_t>(h >> 16)});
+    }
+  int pipe_ends[2];
+  REQUIRE(::pipe(pipe_ends) == 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // The child alone gets the limit; it reports the error's text through the pipe.
+    const rlimit limit{16384, 16384};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    ::signal(SIGXFSZ, SIG_IGN);
+    std::string message = "no error";
+    try {
+      canvas.write_png(png.string());
+    } catch (const std::exception& e) {
+      message = e.what();
+    }
+    (void)!::write(pipe_ends[1], message.data(), message.size());
+    ::_exit(0);
+  }
+  ::close(pipe_ends[1]);
+  std::string message;
+  char buffer[512];
+  for (ssize_t n; (n = ::read(pipe_ends[0], buffer, sizeof buffer)) > 0;) message.append(buffer, n);
+  ::close(pipe_ends[0]);
+  wait_for(pid);
+  CHECK_THAT(message, Catch::Contains("picture.png") && Catch::Contains("File too large"));
+  CHECK(entries(tmp.path()).empty());
 }

@@ -48,10 +48,8 @@ using FitsPtr = std::unique_ptr<fitsfile, Closer>;
 void check(int status, const std::string& file, const std::string& what) {
   if (status == 0) return;
   const int system_error = errno;
-  std::string message = file + ": " + what + ": " + fits_message(status);
-  if (system_error == ENOSPC || system_error == EFBIG || system_error == EDQUOT)
-    message += " (" + std::string(std::strerror(system_error)) + ")";
-  throw InputError(message);
+  throw InputError(file + ": " + what + ": " + fits_message(status) +
+                   detail::write_refused_reason(system_error));
 }
 
 // FITS headers hold printable ASCII only: escape anything else (and the backslash) C-style so

@@ -120,7 +120,8 @@ void write_cube_hdf5(const Cube& cube, const std::string& path) {
 
     const auto prov = f.create_group_ordered("provenance");
     for (const auto& [key, value] : cube.provenance) prov.set_string_attribute(key, value);
-  }  // closes the file before the rename
+    f.close();  // before the rename, reporting a full disk
+  }
   temp.commit();
 }
 

@@ -161,10 +161,17 @@ void Canvas::write_png(const std::string& path) const {
   std::FILE* file = std::fopen(temp.path().c_str(), "wb");
   if (!file) throw InputError(path + ": cannot create " + temp.path());
   PngError err{};
+  errno = 0;
   const bool ok = write_png_rows(file, rows.data(), width_, height_, &err);
+  const int write_error = errno;
   const bool closed = std::fclose(file) == 0;
-  if (!ok) throw InputError(path + ": cannot write PNG (" + std::string(err.message) + ")");
-  if (!closed) throw InputError(path + ": cannot finish writing " + temp.path());
+  const int close_error = errno;
+  if (!ok)
+    throw InputError(path + ": cannot write PNG (" + std::string(err.message) + ")" +
+                     write_refused_reason(write_error));
+  if (!closed)
+    throw InputError(path + ": cannot finish writing " + temp.path() +
+                     write_refused_reason(close_error));
   temp.commit();
 }
 

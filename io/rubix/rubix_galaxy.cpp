@@ -116,6 +116,7 @@ void write_file(const GalaxyData& data, const std::string& path) {
     f.write<double>(name, values, shape);
     f.set_string_attribute("unit", rf.unit, name);
   }
+  f.close();
 }
 
 }  // namespace

@@ -423,6 +423,7 @@ void write_snapshot_chunks(const fs::path& snapdir, const std::string& nnn,
           write_stars(*seg.galaxy, grp, b - s_lo, e - s_lo, b - lo, &seg.stats);
       }
     }
+    f.close();
   }
 }
 
@@ -625,6 +626,7 @@ void write_group_catalog_chunks(const fs::path& groups_dir, const std::string& n
       S.write<float>("SubhaloSFR", sfr_v, {n});
       S.write<float>("SubhaloVel", vel_v, {n, 3});
     }
+    f.close();
   }
 }
 
@@ -652,6 +654,7 @@ void write_offsets(const std::string& path, const SnapshotPlan& plan) {
   f.write<std::int64_t>("FileOffsets/SnapByType", file_snap, {nf, 6});
   f.write<std::int64_t>("FileOffsets/Group", file_group, {nf});
   f.write<std::int64_t>("FileOffsets/Subhalo", file_sub, {nf});
+  f.close();
 }
 
 }  // namespace
@@ -717,6 +720,7 @@ void write_tng_cutout(const std::string& path, const TngGalaxySource& galaxy) {
       create_star_fields(group, g.n_stars);
       write_stars(galaxy, group, 0, g.n_stars, 0, nullptr);
     }
+    f.close();
   }
   file.commit();
 }
