@@ -12,9 +12,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build-fuzz}"
-targets=(fuzz_run_config fuzz_tng_cutout fuzz_ssp_hdf5 fuzz_ssp_fits)
+targets=(fuzz_run_config fuzz_tng_cutout fuzz_ssp_hdf5 fuzz_ssp_fits fuzz_survey_catalog)
 declare -A runs=([fuzz_run_config]=60000 [fuzz_tng_cutout]=1800 [fuzz_ssp_hdf5]=9000
-  [fuzz_ssp_fits]=24000)
+  [fuzz_ssp_fits]=24000 [fuzz_survey_catalog]=10000)
 
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DIFUSIM_FUZZ=ON -DIFUSIM_CUDA=OFF -DIFUSIM_BUILD_TESTS=OFF \
@@ -31,9 +31,11 @@ for t in "${targets[@]}"; do
     echo "== fuzzing $t: ${runs[$t]} inputs from seed 1"
   fi
   mkdir -p "$build/corpus/$t" "$build/findings/$t"
+  regressions=()  # a target may have no finding yet
+  [ -d "$root/tests/fuzz/regressions/$t" ] && regressions=("$root/tests/fuzz/regressions/$t")
   ASAN_OPTIONS=detect_leaks=1 \
     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$root/scripts/ubsan-suppressions.txt" \
     "$build/$t" "${budget[@]}" -timeout=60 -rss_limit_mb=3072 -print_final_stats=1 \
     -artifact_prefix="$build/findings/$t/" \
-    "$build/corpus/$t" "$root/tests/fuzz/seeds/$t" "$root/tests/fuzz/regressions/$t"
+    "$build/corpus/$t" "$root/tests/fuzz/seeds/$t" "${regressions[@]}"
 done
