@@ -5,47 +5,10 @@
 #include <limits>
 
 #include "core/config_error.h"
+#include "io/galaxy_field_ranges.h"
 
 namespace ifusim {
 namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// What a field must hold beyond its shape: whether a run needs it, and its values' range.
-struct FieldRule {
-  const char* set;  // "stars" or "gas"
-  const char* name;
-  bool required;
-  double low;  // values must be > low (or >= low when low_inclusive) and < high
-  bool low_inclusive;
-  double high;
-  const char* meaning;  // for the message
-};
-
-const FieldRule kRules[] = {
-    {"stars", "position_kpc", true, -kInf, false, kInf, "positions in kpc"},
-    {"stars", "velocity_kms", true, -kInf, false, kInf, "velocities in km/s"},
-    {"stars", "initial_mass_msun", true, 0, false, kInf, "masses in Msun > 0"},
-    {"stars", "mass_msun", false, 0, false, kInf, "masses in Msun > 0"},
-    {"stars", "age_gyr", true, 0, true, kInf, "ages in Gyr >= 0"},
-    {"stars", "metallicity", true, 0, true, 1, "metal mass fractions in [0, 1)"},
-    {"stars", "smoothing_length_kpc", false, 0, false, kInf, "lengths in kpc > 0"},
-    {"gas", "position_kpc", true, -kInf, false, kInf, "positions in kpc"},
-    {"gas", "velocity_kms", true, -kInf, false, kInf, "velocities in km/s"},
-    {"gas", "mass_msun", true, 0, false, kInf, "masses in Msun > 0"},
-    {"gas", "density_msun_per_kpc3", true, 0, false, kInf, "densities in Msun/kpc^3 > 0"},
-    {"gas", "metallicity", true, 0, true, 1, "metal mass fractions in [0, 1)"},
-    {"gas", "sfr_msun_per_yr", true, 0, true, kInf, "star formation rates in Msun/yr >= 0"},
-    {"gas", "internal_energy_km2_s2", false, 0, true, kInf, "specific energies in (km/s)^2 >= 0"},
-    {"gas", "electron_abundance", false, 0, true, kInf, "n_e / n_H >= 0"},
-    {"gas", "metals", false, 0, true, 1.0000001, "element mass fractions in [0, 1]"},
-};
-
-const FieldRule* rule_of(const std::string& set, const std::string& name) {
-  for (const auto& r : kRules)
-    if (set == r.set && name == r.name) return &r;
-  return nullptr;
-}
 
 // The input fields of a particle set's table: name -> spec (derived fields left out).
 template <class Set>
@@ -87,19 +50,16 @@ void validate_set(const std::string& set_name, const std::map<std::string, HostF
       throw InputError(key + ": " + std::to_string(field.rows) + " rows, but " + set_name + "." +
                        rows_from + " has " + std::to_string(rows));
     }
-    const FieldRule* rule = rule_of(set_name, name);
+    const GalaxyFieldRange* rule = galaxy_field_range(set_name, name);
     for (std::size_t i = 0; i < field.values.size(); ++i) {
       const double v = field.values[i];
-      const bool in_range = std::isfinite(v) &&
-                            (rule->low_inclusive ? v >= rule->low : v > rule->low) &&
-                            v < rule->high;
-      if (!in_range)
+      if (!rule->holds(v))
         throw InputError(key + ": row " + std::to_string(i / static_cast<std::size_t>(k)) + " is " +
                          std::to_string(v) + "; expected finite " + rule->meaning);
     }
   }
   if (rows == 0) return;  // an empty or absent set needs nothing
-  for (const auto& r : kRules)
+  for (const auto& r : galaxy_field_ranges())
     if (set_name == r.set && r.required && !fields.count(r.name))
       throw InputError(set_name + "." + r.name + ": required field missing (" +
                        std::to_string(rows) + " " + set_name + " rows given)");

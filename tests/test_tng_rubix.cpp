@@ -98,4 +98,27 @@ TEST_CASE("RUBIX layout: write, read back, units and errors", "[tng][rubix]") {
   h5::File(dir.file("no_age.h5"), h5::File::Mode::read_write).remove("particles/stars/age");
   CHECK_THROWS_WITH(read_rubix_galaxy(*mesh, dir.file("no_age.h5")),
                     Catch::Contains("no_age.h5:/particles/stars/age: required dataset missing"));
+
+  // Values no galaxy can hold (a negative or zero mass, a metallicity outside [0, 1), a star
+  // formed in the future) are refused with the file, dataset and row, as the TNG reader does.
+  struct Bad {
+    const char* dataset;
+    double value;
+    const char* expected;
+  };
+  for (const Bad& bad : {Bad{"particles/stars/mass", -2e6, "masses in Msun > 0"},
+                         Bad{"particles/stars/metallicity", 1.5, "metal mass fractions in [0, 1)"},
+                         Bad{"particles/stars/age", -0.5, "ages in Gyr >= 0"},
+                         Bad{"particles/gas/mass", 0.0, "masses in Msun > 0"}}) {
+    INFO(bad.dataset);
+    const std::string file = dir.file("bad_value.h5");
+    std::filesystem::remove(file);
+    std::filesystem::copy_file(path, file);
+    const double value = bad.value;
+    h5::File(file, h5::File::Mode::read_write).write_rows<double>(bad.dataset, 3, &value, 1);
+    CHECK_THROWS_WITH(
+        read_rubix_galaxy(*mesh, file),
+        Catch::Contains(std::string("bad_value.h5:/") + bad.dataset + ": row 3 is ") &&
+            Catch::Contains(bad.expected));
+  }
 }

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "io/galaxy_field_ranges.h"
 #include "io/hdf5.h"
 
 namespace ifusim {
@@ -235,17 +236,22 @@ void read_species(const Mesh& mesh, const std::string& path, const PresentSpecie
                   const Galaxy& g, std::size_t first_row, std::size_t n_rows, GalaxyData& data) {
   for (const RubixField* rf : present.fields) {
     const std::size_t k = static_cast<std::size_t>(rf->components);
+    const GalaxyFieldRange* range = galaxy_field_range(group_name(rf->species), rf->target);
     auto read = [&](IndexRange r, float* out) {
       h5::File file(path);
       const auto dataset = std::string("particles/") + group_name(rf->species) + "/" + rf->name;
       const auto values =
           file.read_rows<double>(dataset, first_row + r.begin, first_row + r.end, k);
       for (std::size_t i = 0; i < values.size(); ++i) {
+        const std::size_t row = first_row + r.begin + i / k;
         if (!std::isfinite(values[i]))
           throw InputError(file.describe(dataset) + ": non-finite value in row " +
-                           std::to_string(first_row + r.begin + i / k));
-        out[i] = static_cast<float>(values[i] / rf->to_rubix -
-                                    (rf->position ? g.center_kpc[i % k] : 0.0));
+                           std::to_string(row));
+        const double value = values[i] / rf->to_rubix;
+        if (range != nullptr && !range->holds(value))
+          throw InputError(file.describe(dataset) + ": row " + std::to_string(row) + " is " +
+                           std::to_string(values[i]) + "; expected " + range->meaning);
+        out[i] = static_cast<float>(value - (rf->position ? g.center_kpc[i % k] : 0.0));
       }
     };
     *target_of(data, *rf) =
