@@ -11,12 +11,13 @@ namespace {
 // exit is turned off (before the library starts): every file is closed by its Handle, and after
 // a close that failed (a full disk) that clean-up dereferences the half-closed file and crashes
 // the process (H5F__close_cb from H5_term_library, HDF5 1.10) instead of letting it exit 1.
+// Debian's thread-safe HDF5 keeps the error-printing setting per thread, so each thread that
+// opens a file turns it off for itself (a survey's cubes are made on worker threads).
 void silence_hdf5_errors() {
   static std::once_flag once;
-  std::call_once(once, [] {
-    H5dont_atexit();
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  });
+  std::call_once(once, [] { H5dont_atexit(); });
+  thread_local const bool silenced = H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr) >= 0;
+  (void)silenced;
 }
 
 // HDF5's sec2 driver puts the failed system call's errno in its message:
