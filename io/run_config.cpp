@@ -137,6 +137,8 @@ void apply_override(nlohmann::json& document, const std::string& assignment) {
     const auto dot = key.find('.', start);
     const std::string part = key.substr(start, dot - start);
     if (part.empty()) throw ConfigError("--set " + assignment + ": empty key in the path");
+    // The telescope's preset name takes overrides of the preset's fields (parse_telescope_entry).
+    if (node->is_string() && key.compare(0, start, "telescope.") == 0) *node = {{"preset", *node}};
     if (!node->is_object())
       throw ConfigError("--set " + assignment + ": " + key.substr(0, start - 1) +
                         " is not an object");
@@ -236,13 +238,7 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
     c.synthetic = parse_synthetic(input.object("synthetic"), c.redshift, c.cosmology);
   if (!c.galaxy) input.finish();
 
-  const auto& tel = root.raw("telescope");
-  if (tel.is_string())
-    c.telescope = load_telescope_preset(tel.get<std::string>(), "telescope");
-  else if (tel.is_object())
-    c.telescope = parse_telescope(tel, "telescope");
-  else
-    throw ConfigError("telescope: expected a preset name or a telescope object, got " + tel.dump());
+  c.telescope = parse_telescope_entry(root.raw("telescope"), "telescope");
 
   JsonParams ssp = root.object("ssp");
   c.ssp_library = resolve_path(ssp.string("library"), config_path);

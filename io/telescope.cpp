@@ -63,7 +63,11 @@ Telescope parse_telescope(const nlohmann::json& object, const std::string& path)
   return t;
 }
 
-Telescope load_telescope_preset(const std::string& name, const std::string& path) {
+namespace {
+
+// The preset file's JSON object, and the file's path.
+std::pair<nlohmann::json, std::string> read_telescope_preset(const std::string& name,
+                                                             const std::string& path) {
   const std::string file = telescope_preset_dir() + "/" + name + ".json";
   // A name is a preset's file stem, never a path: "../pipelines/calc_ifu" would open a pipeline.
   const bool plain = !name.empty() && name.find_first_of("/\\") == std::string::npos &&
@@ -75,8 +79,31 @@ Telescope load_telescope_preset(const std::string& name, const std::string& path
     throw ConfigError(path + ": unknown telescope \"" + name + "\" (presets in " +
                       telescope_preset_dir() + ": " + known + ")");
   }
-  const nlohmann::json object = read_json_file(file, "a JSON telescope preset");
+  return {read_json_file(file, "a JSON telescope preset"), file};
+}
+
+}  // namespace
+
+Telescope load_telescope_preset(const std::string& name, const std::string& path) {
+  const auto [object, file] = read_telescope_preset(name, path);
   return parse_telescope(object, file);
+}
+
+Telescope parse_telescope_entry(const nlohmann::json& entry, const std::string& path) {
+  if (entry.is_string()) return load_telescope_preset(entry.get<std::string>(), path);
+  if (!entry.is_object())
+    throw ConfigError(path + ": expected a preset name or a telescope object, got " + entry.dump());
+  if (!entry.contains("preset")) return parse_telescope(entry, path);
+  const nlohmann::json& preset = entry.at("preset");
+  if (!preset.is_string())
+    throw ConfigError(path + ".preset: expected a telescope preset's name, got " + preset.dump());
+  // The preset's fields, each one given beside "preset" replacing it whole (a table too).
+  nlohmann::json merged = read_telescope_preset(preset.get<std::string>(), path + ".preset").first;
+  if (!merged.is_object())
+    throw ConfigError(path + ".preset: the preset file holds no JSON object");
+  for (const auto& [key, value] : entry.items())
+    if (key != "preset") merged[key] = value;
+  return parse_telescope(merged, path);
 }
 
 }  // namespace ifusim

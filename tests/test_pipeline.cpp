@@ -14,6 +14,7 @@
 #include "io/cube/cube_io.h"
 #include "io/cube/quicklook.h"
 #include "io/run_config.h"
+#include "io/telescope.h"
 #include "io/tng/synthetic_files.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
@@ -310,6 +311,22 @@ TEST_CASE("config values are overridden by key path, as --set does", "[pipeline]
                     Catch::Contains("expected key.path=value"));
   CHECK_THROWS_WITH(apply_override(doc, "galaxy.redshift.x=1"),
                     Catch::Contains("galaxy.redshift is not an object"));
+
+  // A telescope preset's fields are overridden on top of the preset, the rest kept.
+  doc["telescope"] = "MUSE";
+  apply_override(doc, "telescope.spaxel_arcsec=0.4");
+  CHECK(doc["telescope"] == nlohmann::json{{"preset", "MUSE"}, {"spaxel_arcsec", 0.4}});
+  const Telescope muse = parse_telescope_entry("MUSE", "telescope");
+  const Telescope coarse = parse_telescope_entry(doc["telescope"], "telescope");
+  CHECK(coarse.spaxel_arcsec == 0.4);
+  CHECK(muse.spaxel_arcsec == Approx(0.2));
+  CHECK(coarse.fov_arcsec == muse.fov_arcsec);
+  CHECK(coarse.name == muse.name);
+  CHECK(coarse.wave_step_angstrom == muse.wave_step_angstrom);
+  CHECK_THROWS_WITH(parse_telescope_entry({{"preset", "MUSE"}, {"spaxel_arcsec", -1}}, "telescope"),
+                    Catch::Contains("telescope.spaxel_arcsec"));
+  CHECK_THROWS_WITH(parse_telescope_entry({{"preset", "MUSEE"}}, "telescope"),
+                    Catch::Contains("telescope.preset: unknown telescope \"MUSEE\""));
 }
 
 TEST_CASE("only the particle types the stages use are read: gas for the dust screen",
