@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "core/config_error.h"
 #include "io/galaxy_field_ranges.h"
@@ -95,6 +98,76 @@ std::size_t rows_of(const std::map<std::string, HostField>& fields) {
   return fields.empty() ? 0 : fields.begin()->second.rows;
 }
 
+// A number for a message, to 4 significant digits.
+std::string format_number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4g", v);
+  return text;
+}
+
+// What arrays can hold legally but a reader would never give: see validate_and_complete.
+constexpr std::size_t kPlausibilityMinStars = 100;
+std::vector<std::string> plausibility_warnings(const HostGalaxy& galaxy) {
+  const Galaxy& g = galaxy.galaxy;
+  std::vector<std::string> warnings;
+  const std::size_t n = galaxy.n_stars();
+  const auto& age = galaxy.stars.at("age_gyr").values;
+  const double universe_gyr = g.cosmology.cosmic_time_gyr(g.scale_factor);
+  const double oldest = *std::max_element(age.begin(), age.end());
+  const auto z = format_number(g.redshift), t = format_number(universe_gyr);
+  if (oldest > 100.0)
+    throw InputError("stars.age_gyr: the oldest star is " + format_number(oldest) +
+                     " Gyr, far older than the Universe at z = " + z + " (" + t +
+                     " Gyr): expected ages in Gyr (years or Myr given?)");
+  // float32 ages of stars formed at the Big Bang may round a little above the Universe's age.
+  const auto older =
+      std::count_if(age.begin(), age.end(), [&](float a) { return a > universe_gyr * (1 + 1e-4); });
+  if (older > 0)
+    warnings.push_back("stars.age_gyr: " + std::to_string(older) + " of " + std::to_string(n) +
+                       " stars are older than the Universe at z = " + z + " (" + t +
+                       " Gyr), the oldest " + format_number(oldest) +
+                       " Gyr: ages are at the galaxy's own epoch, not lookback times from today "
+                       "(the templates clamp them to their oldest)");
+  // Mass-weighted centre, spread and mean velocity; a few stars (a test's one star at a chosen
+  // place and velocity) say nothing about a galaxy's centre or bulk motion.
+  if (n < kPlausibilityMinStars) return warnings;
+  const auto& x = galaxy.stars.at("position_kpc").values;
+  const auto& v = galaxy.stars.at("velocity_kms").values;
+  const auto& m = galaxy.stars.at("initial_mass_msun").values;
+  double total = 0, com[3] = {0, 0, 0}, mean_v[3] = {0, 0, 0};
+  for (std::size_t i = 0; i < n; ++i) {
+    total += m[i];
+    for (int c = 0; c < 3; ++c) {
+      com[c] += double(m[i]) * x[3 * i + c];
+      mean_v[c] += double(m[i]) * v[3 * i + c];
+    }
+  }
+  double spread2 = 0;
+  for (int c = 0; c < 3; ++c) com[c] /= total, mean_v[c] /= total;
+  for (std::size_t i = 0; i < n; ++i)
+    for (int c = 0; c < 3; ++c) spread2 += double(m[i]) * std::pow(x[3 * i + c] - com[c], 2);
+  const double spread = std::sqrt(spread2 / total);
+  const double offset = std::hypot(com[0], com[1], com[2]);
+  const double speed = std::hypot(mean_v[0], mean_v[1], mean_v[2]);
+  auto vector_text = [](const double* a) {
+    char text[96];
+    std::snprintf(text, sizeof text, "(%.4g, %.4g, %.4g)", a[0], a[1], a[2]);
+    return std::string(text);
+  };
+  if (offset > 3 * spread)
+    warnings.push_back("stars.position_kpc: the stars' centre of mass is at " + vector_text(com) +
+                       " kpc, " + format_number(offset) + " kpc from the origin and " +
+                       format_number(offset / spread) +
+                       " times their rms radius around it: positions are relative to the "
+                       "galaxy's centre, which the field is centred on (box coordinates given?)");
+  if (speed > 100)
+    warnings.push_back("stars.velocity_kms: the stars' mass-weighted mean velocity is " +
+                       vector_text(mean_v) + " km/s (" + format_number(speed) +
+                       " km/s): velocities are relative to the galaxy, whose bulk motion would "
+                       "otherwise shift every spectrum (not subtracted?)");
+  return warnings;
+}
+
 }  // namespace
 
 std::size_t HostGalaxy::n_stars() const {
@@ -104,7 +177,7 @@ std::size_t HostGalaxy::n_gas() const {
   return rows_of(gas);
 }
 
-void validate_and_complete(HostGalaxy& galaxy) {
+std::vector<std::string> validate_and_complete(HostGalaxy& galaxy) {
   validate_set<Stars>("stars", galaxy.stars);
   if (galaxy.n_stars() == 0) throw InputError("stars: no star particles given");
   validate_set<Gas>("gas", galaxy.gas);
@@ -113,7 +186,8 @@ void validate_and_complete(HostGalaxy& galaxy) {
     throw InputError("redshift: " + std::to_string(g.redshift) +
                      ", expected the galaxy's redshift in [0, 20)");
   g.scale_factor = 1.0 / (1.0 + g.redshift);
-  if (g.halfmass_radius_stars_kpc > 0) return;
+  std::vector<std::string> warnings = plausibility_warnings(galaxy);
+  if (g.halfmass_radius_stars_kpc > 0) return warnings;
   // The radius holding half the stellar mass, as the TNG reader finds it (tng_reader.cpp).
   const auto& x = galaxy.stars.at("position_kpc").values;
   const auto mass_it = galaxy.stars.find("mass_msun");
@@ -138,6 +212,7 @@ void validate_and_complete(HostGalaxy& galaxy) {
       break;
     }
   }
+  return warnings;
 }
 
 GalaxyData put_host_galaxy(const Mesh& mesh, const HostGalaxy& galaxy, bool with_gas) {

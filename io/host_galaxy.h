@@ -38,7 +38,12 @@ struct HostGalaxy {
 // Throws InputError naming the field ("stars.age_gyr") and what was expected. Then completes
 // what arrays do not say, as the TNG reader would find it: the scale factor 1 / (1 + z), and the
 // stellar half-mass radius (current masses, around the centre) where the record has none.
-void validate_and_complete(HostGalaxy& galaxy);
+// Ages far beyond the Universe's (above 100 Gyr: years or Myr given as Gyr) are refused. Returns
+// warnings, with numbers, for what is legal but likely a mistake: stars older than the Universe
+// at the galaxy's redshift (lookback times from today?), a centre of mass far from the origin for
+// the stars' size (positions not centred?), a bulk velocity over 100 km/s (not subtracted?); the
+// last two from 100 stars on.
+std::vector<std::string> validate_and_complete(HostGalaxy& galaxy);
 
 // The galaxy on the mesh, every field Sharded(particles) (jax.device_put), as a reader would
 // give it; stars without mass_msun take their initial mass. The gas only when with_gas.

@@ -4,7 +4,9 @@
 // cube as the synthetic source it was taken from.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/config_error.h"
 #include "io/host_galaxy.h"
@@ -34,7 +36,60 @@ void check_fails(HostGalaxy g, const std::string& message) {
   CHECK_THROWS_WITH(validate_and_complete(g), Catch::Contains(message));
 }
 
+// n stars on a ring of radius 5 kpc around `centre_kpc`, moving at `bulk_kms` along x plus
+// +-200 km/s of rotation, all `age_gyr` old.
+HostGalaxy ring(std::size_t n, float centre_kpc, float bulk_kms, float age_gyr) {
+  HostGalaxy g;
+  g.galaxy.redshift = 0.5;
+  g.source = "test";
+  std::vector<float> x, v;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double phi = 2 * M_PI * static_cast<double>(i) / static_cast<double>(n);
+    x.insert(x.end(), {static_cast<float>(centre_kpc + 5 * std::cos(phi)),
+                       static_cast<float>(centre_kpc + 5 * std::sin(phi)), centre_kpc});
+    v.insert(v.end(), {static_cast<float>(bulk_kms - 200 * std::sin(phi)),
+                       static_cast<float>(200 * std::cos(phi)), 0.0f});
+  }
+  g.stars["position_kpc"] = {x, n, 3};
+  g.stars["velocity_kms"] = {v, n, 3};
+  g.stars["initial_mass_msun"] = {std::vector<float>(n, 1e5f), n, 1};
+  g.stars["age_gyr"] = {std::vector<float>(n, age_gyr), n, 1};
+  g.stars["metallicity"] = {std::vector<float>(n, 0.02f), n, 1};
+  return g;
+}
+
 }  // namespace
+
+TEST_CASE("host galaxy: what is legal but likely a mistake is a warning, with its numbers") {
+  // At z = 0.5 the Universe (Planck 2015) is 8.6 Gyr old.
+  HostGalaxy fine = ring(1000, 0, 20, 8);
+  CHECK(validate_and_complete(fine).empty());
+
+  HostGalaxy lookback = ring(1000, 0, 0, 12);  // ages from today, not from z = 0.5
+  const auto age_warnings = validate_and_complete(lookback);
+  REQUIRE(age_warnings.size() == 1);
+  CHECK_THAT(age_warnings[0], Catch::Contains("stars.age_gyr: 1000 of 1000 stars are older than "
+                                              "the Universe at z = 0.5 (8.6") &&
+                                  Catch::Contains("the oldest 12 Gyr"));
+
+  HostGalaxy in_years = ring(1000, 0, 0, 1e10f);
+  CHECK_THROWS_WITH(validate_and_complete(in_years),
+                    Catch::Contains("stars.age_gyr: the oldest star is 1e+10 Gyr") &&
+                        Catch::Contains("years or Myr given?"));
+
+  HostGalaxy in_the_box = ring(1000, 20000, 500, 5);  // box coordinates, bulk motion kept
+  const auto warnings = validate_and_complete(in_the_box);
+  REQUIRE(warnings.size() == 2);
+  CHECK_THAT(warnings[0], Catch::Contains("stars.position_kpc: the stars' centre of mass is at "
+                                          "(2e+04, 2e+04, 2e+04) kpc, 3.464e+04 kpc from the "
+                                          "origin"));
+  CHECK_THAT(warnings[1], Catch::Contains("stars.velocity_kms: the stars' mass-weighted mean "
+                                          "velocity is (500, ") &&
+                              Catch::Contains("not subtracted?"));
+  // A few stars are a test's, not a galaxy: no centre or bulk motion is asked of them.
+  HostGalaxy few = ring(10, 20000, 500, 5);
+  CHECK(validate_and_complete(few).empty());
+}
 
 TEST_CASE("host galaxy: every field checked against the tables and named in errors") {
   HostGalaxy ok = two_stars();

@@ -176,9 +176,13 @@ class Galaxy:
         metallicity (N,); mass_msun (default: the initial mass) and smoothing_length_kpc are
         optional. ``gas`` (optional) needs position_kpc, velocity_kms, mass_msun,
         density_msun_per_kpc3, metallicity and sfr_msun_per_yr; internal_energy_km2_s2,
-        electron_abundance and metals (N, 10) are optional. Arrays are float32 or float64;
-        astropy Quantities (and unyt arrays) are converted to the field's unit. ``redshift`` is
-        the galaxy's epoch, and the observed redshift unless the run's config gives one.
+        electron_abundance and metals (N, 10) are optional. Arrays (or lists) of floats or
+        integers are held as float32; astropy Quantities (and unyt arrays) are converted to the
+        field's unit. ``redshift`` is the galaxy's epoch, and the observed redshift unless the
+        run's config gives one. What is legal but likely a mistake is a ``UserWarning`` with its
+        numbers: ages older than the Universe at ``redshift`` (lookback times?), positions whose
+        centre of mass lies far from the origin (not centred?), a mean velocity over 100 km/s
+        (bulk motion left in?); ages above 100 Gyr (years?) are an InputError.
 
         Raises InputError naming the field for an unknown name, a wrong shape or unit, a
         missing required field, or a value that is not finite or out of range.

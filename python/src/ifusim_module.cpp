@@ -48,8 +48,8 @@ py::array field_view(HostField& field, py::handle owner) {
                             owner);
 }
 
-// Python arrays (float32 or float64, shape (N,) or (N, k)) to host fields, named "set.name" in
-// errors; the table's checks follow in validate_and_complete.
+// Python arrays or lists (floats or integers, shape (N,) or (N, k)) to host fields, named
+// "set.name" in errors; the table's checks follow in validate_and_complete.
 std::map<std::string, HostField> host_fields(const py::dict& arrays, const std::string& set) {
   std::map<std::string, HostField> out;
   for (const auto& [key, value] : arrays) {
@@ -57,11 +57,13 @@ std::map<std::string, HostField> host_fields(const py::dict& arrays, const std::
     const std::string where = set + "." + name;
     const py::array array = py::array::ensure(value);
     if (!array) throw InputError(where + ": expected an array of numbers");
-    const py::dtype dtype = array.dtype();
-    if (!dtype.is(py::dtype::of<float>()) && !dtype.is(py::dtype::of<double>()))
+    // Floats and integers (masses given as int64, lists of ints), converted to float32 as
+    // every field is held; booleans, strings, complex or object arrays are refused.
+    const char kind = array.dtype().kind();
+    if (kind != 'f' && kind != 'i' && kind != 'u')
       throw InputError(where + ": dtype " +
-                       py::str(static_cast<const py::handle&>(dtype)).cast<std::string>() +
-                       ", expected float32 or float64");
+                       py::str(static_cast<const py::handle&>(array.dtype())).cast<std::string>() +
+                       ", expected an array of real numbers (floats or integers)");
     if (array.ndim() < 1 || array.ndim() > 2)
       throw InputError(where + ": " + std::to_string(array.ndim()) +
                        " dimensions, expected (N,) or (N, k)");
@@ -84,7 +86,10 @@ std::shared_ptr<const HostGalaxy> galaxy_from_arrays(const py::dict& stars, cons
   galaxy->galaxy.simulation = "arrays";
   galaxy->galaxy.redshift = redshift;
   galaxy->source = std::move(source);
-  validate_and_complete(*galaxy);
+  // What is legal but likely a mistake (ages older than the Universe, uncentred positions, a
+  // bulk velocity left in) is a Python warning, which the caller can filter or make an error.
+  for (const std::string& warning : validate_and_complete(*galaxy))
+    if (PyErr_WarnEx(PyExc_UserWarning, warning.c_str(), 2) != 0) throw py::error_already_set();
   return galaxy;
 }
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import h5py
 import numpy as np
@@ -227,7 +228,7 @@ def test_quantities_are_converted_to_the_fields_units():
         (dict(position_kpc=np.zeros((1, 2))), r"stars\.position_kpc: shape \(1, 2\), expected \(N, 3\)"),
         (dict(age_gyr=np.array([np.nan])), r"stars\.age_gyr: row 0 is nan; expected finite"),
         (dict(metallicity=np.array([1.5])), r"stars\.metallicity: row 0 .* in \[0, 1\)"),
-        (dict(age_gyr=np.array([1, 2], dtype=np.int64)), r"stars\.age_gyr: dtype int64"),
+        (dict(age_gyr=np.array([1 + 1j])), r"stars\.age_gyr: dtype complex128, expected an array of real"),
         (dict(ages=np.array([1.0])), r"stars\.ages: unknown field; expected one of"),
         (dict(initial_mass_msun=np.array([1.0, 2.0])), r"2 rows, but stars\..* has 1"),
     ],
@@ -237,6 +238,43 @@ def test_bad_arrays_raise_input_error_naming_the_field(change, message):
     stars.update(change)
     with pytest.raises(ifusim.InputError, match=message):
         ifusim.Galaxy.from_arrays(stars, redshift=0.05)
+
+
+def test_integer_arrays_and_lists_are_taken_as_numbers():
+    stars = one_star()
+    as_floats = ifusim.Galaxy.from_arrays(stars, redshift=0.05)
+    stars["initial_mass_msun"] = np.array([1000000], dtype=np.int64)
+    stars["age_gyr"] = [5]
+    stars["position_kpc"] = [[0, 0, 0]]
+    as_ints = ifusim.Galaxy.from_arrays(stars, redshift=0.05)
+    for name in ("initial_mass_msun", "age_gyr", "position_kpc"):
+        assert np.array_equal(as_ints.stars[name], as_floats.stars[name]), name
+
+
+def test_likely_mistakes_are_warnings_with_numbers():
+    rng = np.random.default_rng(3)
+    n = 2000
+    stars = dict(
+        position_kpc=rng.normal(0, 2.0, (n, 3)),
+        velocity_kms=rng.normal(0, 80, (n, 3)),
+        initial_mass_msun=np.full(n, 1e5),
+        age_gyr=rng.uniform(0.1, 8, n),
+        metallicity=np.full(n, 0.02),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a plausible galaxy gives none
+        ifusim.Galaxy.from_arrays(stars, redshift=0.5)
+    in_the_box = dict(stars, position_kpc=stars["position_kpc"] + 25000.0,
+                      velocity_kms=stars["velocity_kms"] + [400.0, 0.0, 0.0])
+    with pytest.warns(UserWarning) as caught:
+        ifusim.Galaxy.from_arrays(in_the_box, redshift=0.5)
+    texts = [str(w.message) for w in caught]
+    assert any(t.startswith("stars.position_kpc: the stars' centre of mass is at (2.5e+04") for t in texts)
+    assert any(t.startswith("stars.velocity_kms: the stars' mass-weighted mean velocity is (4") for t in texts)
+    with pytest.warns(UserWarning, match=r"stars\.age_gyr: \d+ of 2000 stars are older than the Universe at z = 0\.5"):
+        ifusim.Galaxy.from_arrays(dict(stars, age_gyr=rng.uniform(0.1, 13, n)), redshift=0.5)
+    with pytest.raises(ifusim.InputError, match=r"years or Myr given\?"):
+        ifusim.Galaxy.from_arrays(dict(stars, age_gyr=stars["age_gyr"] * 1e9), redshift=0.5)
 
 
 def test_missing_fields_and_gas_are_checked():
