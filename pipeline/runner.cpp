@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -426,6 +427,11 @@ Cube finished_cube(const RunConfig& c, const RunSetup& setup, RunState& state) {
   cube.maps = std::move(state.maps);
   cube.maps["white_light"] = {cube.unit, "mean flux density over the band",
                               white_light_image(cube)};
+  const auto& white = cube.maps["white_light"].values;
+  if (std::none_of(white.begin(), white.end(), [](double v) { return v != 0 && !std::isnan(v); }))
+    spdlog::warn("the cube holds no light: no star fell in the {:.3g} kpc field (positions must "
+                 "be relative to the galaxy's centre; is the galaxy centred, the redshift right?)",
+                 state.observation.kpc_per_arcsec * c.telescope.fov_arcsec);
   return cube;
 }
 

@@ -2,9 +2,13 @@
 // Galaxy.from_arrays: checked against the particle tables, naming the field; sharded over any
 // number of devices and gathered back unchanged; and run as a config's galaxy, bitwise the same
 // cube as the synthetic source it was taken from.
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -187,4 +191,40 @@ TEST_CASE("host galaxy: a config's galaxy gives the cube of the synthetic source
   // Without a galaxy the config needs its input; with one, no redshift means the galaxy's.
   CHECK_THROWS_AS(parse_run_config(without_input, ""), ConfigError);
   CHECK(parse_run_config(without_input, "", host).redshift == 0.05);
+}
+
+TEST_CASE("host galaxy: an uncentred galaxy's empty cube is named, not left silent") {
+  HostGalaxy uncentred = ring(1000, 20000, 0, 5);  // box coordinates: far outside the field
+  validate_and_complete(uncentred);
+  const nlohmann::json config = {
+      {"galaxy", nlohmann::json::object()},
+      {"telescope", "MUSE"},
+      {"ssp", {{"library", "${IFUSIM_DATA_DIR}/ssp/MaStar_CB19.12_1_5.fits.gz"}}},
+      {"pipeline", {"aperture", "stellar_spectra", "psum"}}};
+  RunOptions options;
+  options.write_outputs = false;
+  options.progress = false;
+  std::ostringstream log;
+  const auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  const RunReport report =
+      run_pipeline(parse_run_config(config, "", std::make_shared<HostGalaxy>(uncentred)), options);
+  spdlog::set_default_logger(previous);
+  CHECK_THAT(log.str(), Catch::Contains("the cube holds no light: no star fell in the") &&
+                            Catch::Contains("is the galaxy centred"));
+  // A centred one gives light, and no such warning.
+  std::ostringstream centred_log;
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(centred_log)));
+  HostGalaxy centred = ring(1000, 0, 0, 5);
+  validate_and_complete(centred);
+  const RunReport lit =
+      run_pipeline(parse_run_config(config, "", std::make_shared<HostGalaxy>(centred)), options);
+  spdlog::set_default_logger(previous);
+  CHECK_THAT(centred_log.str(), !Catch::Contains("no light"));
+  double total = 0;
+  for (const double v : lit.cube.data) total += v;
+  CHECK(total > 0);
+  CHECK(report.cube.data.size() == lit.cube.data.size());
 }

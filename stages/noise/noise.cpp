@@ -96,7 +96,8 @@ double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::ui
   if (!(s_ref > 0.0))
     throw ConfigError("noise (" + path +
                       "): the cube has no positive signal to set the reference "
-                      "level from; give " +
+                      "level from (did any star fall in the field? positions must be relative "
+                      "to the galaxy's centre); give " +
                       path + ".reference (a number > 0 in the cube's units)");
   double snr_pixel = params.snr;
   if (params.per_angstrom) {
