@@ -383,8 +383,33 @@ TEST_CASE("outputs: quick-look PNGs are valid, sized and not uniform", "[outputs
   CHECK_FALSE(white.has(grey));   // none in the white-light image
   CHECK(white.has(viridis_top));  // the colour bar reaches the map's maximum colour
 
+  // One outlier does not wash the map out: the colours span the 2nd-98th percentile, the values
+  // beyond take the end colours. A log-scale map's values <= 0 take the lowest colour, not grey.
+  std::vector<double> ramp(13 * 9);
+  for (std::size_t i = 0; i < ramp.size(); ++i) ramp[i] = 1.0 + static_cast<double>(i);
+  ramp[116] = 1e6;
+  ramp[0] = -5;
+  write_map_png(dir / "ramp.png", ramp, 13, 9,
+                MapStyle{"ramp", Colormap::viridis, false, true, "counts"});
+  const Png r = read_png(dir / "ramp.png");
+  // The centre of spaxel i (32 px spaxels, the largest drawn, from (16, 38); row iy = 0 at the
+  // bottom).
+  auto at = [&](std::size_t i) {
+    const std::size_t ix = i % 13, iy = i / 13;
+    return r.pixels[(38 + (8 - iy) * 32 + 16) * r.width + 16 + ix * 32 + 16];
+  };
+  const std::array<std::uint8_t, 3> viridis_bottom = {68, 1, 84};
+  CHECK(at(0) == viridis_bottom);  // -5 on a log scale
+  CHECK(at(116) == viridis_top);   // the outlier, saturated
+  CHECK(at(115) == viridis_top);   // above the 98th percentile
+  const auto middle = at(58);      // log10(59) of log10(3) .. log10(115): the upper middle
+  CHECK(middle != viridis_bottom);
+  CHECK(middle != viridis_top);
+  CHECK(int(middle[1]) > 120);  // viridis' green rises through the range: not near the bottom
+  CHECK_FALSE(r.has(grey));
+
   CHECK_THROWS_WITH(write_map_png(dir / "bad.png", image, 12, 9, MapStyle{}),
                     Catch::Contains("map of 117 values for nx = 12, ny = 9"));
   CHECK_THROWS_AS(write_map_png(dir / "missing/bad.png", image, 13, 9, MapStyle{}), InputError);
-  CHECK(dir.n_files() == 3);
+  CHECK(dir.n_files() == 4);
 }

@@ -105,22 +105,37 @@ void write_map_png(const std::string& path, const std::vector<double>& values, i
     throw std::invalid_argument(path + ": map of " + std::to_string(values.size()) +
                                 " values for nx = " + std::to_string(nx) +
                                 ", ny = " + std::to_string(ny));
-  // The value each spaxel is coloured by (NaN: empty).
+  // The value each spaxel is coloured by: NaN for no data (empty), -inf for a value <= 0 on a log
+  // scale (a noise pixel below zero: drawn in the lowest colour, not as empty).
   const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double below = -std::numeric_limits<double>::infinity();
   std::vector<double> shown(values.size());
+  std::vector<double> finite;
+  bool any_empty = false, any_non_positive = false;
   for (std::size_t i = 0; i < values.size(); ++i) {
     const double v = values[i];
-    shown[i] = !std::isfinite(v) ? nan : style.log_scale ? (v > 0 ? std::log10(v) : nan) : v;
-  }
-  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-  bool any_empty = false;
-  for (double v : shown) {
-    if (std::isnan(v)) {
+    if (!std::isfinite(v)) {
+      shown[i] = nan;
       any_empty = true;
-      continue;
+    } else if (style.log_scale && !(v > 0)) {
+      shown[i] = below;
+      any_non_positive = true;
+    } else {
+      shown[i] = style.log_scale ? std::log10(v) : v;
+      finite.push_back(shown[i]);
     }
-    lo = std::min(lo, v);
-    hi = std::max(hi, v);
+  }
+  // The colour range spans the 2nd to the 98th percentile, so that a few outliers (a spaxel of
+  // one star at the field's edge, a hot noise pixel) do not wash the map out; beyond it the
+  // colours saturate. With fewer than 50 values every one is inside.
+  double lo = 0, hi = -1;
+  bool clipped = false;
+  if (!finite.empty()) {
+    std::sort(finite.begin(), finite.end());
+    const std::size_t n = finite.size(), cut = n >= 50 ? n / 50 : 0;
+    lo = finite[cut];
+    hi = finite[n - 1 - cut];
+    clipped = lo > finite.front() || hi < finite.back();
   }
   const bool have_range = lo <= hi;
   if (have_range && style.symmetric) {
@@ -141,8 +156,13 @@ void write_map_png(const std::string& path, const std::vector<double>& values, i
   const int label_w = std::max({Canvas::text_width(lo_label, 2), Canvas::text_width(hi_label, 2),
                                 Canvas::text_width(mid_label, 2)});
   std::string footer = style.unit.empty() ? "" : "[" + style.unit + "]";
-  if (style.log_scale) footer += footer.empty() ? "log scale" : ", log scale";
-  if (any_empty) footer += footer.empty() ? "grey: empty" : "; grey: empty";
+  auto add = [&footer](const std::string& note, const char* separator) {
+    footer += (footer.empty() ? "" : separator) + note;
+  };
+  if (style.log_scale) add("log scale", ", ");
+  if (clipped) add("2-98th percentile", ", ");
+  if (any_non_positive) add("lowest colour: <= 0", "; ");
+  if (any_empty) add("grey: empty", "; ");
   const int bar_x = margin + map_w + 14;
   const int width = std::max({bar_x + bar_w + 8 + label_w + margin,
                               margin + Canvas::text_width(style.title, 2) + margin,
@@ -156,7 +176,9 @@ void write_map_png(const std::string& path, const std::vector<double>& values, i
   for (int iy = 0; iy < ny; ++iy)
     for (int ix = 0; ix < nx; ++ix) {
       const double v = shown[static_cast<std::size_t>(iy) * nx + ix];
-      const Rgb c = std::isnan(v) ? kEmpty : colour(style.colormap, (v - lo) / span);
+      const Rgb c = std::isnan(v) ? kEmpty
+                    : v == below  ? colour(style.colormap, 0.0)
+                                  : colour(style.colormap, std::clamp((v - lo) / span, 0.0, 1.0));
       const int x0 = margin + ix * pixel, y0 = map_y + (ny - 1 - iy) * pixel;
       canvas.fill_rect(x0, y0, x0 + pixel - 1, y0 + pixel - 1, c);
     }

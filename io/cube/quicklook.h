@@ -17,15 +17,16 @@ struct MapStyle {
   std::string title;
   Colormap colormap = Colormap::viridis;
   bool symmetric = false;  // range [-max|v|, +max|v|], so that zero is the middle colour
-  bool log_scale = false;  // colours by log10(value); values <= 0 are drawn as empty
+  bool log_scale = false;  // colours by log10(value); values <= 0 take the lowest colour
   std::string unit;        // printed under the map
 };
 
 // `values` holds nx * ny numbers, row-major with y outer (values[iy * nx + ix]), y = Dec drawn
 // upwards and x to the right (east left, as in the FITS cube). NaN marks an empty spaxel: drawn
-// grey and excluded from the colour range. A colour bar at the right carries the min, middle and
-// max of the range. Throws std::invalid_argument for a size mismatch, InputError when the file
-// cannot be written.
+// grey and excluded from the colour range. The range spans the values' 2nd to 98th percentile
+// (colours saturate beyond; the footer says so when it clips). A colour bar at the right carries
+// the range's min, middle and max. Throws std::invalid_argument for a size mismatch, InputError
+// when the file cannot be written.
 void write_map_png(const std::string& path, const std::vector<double>& values, int nx, int ny,
                    const MapStyle& style);
 
