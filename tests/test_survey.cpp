@@ -294,3 +294,39 @@ TEST_CASE("survey: orientations and refusals", "[survey][tng]") {
   CHECK_THROWS_WITH(plan_survey(document, example("muse_tng_mastar")),
                     Catch::Contains("group catalog file 0 missing"));
 }
+
+TEST_CASE("survey: the example survey config runs on a snapshot written by make-galaxy",
+          "[survey][tng]") {
+  // README: `ifusim make-galaxy out/example_snapshot --layout snapshot ...`, then
+  // `ifusim survey configs/examples/survey_snapshot.json`; here into a scratch folder.
+  const test::ScratchDir dir("survey_example");
+  tng::SyntheticGalaxySpec central;
+  central.n_stars = 3000;
+  central.n_gas = 0;
+  central.seed = 5;
+  central.redshift = 0.05;
+  const auto spec = tng::make_snapshot_spec(central, 6, 2, 2);
+  tng::write_tng_snapshot(dir.file("example_snapshot"), spec);
+  const nlohmann::json document = load_config_document(
+      example("survey_snapshot"),
+      {"survey.snapshot_dir=" + dir.file("example_snapshot"),
+       "survey.snapshot=" + std::to_string(spec.snapshot), "survey.select.min_stellar_mass_msun=0",
+       "survey.select.max_count=2", "devices.oversubscribe=true"});
+  const SurveyPlan plan = plan_survey(document, example("survey_snapshot"));
+  REQUIRE(plan.tasks.size() == 6);  // 2 subhalos x 3 orientations
+  RunOptions options;
+  options.progress = false;
+  const SurveyReport report = run_survey(plan, dir.file("out"), options);
+  CHECK(report.done == 6);
+  CHECK(report.failed == 0);
+  for (const auto& row : catalog_rows(report.catalog_path)) {
+    INFO(row[0] << " " << row[1] << ": " << row[7]);
+    CHECK(row[2] == "done");
+    const Cube cube = read_cube((fs::path(dir.file("out")) / row[3]).string());
+    CHECK(cube.variance.size() == cube.data.size());  // calc_ifu's noise stage ran
+    double total = 0;
+    for (const double v : cube.data)
+      if (!std::isnan(v)) total += v;
+    CHECK(total > 0);
+  }
+}
