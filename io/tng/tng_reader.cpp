@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <set>
@@ -360,6 +361,30 @@ tng::VisitStarBlocks visit_star_rows(
       if (f.bad) throw_nonfinite(src, f.rule.dataset, f.bad, f.first_bad);
       throw_out_of_bounds(src, f.rule, f.outside, snapshot_scale_factor);
     }
+  };
+}
+
+// The passes of `visit` over stars held at once: the first reads (and checks) Coordinates,
+// Masses and Velocities, the others are handed the same values instead of reading the file
+// again (four passes read every field four times).
+tng::VisitStarBlocks visit_read_once(tng::VisitStarBlocks visit) {
+  struct Held {
+    bool read = false;
+    std::vector<double> coordinates, masses, velocities;
+  };
+  auto held = std::make_shared<Held>();
+  return [visit = std::move(visit), held](
+             bool velocities, const std::function<void(const tng::CentreBlock&)>& block) {
+    if (!held->read) {
+      visit(true, [&](const tng::CentreBlock& b) {
+        held->coordinates.insert(held->coordinates.end(), b.coordinates, b.coordinates + 3 * b.n);
+        held->masses.insert(held->masses.end(), b.masses, b.masses + b.n);
+        held->velocities.insert(held->velocities.end(), b.velocities, b.velocities + 3 * b.n);
+      });
+      held->read = true;
+    }
+    block({held->coordinates.data(), held->masses.data(),
+           velocities ? held->velocities.data() : nullptr, held->masses.size()});
   };
 }
 
@@ -827,9 +852,9 @@ GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options, TngIngestRe
       return std::vector<std::size_t>(std::lower_bound(selected.begin(), selected.end(), begin),
                                       std::lower_bound(selected.begin(), selected.end(), end));
     };
-    centre = centre_from_stars(star_fields,
-                               visit_star_rows(stars_src, rows_in, stars_src.rows, hdr.time),
-                               hdr.box_size, selected.size());
+    centre = centre_from_stars(
+        star_fields, visit_read_once(visit_star_rows(stars_src, rows_in, stars_src.rows, hdr.time)),
+        hdr.box_size, selected.size());
     rep.center_method = "shrinking spheres";
   }
 
