@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -59,8 +60,9 @@ struct CentreOfMass {
     for (int k = 0; k < 3; ++k) sum[k] += m * d[k];
   }
   // add() over n stars (offsets 3 per star) with the sums in registers and no branch on the
-  // sphere: a star outside adds +0.0, which leaves a sum bitwise as it was (a sum that starts
-  // at +0.0 is never -0.0). Same terms, same order, so the bits of add() one by one.
+  // sphere (the stars come in row order, in and out at random: a branch mispredicts): a star
+  // outside adds +-0.0, which leaves a sum bitwise as it was (a sum that starts at +0.0 is
+  // never -0.0). Same terms, same order, so the bits of add() one by one.
   void add_all(const double* offsets, const double* masses, std::size_t n) {
     double sx = sum[0], sy = sum[1], sz = sum[2], ms = mass;
     std::size_t in_count = 0;
@@ -68,12 +70,20 @@ struct CentreOfMass {
       const double* d = offsets + 3 * i;
       const double dx = d[0] - c[0], dy = d[1] - c[1], dz = d[2] - c[2];
       const double s = dx * dx + dy * dy + dz * dz;
-      const bool in = s <= inside_sq || (s <= outside_sq && std::sqrt(s) <= radius);
-      const double m = masses[i];
-      sx += in ? m * d[0] : 0.0;
-      sy += in ? m * d[1] : 0.0;
-      sz += in ? m * d[2] : 0.0;
-      ms += in ? m : 0.0;
+      bool in = s <= inside_sq;
+      // Bitwise &, not &&: the common case must not branch on `in`.
+      const bool edge = !in & (s <= outside_sq);
+      if (__builtin_expect(edge, 0)) in = std::sqrt(s) <= radius;  // rare: at the sphere's edge
+      // m or +0.0 through a bit mask: m * d exactly for a star inside, +-0.0 for one outside.
+      std::uint64_t bits;
+      std::memcpy(&bits, masses + i, sizeof bits);
+      bits &= std::uint64_t{0} - static_cast<std::uint64_t>(in);
+      double w;
+      std::memcpy(&w, &bits, sizeof w);
+      sx += w * d[0];
+      sy += w * d[1];
+      sz += w * d[2];
+      ms += w;
       in_count += in;
     }
     sum = {sx, sy, sz};
