@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <set>
@@ -360,6 +362,30 @@ tng::VisitStarBlocks visit_star_rows(
       if (f.bad) throw_nonfinite(src, f.rule.dataset, f.bad, f.first_bad);
       throw_out_of_bounds(src, f.rule, f.outside, snapshot_scale_factor);
     }
+  };
+}
+
+// The passes of `visit` over stars held at once: the first reads (and checks) Coordinates,
+// Masses and Velocities, the others are handed the same values instead of reading the file
+// again (four passes read every field four times).
+tng::VisitStarBlocks visit_read_once(tng::VisitStarBlocks visit) {
+  struct Held {
+    bool read = false;
+    std::vector<double> coordinates, masses, velocities;
+  };
+  auto held = std::make_shared<Held>();
+  return [visit = std::move(visit), held](
+             bool velocities, const std::function<void(const tng::CentreBlock&)>& block) {
+    if (!held->read) {
+      visit(true, [&](const tng::CentreBlock& b) {
+        held->coordinates.insert(held->coordinates.end(), b.coordinates, b.coordinates + 3 * b.n);
+        held->masses.insert(held->masses.end(), b.masses, b.masses + b.n);
+        held->velocities.insert(held->velocities.end(), b.velocities, b.velocities + 3 * b.n);
+      });
+      held->read = true;
+    }
+    block({held->coordinates.data(), held->masses.data(),
+           velocities ? held->velocities.data() : nullptr, held->masses.size()});
   };
 }
 
@@ -817,27 +843,45 @@ GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options, TngIngestRe
   if (!gas_src.segments.empty()) gas_sel = select_rows(gas_src, gas_fields, options.drop_nonfinite);
 
   Centre centre;
+  std::future<Centre> centring;
   if (catalog) {
     centre = catalog->centre;
     rep.center_method = "SubhaloPos";
   } else {
-    // Held at once: one block of all the rows, and every star fits the budget.
+    // Held at once: one block of all the rows, and every star fits the budget. The block is
+    // read (and checked) here; the centre is then found on another thread while this one reads
+    // the fields whose values do not depend on it (the HDF5 calls stay on this thread).
     const std::vector<std::size_t>& selected = stars_sel.rows;
     auto rows_in = [&selected](std::size_t begin, std::size_t end) {
       return std::vector<std::size_t>(std::lower_bound(selected.begin(), selected.end(), begin),
                                       std::lower_bound(selected.begin(), selected.end(), end));
     };
-    centre = centre_from_stars(star_fields,
-                               visit_star_rows(stars_src, rows_in, stars_src.rows, hdr.time),
-                               hdr.box_size, selected.size());
+    const tng::VisitStarBlocks visit =
+        visit_read_once(visit_star_rows(stars_src, rows_in, stars_src.rows, hdr.time));
+    visit(true, [](const tng::CentreBlock&) {});
+    centring = std::async(std::launch::async,
+                          [&star_fields, visit, box = hdr.box_size, budget = selected.size()] {
+                            return centre_from_stars(star_fields, visit, box, budget);
+                          });
     rep.center_method = "shrinking spheres";
   }
 
+  // Masses, metallicities, ages: converted without the centre (a frame with none).
+  std::vector<PresentField> centred_fields, other_fields;
+  for (const auto& f : star_fields)
+    (f.rule->conversion == tng::Conversion::position ||
+             f.rule->conversion == tng::Conversion::velocity
+         ? centred_fields
+         : other_fields)
+        .push_back(f);
   GalaxyData data;
+  read_species(mesh, stars_src, other_fields, stars_sel.rows,
+               conversion_frame(galaxy_record(hdr, options, Centre{}, star_fields), hdr, Centre{}),
+               data.stars);
+  if (centring.valid()) centre = centring.get();
   data.galaxy = galaxy_record(hdr, options, centre, star_fields);
   const Frame frame = conversion_frame(data.galaxy, hdr, centre);
-
-  read_species(mesh, stars_src, star_fields, stars_sel.rows, frame, data.stars);
+  read_species(mesh, stars_src, centred_fields, stars_sel.rows, frame, data.stars);
   if (!gas_src.segments.empty())
     data.gas = read_gas_cells(mesh, gas_src, gas_fields, gas_sel, frame);
 
