@@ -384,6 +384,18 @@ TEST_CASE("binned spectra with kernel smoothing agree with the exact method's, a
         run_spectra(3, host, grid, params, kBins, 16, 1.0, kRedshift, "air", "kernel");
     check_targets(binned, exact);
     CHECK(binned.maps.at("velocity_mass_kms") == exact.maps.at("velocity_mass_kms"));
+    // The light-weighted velocities compared are there: defined, and not all 0, on the lit
+    // spaxels.
+    const std::vector<double>& v = binned.maps.at("velocity_light_kms");
+    int defined = 0;
+    double largest_kms = 0.0;
+    for (double x : v)
+      if (!std::isnan(x)) {
+        ++defined;
+        largest_kms = std::max(largest_kms, std::abs(x));
+      }
+    CHECK(defined == lit(exact));
+    CHECK(largest_kms > 10.0);
   }
 }
 
