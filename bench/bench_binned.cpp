@@ -10,7 +10,10 @@
 //      cpu cube;
 //   5. with dust (A_V per star from a dusty disc, up to 1 or 40 mag at the centre): binned vs
 //      exact against the same targets at --stars, and at --speed-stars the binned method's cost
-//      with dust over without, and with 40 mag over 1 mag (its cost must not grow with A_V).
+//      with dust over without, and with 40 mag over 1 mag (its cost must not grow with A_V);
+//   6. kernel smoothing (docs/smoothing.md): binned vs exact, both smoothed, against the same
+//      targets at --stars, and at --speed-stars on MaNGA-32 the binned method's cost smoothed
+//      over unsmoothed (target <= 2x).
 //
 //   bench_binned [--stars 100000] [--speed-stars 1000000] [--reps 1]
 #include <omp.h>
@@ -57,10 +60,13 @@ std::vector<float> dusty_disc_av(const bench::HostStars& host, double scale_kpc,
 }
 
 // `dust_av`: the stars' A_V (CCM89, R_V = 3.1) as the dust stage would give it; empty for none.
+// `smoothing`: "none" or "kernel" (the aperture stage's, docs/smoothing.md).
 Run run(Backend backend, int n_devices, const Telescope& telescope, const bench::HostStars& host,
-        Stage& spectra, const std::vector<float>& dust_av = {}) {
+        Stage& spectra, const std::vector<float>& dust_av = {},
+        const std::string& smoothing = "none") {
   const auto mesh = make_mesh(backend, n_devices);
-  auto state = bench::prepared_state(*mesh, telescope, host);
+  auto state =
+      bench::prepared_state(*mesh, telescope, host, nlohmann::json{{"smoothing", smoothing}});
   if (!dust_av.empty()) {
     state->data.stars.derived.set(fields::stars_dust_av,
                                   device_put(*mesh, dust_av, 1, Sharding::sharded()));
@@ -87,18 +93,20 @@ std::unique_ptr<Stage> stage(std::shared_ptr<const SspGrid> grid, SpectralMethod
   return make_stellar_spectra_stage(std::move(grid), p);
 }
 
-// `av_centre_mag` > 0: with the dust of a dusty disc (dusty_disc_av).
+// `av_centre_mag` > 0: with the dust of a dusty disc (dusty_disc_av). `smoothing`: both methods
+// with the aperture stage's smoothing ("kernel": each star spread over its footprint).
 bool accuracy(const std::string& telescope_name, const std::string& ssp, std::size_t n,
-              double av_centre_mag = 0.0) {
+              double av_centre_mag = 0.0, const std::string& smoothing = "none") {
   const Telescope telescope = load_telescope_preset(telescope_name, "bench");
   auto grid = std::make_shared<const SspGrid>(load_ssp_library(bench::ssp_path(ssp)));
   const double scale_kpc = bench::disc_scale_kpc(telescope);
   const bench::HostStars stars = bench::disc_stars(n, 3, scale_kpc);
   const std::vector<float> av =
       av_centre_mag > 0 ? dusty_disc_av(stars, scale_kpc, av_centre_mag) : std::vector<float>{};
-  const Run exact = run(Backend::cpu, 1, telescope, stars, *stage(grid, SpectralMethod::exact), av);
+  const Run exact =
+      run(Backend::cpu, 1, telescope, stars, *stage(grid, SpectralMethod::exact), av, smoothing);
   const Run binned =
-      run(Backend::cpu, 1, telescope, stars, *stage(grid, SpectralMethod::binned), av);
+      run(Backend::cpu, 1, telescope, stars, *stage(grid, SpectralMethod::binned), av, smoothing);
   const CubeAgreement a = cube_agreement(binned.cube.data, exact.cube.data,
                                          binned.velocity_light_kms, exact.velocity_light_kms);
   // Behind tens of magnitudes a star's light weight in the exact method (one fixed-point scale
@@ -112,8 +120,10 @@ bool accuracy(const std::string& telescope_name, const std::string& ssp, std::si
       "  %-9s %-7s %s total %.2e  max/peak %.2e  median %.2e  p99 %.2e  |dv| %.3f km/s   "
       "(worst at %.1f A)  exact %7.2f s  binned %6.3f s (%.0fx)  %s\n",
       telescope_name.c_str(), ssp.c_str(),
-      av_centre_mag > 0 ? ("A_V<=" + std::to_string(static_cast<int>(av_centre_mag))).c_str()
-                        : "no dust ",
+      (smoothing == "kernel" ? "kernel "
+       : av_centre_mag > 0   ? "A_V<=" + std::to_string(static_cast<int>(av_centre_mag))
+                             : std::string("no dust "))
+          .c_str(),
       a.total_relative, a.max_over_peak, a.median_relative, a.p99_relative, a.max_velocity_kms,
       exact.cube.axes.wavelength_angstrom(
           static_cast<int>(a.worst_voxel % exact.cube.shape.n_wave)),
@@ -130,25 +140,9 @@ bool bitwise_equal(const Cube& a, const Cube& b) {
          std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(double)) == 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) try {
-  const auto n_accuracy = std::stoul(bench::option(argc, argv, "stars", "100000"));
-  const auto n_speed = std::stoul(bench::option(argc, argv, "speed-stars", "1000000"));
-  const std::string only = bench::option(argc, argv, "only", "");  // "accuracy": section 1 alone
-  if (n_accuracy < 1 || n_speed < 1) throw std::invalid_argument("star counts must be >= 1");
-  std::printf("bench_binned: z = %.2f, OpenMP threads: %d\n\n", bench::kRedshift,
-              omp_get_max_threads());
+// Sections 2 to 5: speed, devices, cuda, dust.
+bool speed_sections(std::size_t n_accuracy, std::size_t n_speed) {
   bool ok = true;
-
-  std::printf(
-      "[1] binned vs exact, %lu disc stars (targets: total 1e-6, max/peak 2e-3, median "
-      "1e-3, p99 1e-2, |dv| 2 km/s)\n",
-      n_accuracy);
-  for (const char* telescope : {"MUSE", "MaNGA-32"})
-    for (const char* ssp : {"mastar", "miles"}) ok = accuracy(telescope, ssp, n_accuracy) && ok;
-
-  if (only == "accuracy") return ok ? 0 : 1;
   std::printf("\n[2] speed at %lu stars, MUSE, MaStar, 1 cpu device (stage + psum)\n", n_speed);
   const Telescope muse = load_telescope_preset("MUSE", "bench");
   auto mastar = std::make_shared<const SspGrid>(load_ssp_library(bench::ssp_path("mastar")));
@@ -210,6 +204,54 @@ int main(int argc, char** argv) try {
               t_binned, t_mild, t_mild / t_binned, t_deep, t_deep / t_binned);
   std::printf("  40 mag / 1 mag: %.2fx (target: independent of the largest A_V, <= 1.5x): %s\n",
               t_deep / t_mild, t_deep / t_mild <= 1.5 ? "OK" : "ABOVE TARGET");
+
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const auto n_accuracy = std::stoul(bench::option(argc, argv, "stars", "100000"));
+  const auto n_speed = std::stoul(bench::option(argc, argv, "speed-stars", "1000000"));
+  const std::string only = bench::option(argc, argv, "only", "");  // "accuracy": section 1 alone,
+  // "smoothing": section 6 alone
+  if (n_accuracy < 1 || n_speed < 1) throw std::invalid_argument("star counts must be >= 1");
+  std::printf("bench_binned: z = %.2f, OpenMP threads: %d\n\n", bench::kRedshift,
+              omp_get_max_threads());
+  bool ok = true;
+
+  std::printf(
+      "[1] binned vs exact, %lu disc stars (targets: total 1e-6, max/peak 2e-3, median "
+      "1e-3, p99 1e-2, |dv| 2 km/s)\n",
+      n_accuracy);
+  if (only != "smoothing")
+    for (const char* telescope : {"MUSE", "MaNGA-32"})
+      for (const char* ssp : {"mastar", "miles"}) ok = accuracy(telescope, ssp, n_accuracy) && ok;
+
+  if (only == "accuracy") return ok ? 0 : 1;
+  if (only != "smoothing") ok = speed_sections(n_accuracy, n_speed) && ok;
+
+  std::printf(
+      "\n[6] kernel smoothing (32-neighbour lengths): binned vs exact, both smoothed, at %lu "
+      "stars, then the binned method's cost smoothed over unsmoothed at %lu stars, MaNGA-32, "
+      "MaStar, 1 cpu device (stage + psum; target <= 2x)\n",
+      n_accuracy, n_speed);
+  for (const char* telescope : {"MUSE", "MaNGA-32"})
+    ok = accuracy(telescope, "mastar", n_accuracy, 0.0, "kernel") && ok;
+  const Telescope manga = load_telescope_preset("MaNGA-32", "bench");
+  const auto binned_stage =
+      stage(std::make_shared<const SspGrid>(load_ssp_library(bench::ssp_path("mastar"))),
+            SpectralMethod::binned);
+  const bench::HostStars manga_stars = bench::disc_stars(n_speed, 5, bench::disc_scale_kpc(manga));
+  const Run plain = run(Backend::cpu, 1, manga, manga_stars, *binned_stage);
+  const Run smoothed = run(Backend::cpu, 1, manga, manga_stars, *binned_stage, {}, "kernel");
+  const double t_plain = plain.stage_seconds + plain.psum_seconds;
+  const double t_smoothed = smoothed.stage_seconds + smoothed.psum_seconds;
+  std::printf(
+      "  unsmoothed: stage %.3f s + psum %.3f s; smoothed: stage %.3f s + psum %.3f s\n"
+      "  smoothed / unsmoothed: %.2fx (target <= 2x): %s\n",
+      plain.stage_seconds, plain.psum_seconds, smoothed.stage_seconds, smoothed.psum_seconds,
+      t_smoothed / t_plain, t_smoothed / t_plain <= 2.0 ? "OK" : "ABOVE TARGET");
 
   std::printf("\n%s\n", ok ? "all checks passed" : "SOME CHECKS FAILED");
   return ok ? 0 : 1;

@@ -115,13 +115,15 @@ inline double disc_scale_kpc(const Telescope& telescope) {
   return 0.2 * telescope.fov_arcsec * Cosmology{}.kpc_per_arcsec(kRedshift);
 }
 
-// A RunState with the stars on the mesh and assigned to the telescope's spaxels (aperture stage).
-inline std::unique_ptr<RunState> prepared_state(const Mesh& mesh, const Telescope& telescope,
-                                                const HostStars& host) {
+// A RunState with the stars on the mesh and assigned to the telescope's spaxels (aperture stage,
+// with `aperture_params`, e.g. {"smoothing": "kernel"}).
+inline std::unique_ptr<RunState> prepared_state(
+    const Mesh& mesh, const Telescope& telescope, const HostStars& host,
+    const nlohmann::json& aperture_params = nlohmann::json::object()) {
   auto state = std::make_unique<RunState>(mesh);
   observe(*state, telescope);
   state->data.stars = put_stars(mesh, host);
-  make_aperture_stage(nlohmann::json::object(), "aperture")->run(*state);
+  run_stage(*make_aperture_stage(aperture_params, "aperture"), *state);  // with its kNN pass
   return state;
 }
 

@@ -198,12 +198,33 @@ double entries_per_star(const HistogramTile& tile) {
   return tile.dust.rank * entries;
 }
 
+// footprint_spaxels: the mean number of spaxels a star's light reaches (1 without smoothing):
+// a smoothed star makes its entries once for each of them, so a sparse histogram grows with it.
 HistogramStorage histogram_storage(const StellarSpectraParams& p, double n_stars,
-                                   const HistogramTile& tile, double dense_bytes) {
+                                   double footprint_spaxels, const HistogramTile& tile,
+                                   double dense_bytes) {
   if (p.histogram != HistogramStorage::automatic) return p.histogram;
-  return entries_per_star(tile) * n_stars * kSparseEntryBytes < dense_bytes
+  return entries_per_star(tile) * footprint_spaxels * n_stars * kSparseEntryBytes < dense_bytes
              ? HistogramStorage::sparse
              : HistogramStorage::dense;
+}
+
+// The mean footprint of the stars held (footprint.h): a kernel of support +-H overlaps about
+// 2 H / d + 1 spaxels of side d along each axis, at most the field's n. 1 without smoothing. Of
+// all the stars of every device, so the same for any device count; of the block held for a
+// streamed galaxy (an estimate: the choice changes the memory and the time, not the cube).
+double mean_footprint_spaxels(const Stars& stars, const SpaxelGrid& grid) {
+  if (static_cast<Smoothing>(grid.smoothing) == Smoothing::none || stars.count() == 0) return 1.0;
+  const std::vector<float> length_kpc = stars.smoothing_length_kpc.to_host();
+  const double support_per_length = kStarSigmaPerSmoothingLength * kKernelTruncationSigmas;
+  double sum = 0.0;
+  for (const float h : length_kpc) {
+    const double across =
+        std::min(static_cast<double>(grid.n_side),
+                 2.0 * support_per_length * std::max(0.0f, h) / grid.spaxel_size_kpc + 1.0);
+    sum += across * across;
+  }
+  return std::max(1.0, sum / static_cast<double>(length_kpc.size()));
 }
 
 // Velocity nodes spanning |v_los| <= v_max_kms, spaced velocity_bin_kms in c ln(1 + v/c).
@@ -545,8 +566,10 @@ class StellarSpectraStage final : public Stage {
         (dust ? ", a dust expansion of rank " + std::to_string(kPlanDustRank) : std::string());
     const bool streamed = c.n_block_stars < c.n_stars;
     const auto tile_rows = dense_tile_spaxels(params_.histogram_memory_gb, row_bytes, n_spaxels);
-    if (histogram_storage(params_, static_cast<double>(c.n_stars), tile, row_bytes * n_spaxels) ==
-            HistogramStorage::sparse ||
+    // The smoothing lengths are not known before the stars are read: a footprint of one spaxel
+    // (the run's choice, made with them, can only move a smoothed field from sparse to dense).
+    if (histogram_storage(params_, static_cast<double>(c.n_stars), 1.0, tile,
+                          row_bytes * n_spaxels) == HistogramStorage::sparse ||
         (streamed && tile_rows < n_spaxels)) {
       // The entries of the stars held, in the memory of the devices that own them (the largest
       // space's share); merged on the host, at most one per histogram element, twice while a
@@ -677,13 +700,14 @@ class StellarSpectraStage final : public Stage {
           "{:.1e} of a star's least attenuated light)",
           tile.dust.rank, setup.dust_av_bound_mag, setup.dust_expansion->max_error);
     }
-    // Sparse where the stars' entries take less memory than the dense field (few stars on many
-    // spaxels); dense otherwise, in tiles of whole row blocks of the product that fit
-    // histogram_memory_gb.
+    // Sparse where the stars' entries (times their mean footprint with smoothing) take less
+    // memory than the dense field (few stars on many spaxels); dense otherwise, in tiles of whole
+    // row blocks of the product that fit histogram_memory_gb.
     const auto n_spaxels = static_cast<std::int32_t>(setup.shape.n_spaxels());
     const double row_bytes = static_cast<double>(tile.columns()) * sizeof(std::int64_t);
+    const double footprint = mean_footprint_spaxels(stars, setup.grid);
     HistogramStorage storage =
-        histogram_storage(params_, setup.n_stars, tile, row_bytes * n_spaxels);
+        histogram_storage(params_, setup.n_stars, footprint, tile, row_bytes * n_spaxels);
     auto tile_spaxels = storage == HistogramStorage::sparse
                             ? n_spaxels
                             : dense_tile_spaxels(params_.histogram_memory_gb, row_bytes, n_spaxels);
