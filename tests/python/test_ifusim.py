@@ -1,6 +1,7 @@
 """The Python package: same cubes as the CLI, zero-copy arrays, Galaxy.from_arrays, errors,
 devices, Ctrl-C. Tolerances are stated per quantity; cubes are checked to hold light."""
 
+import ast
 import json
 import math
 import os
@@ -364,6 +365,12 @@ def test_ctrl_c_raises_keyboard_interrupt_and_leaves_no_output(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "interrupted ['input']"
+    # Stopped at the first check after the signal: ['input'] on an idle machine; on a loaded one
+    # the timer's thread may run only after the input is made, and the run stops a step later.
+    # Either way before its last stage, and with nothing written.
+    outcome, _, steps = result.stdout.strip().partition(" ")
+    assert outcome == "interrupted", result.stdout
+    steps = ast.literal_eval(steps)  # the list the script printed
+    assert steps[0] == "input" and len(steps) <= 3, steps
     assert not out.exists() or not any(out.iterdir())
     assert not [p for p in tmp_path.iterdir() if "partial" in p.name]
