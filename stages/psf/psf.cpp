@@ -222,14 +222,16 @@ void apply_gaussian(const PsfParams& params, double fwhm_arcsec, double spaxel_a
   const int nx = cube.shape.nx, ny = cube.shape.ny;
   const std::size_t n_wave = static_cast<std::size_t>(cube.shape.n_wave);
   // Separable: the pixel-integrated 2-D Gaussian is the product of two 1-D kernels, each
-  // normalised to 1, so two zero-padded 1-D passes give the zero-padded 2-D convolution.
-  std::vector<double> tmp;
+  // normalised to 1, so two zero-padded 1-D passes give the zero-padded 2-D convolution. Both
+  // passes work in place (no second cube).
   // Along x: layout (iy, ix, k).
-  convolve_axis(cube.data, tmp, ny, nx, n_wave,
-                gaussian_pixel_kernel(sigma_spaxels, params.truncate_peak_fraction, nx - 1));
+  convolve_axis_in_place(
+      cube.data, ny, nx, n_wave,
+      {gaussian_pixel_kernel(sigma_spaxels, params.truncate_peak_fraction, nx - 1)});
   // Along y: layout (1, iy, ix * k).
-  convolve_axis(tmp, cube.data, 1, ny, static_cast<std::size_t>(nx) * n_wave,
-                gaussian_pixel_kernel(sigma_spaxels, params.truncate_peak_fraction, ny - 1));
+  convolve_axis_in_place(
+      cube.data, 1, ny, static_cast<std::size_t>(nx) * n_wave,
+      {gaussian_pixel_kernel(sigma_spaxels, params.truncate_peak_fraction, ny - 1)});
 }
 
 }  // namespace
@@ -292,6 +294,9 @@ class PsfStage final : public Stage {
     return {{"cube_psf", "", "every wavelength plane convolved with the PSF"}};
   }
   std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
+    // The Gaussian convolves in place (buffers of ~1 MB per thread); the Moffat's FFTs write a
+    // second cube.
+    if (params_.shape == PsfParams::Shape::gaussian) return {};
     return {
         {"convolved cube (double, host; with the cube)", c.n_voxels() * sizeof(double), false, ""}};
   }
