@@ -268,18 +268,24 @@ void apply_psf(const PsfParams& params, double spaxel_arcsec,
         .push_back(k);
   }
   const std::size_t n_spaxels = cube.shape.n_spaxels(), n_wave = cube.shape.n_wave;
+  // One buffer for every group (the largest), gathered and scattered by all threads: these are
+  // passes over the whole cube, ~140 groups on MUSE-WFM.
+  std::size_t largest = 0;
+  for (const auto& entry : groups) largest = std::max(largest, entry.second.size());
+  Cube group;
+  group.data.reserve(n_spaxels * largest);
   for (const auto& [key, planes] : groups) {
-    Cube group;
-    group.shape = {cube.shape.nx, cube.shape.ny, static_cast<int>(planes.size())};
-    group.data.resize(n_spaxels * planes.size());
-    for (std::size_t s = 0; s < n_spaxels; ++s)
-      for (std::size_t i = 0; i < planes.size(); ++i)
-        group.data[s * planes.size() + i] = cube.data[s * n_wave + planes[i]];
+    const std::size_t m = planes.size();
+    group.shape = {cube.shape.nx, cube.shape.ny, static_cast<int>(m)};
+    group.data.resize(n_spaxels * m);
+#pragma omp parallel for schedule(static)
+    for (long long s = 0; s < static_cast<long long>(n_spaxels); ++s)
+      for (std::size_t i = 0; i < m; ++i) group.data[s * m + i] = cube.data[s * n_wave + planes[i]];
     apply(std::exp(static_cast<double>(key.first) * step),
           std::exp(static_cast<double>(key.second) * step), group);
-    for (std::size_t s = 0; s < n_spaxels; ++s)
-      for (std::size_t i = 0; i < planes.size(); ++i)
-        cube.data[s * n_wave + planes[i]] = group.data[s * planes.size() + i];
+#pragma omp parallel for schedule(static)
+    for (long long s = 0; s < static_cast<long long>(n_spaxels); ++s)
+      for (std::size_t i = 0; i < m; ++i) cube.data[s * n_wave + planes[i]] = group.data[s * m + i];
   }
 }
 
