@@ -87,9 +87,9 @@ class Location {
   void write(const std::string& dataset, const std::vector<T>& data,
              const std::vector<hsize_t>& shape, bool compress = false) const;
   // Creates an empty dataset of `shape` to be filled by write_rows (bounded memory): chunked (up
-  // to 65536 rows a chunk), or contiguous (the layout write() gives without compression, so the
-  // file's bytes are those of one write() of the whole; a large row-by-row writer then holds no
-  // chunk in HDF5's cache).
+  // to 65536 rows a chunk), or contiguous (the layout write() gives without compression: a
+  // reader sees the same dataset as after one write() of the whole, and a large row-by-row writer
+  // holds no chunk in HDF5's cache).
   template <class T>
   void create(const std::string& dataset, const std::vector<hsize_t>& shape,
               bool chunked = true) const;

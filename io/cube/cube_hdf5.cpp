@@ -15,8 +15,9 @@ constexpr const char* kFormat = "ifusim cube";
 constexpr int kFormatVersion = 1;
 
 // Spaxel-major doubles -> (n_wave, ny, nx), written a block of wavelength planes (~64 MB) at a
-// time into a contiguous dataset: the file is the same as one write of the whole transposed cube,
-// without a transposed copy of the cube in memory (1.3 GB of float on MUSE-WFM).
+// time into a contiguous dataset (the layout of one write of the whole transposed cube; the
+// values are bitwise those), without a transposed copy of the cube in memory (1.3 GB of float on
+// MUSE-WFM).
 template <class T>
 void write_wave_major(const h5::File& f, const std::string& dataset, const CubeShape& s,
                       const std::vector<double>& values, const std::vector<hsize_t>& dims) {
