@@ -264,14 +264,15 @@ void Location::write(const std::string& dataset, const std::vector<T>& data,
 }
 
 template <class T>
-void Location::create(const std::string& dataset, const std::vector<hsize_t>& shape) const {
+void Location::create(const std::string& dataset, const std::vector<hsize_t>& shape,
+                      bool chunked) const {
   if (exists(dataset)) H5Ldelete(id(), dataset.c_str(), H5P_DEFAULT);
   Handle space(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr));
   Handle lcpl(H5Pcreate(H5P_LINK_CREATE));
   H5Pset_create_intermediate_group(lcpl.id(), 1);
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE));
   H5Pset_obj_track_times(dcpl.id(), 0);  // no timestamps: same data, same bytes
-  if (product(shape, 0) > 0) {
+  if (chunked && product(shape, 0) > 0) {
     std::vector<hsize_t> chunk = shape;
     chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(shape[0], 65536));
     H5Pset_chunk(dcpl.id(), static_cast<int>(chunk.size()), chunk.data());
@@ -505,22 +506,22 @@ File::File(const std::string& name, Mode mode) : Location(Handle(), name, "/") {
   handle_ = Handle(id);
 }
 
-#define IFUSIM_H5_INSTANTIATE(T)                                                               \
-  template std::vector<T> Location::read<T>(const std::string&) const;                         \
-  template std::vector<T> Location::read_rows<T>(const std::string&, hsize_t, hsize_t,         \
-                                                 std::optional<hsize_t>) const;                \
-  template void Location::read_rows_into<T>(const std::string&, hsize_t, hsize_t, T*,          \
-                                            std::optional<hsize_t>) const;                     \
-  template void Location::write<T>(const std::string&, const std::vector<T>&,                  \
-                                   const std::vector<hsize_t>&, bool) const;                   \
-  template void Location::create<T>(const std::string&, const std::vector<hsize_t>&) const;    \
-  template void Location::write_rows<T>(const std::string&, hsize_t, const T*, hsize_t) const; \
-  template T Location::attribute<T>(const std::string&, const std::string&) const;             \
-  template std::vector<T> Location::attribute_array<T>(const std::string&, const std::string&) \
-      const;                                                                                   \
-  template void Location::set_attribute<T>(const std::string&, const T&, const std::string&)   \
-      const;                                                                                   \
-  template void Location::set_attribute_array<T>(const std::string&, const std::vector<T>&,    \
+#define IFUSIM_H5_INSTANTIATE(T)                                                                  \
+  template std::vector<T> Location::read<T>(const std::string&) const;                            \
+  template std::vector<T> Location::read_rows<T>(const std::string&, hsize_t, hsize_t,            \
+                                                 std::optional<hsize_t>) const;                   \
+  template void Location::read_rows_into<T>(const std::string&, hsize_t, hsize_t, T*,             \
+                                            std::optional<hsize_t>) const;                        \
+  template void Location::write<T>(const std::string&, const std::vector<T>&,                     \
+                                   const std::vector<hsize_t>&, bool) const;                      \
+  template void Location::create<T>(const std::string&, const std::vector<hsize_t>&, bool) const; \
+  template void Location::write_rows<T>(const std::string&, hsize_t, const T*, hsize_t) const;    \
+  template T Location::attribute<T>(const std::string&, const std::string&) const;                \
+  template std::vector<T> Location::attribute_array<T>(const std::string&, const std::string&)    \
+      const;                                                                                      \
+  template void Location::set_attribute<T>(const std::string&, const T&, const std::string&)      \
+      const;                                                                                      \
+  template void Location::set_attribute_array<T>(const std::string&, const std::vector<T>&,       \
                                                  const std::string&) const;
 
 IFUSIM_H5_INSTANTIATE(float)

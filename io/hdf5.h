@@ -86,9 +86,13 @@ class Location {
   template <class T>
   void write(const std::string& dataset, const std::vector<T>& data,
              const std::vector<hsize_t>& shape, bool compress = false) const;
-  // Creates an empty chunked dataset of `shape` to be filled by write_rows (bounded memory).
+  // Creates an empty dataset of `shape` to be filled by write_rows (bounded memory): chunked (up
+  // to 65536 rows a chunk), or contiguous (the layout write() gives without compression: a
+  // reader sees the same dataset as after one write() of the whole, and a large row-by-row writer
+  // holds no chunk in HDF5's cache).
   template <class T>
-  void create(const std::string& dataset, const std::vector<hsize_t>& shape) const;
+  void create(const std::string& dataset, const std::vector<hsize_t>& shape,
+              bool chunked = true) const;
   template <class T>
   void write_rows(const std::string& dataset, hsize_t row_begin, const T* data, hsize_t rows) const;
 

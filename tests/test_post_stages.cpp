@@ -392,6 +392,57 @@ TEST_CASE("psf: the separable Gaussian equals the direct zero-padded 2-D sum", "
       }
 }
 
+TEST_CASE("convolution: in place is bitwise the out-of-place sum, any thread count", "[post]") {
+  // convolve_axis (a second array, targets summed one at a time) is the reference; the in-place
+  // version must give the same sums in the same order. Random data with negative values and
+  // exact zeros; shapes wider and narrower than a block of lanes, an axis shorter than the
+  // kernel, inner = 1 (across rows) and inner > 1, one kernel and one per source pixel.
+  std::uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) * 0x1.0p-53 - 0.3;
+  };
+  struct Shape {
+    std::size_t outer;
+    int n;
+    std::size_t inner;
+  };
+  for (const Shape sh :
+       {Shape{37, 41, 1}, Shape{3, 29, 300}, Shape{1, 7, 1000}, Shape{300, 3, 1}, Shape{2, 1, 5}}) {
+    std::vector<double> in(sh.outer * sh.n * sh.inner);
+    for (double& v : in) v = next() < 0.0 ? 0.0 : next();
+    std::vector<std::vector<Kernel1D>> cases = {{gaussian_pixel_kernel(1.7, 1e-6, sh.n - 1)},
+                                                {gaussian_pixel_kernel(0.0, 1e-6, 4)}};
+    std::vector<Kernel1D> per_pixel;
+    for (int j = 0; j < sh.n; ++j)
+      per_pixel.push_back(gaussian_pixel_kernel(0.3 + 0.11 * j, 1e-6, sh.n - 1));
+    cases.push_back(per_pixel);
+    for (const auto& kernels : cases) {
+      std::vector<double> expected;
+      convolve_axis(in, expected, sh.outer, sh.n, sh.inner, kernels);
+      for (int threads : {1, 2, 3}) {
+        std::vector<double> got = in;
+        const int before = omp_get_max_threads();
+        omp_set_num_threads(threads);
+        convolve_axis_in_place(got, sh.outer, sh.n, sh.inner, kernels);
+        omp_set_num_threads(before);
+        INFO("outer " << sh.outer << ", n " << sh.n << ", inner " << sh.inner << ", kernels "
+                      << kernels.size() << ", threads " << threads);
+        REQUIRE(got.size() == expected.size());
+        std::size_t differ = 0, nan = 0, nonzero = 0;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          differ += got[i] != expected[i];
+          nan += std::isnan(got[i]);
+          nonzero += got[i] != 0.0;
+        }
+        CHECK(differ == 0);
+        CHECK(nan == 0);
+        CHECK(nonzero > got.size() / 4);
+      }
+    }
+  }
+}
+
 TEST_CASE("psf: the Moffat by FFT equals the direct zero-padded 2-D sum", "[post]") {
   // 3 planes: one pair through one complex FFT, and one plane alone. Tolerance: FFT rounding,
   // 1e-12 of the plane's largest value.

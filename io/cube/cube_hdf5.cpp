@@ -1,5 +1,6 @@
 // HDF5 cubes: the layout is documented in docs/outputs.md. Arrays are (n_wave, ny, nx), C order,
 // i.e. the FITS cube's axes reversed, so h5py/numpy and astropy see the same array.
+#include <algorithm>
 #include <cmath>
 
 #include "core/config_error.h"
@@ -13,24 +14,37 @@ namespace {
 constexpr const char* kFormat = "ifusim cube";
 constexpr int kFormatVersion = 1;
 
-// Spaxel-major doubles -> (n_wave, ny, nx).
+// Spaxel-major doubles -> (n_wave, ny, nx), written a block of wavelength planes (~64 MB) at a
+// time into a contiguous dataset (the layout of one write of the whole transposed cube; the
+// values are bitwise those), without a transposed copy of the cube in memory (1.3 GB of float on
+// MUSE-WFM).
 template <class T>
-std::vector<T> to_wave_major(const CubeShape& s, const std::vector<double>& values) {
-  std::vector<T> out(s.n_voxels());
+void write_wave_major(const h5::File& f, const std::string& dataset, const CubeShape& s,
+                      const std::vector<double>& values, const std::vector<hsize_t>& dims) {
+  f.create<T>(dataset, dims, false);
   const std::size_t n_spaxels = s.n_spaxels();
-  for (std::size_t sp = 0; sp < n_spaxels; ++sp)
-    for (int k = 0; k < s.n_wave; ++k)
-      out[static_cast<std::size_t>(k) * n_spaxels + sp] = static_cast<T>(values[sp * s.n_wave + k]);
-  return out;
+  if (n_spaxels == 0 || s.n_wave == 0) return;
+  const std::size_t planes = std::clamp<std::size_t>(
+      (std::size_t(64) << 20) / sizeof(T) / n_spaxels, 1, static_cast<std::size_t>(s.n_wave));
+  std::vector<T> block(planes * n_spaxels);
+  for (int k0 = 0; k0 < s.n_wave; k0 += static_cast<int>(planes)) {
+    const int k1 = std::min<int>(s.n_wave, k0 + static_cast<int>(planes));
+#pragma omp parallel for schedule(static)
+    for (long long sp = 0; sp < static_cast<long long>(n_spaxels); ++sp)
+      for (int k = k0; k < k1; ++k)
+        block[static_cast<std::size_t>(k - k0) * n_spaxels + sp] =
+            static_cast<T>(values[sp * s.n_wave + k]);
+    f.write_rows<T>(dataset, static_cast<hsize_t>(k0), block.data(), static_cast<hsize_t>(k1 - k0));
+  }
 }
 
 // float32 where it holds every value (fits_in_float32), else float64.
 void write_voxels(const h5::File& f, const std::string& dataset, const CubeShape& s,
                   const std::vector<double>& values, const std::vector<hsize_t>& dims) {
   if (fits_in_float32(values))
-    f.write<float>(dataset, to_wave_major<float>(s, values), dims);
+    write_wave_major<float>(f, dataset, s, values, dims);
   else
-    f.write<double>(dataset, to_wave_major<double>(s, values), dims);
+    write_wave_major<double>(f, dataset, s, values, dims);
 }
 
 std::vector<double> from_wave_major(const CubeShape& s, const std::vector<double>& values) {

@@ -86,4 +86,94 @@ void convolve_axis(const std::vector<double>& in, std::vector<double>& out, std:
   }
 }
 
+namespace {
+
+// Lanes per block: enough contiguous doubles for the vector units and whole cache lines, few
+// enough that a block (n x lanes) stays within ~1 MB (in L2 or close by) for the axes of a cube.
+std::size_t lanes_for(int n, std::size_t available) {
+  const std::size_t budget =
+      (std::size_t(1) << 20) / sizeof(double) / static_cast<std::size_t>(std::max(n, 1));
+  return std::max<std::size_t>(
+      1, std::min<std::size_t>({available, 256, std::max<std::size_t>(budget, 8)}));
+}
+
+}  // namespace
+
+std::size_t convolve_axis_buffer_bytes(int n, int reach) {
+  const std::size_t lanes = lanes_for(n, 256);
+  return (static_cast<std::size_t>(std::max(n, 0)) * (lanes + 2 * reach + 1) + lanes) *
+         sizeof(double);
+}
+
+void convolve_axis_in_place(std::vector<double>& data, std::size_t outer, int n, std::size_t inner,
+                            const std::vector<Kernel1D>& kernels) {
+  const std::size_t total = outer * static_cast<std::size_t>(std::max(n, 0)) * inner;
+  if (data.size() != total) throw std::logic_error("convolve_axis_in_place: size mismatch");
+  if (kernels.size() != 1 && kernels.size() != static_cast<std::size_t>(std::max(n, 0)))
+    throw std::logic_error("convolve_axis_in_place: one kernel, or one per source pixel");
+  if (n <= 0 || total == 0) return;
+  auto kernel_of = [&](int j) -> const Kernel1D& { return kernels[kernels.size() == 1 ? 0 : j]; };
+  int reach = 0;
+  for (const auto& k : kernels) reach = std::max(reach, k.radius);
+  // weight[k * taps + (j - k + reach)] = K_j(k - j) / K_j.sum: the very product convolve_axis
+  // forms per tap.
+  const std::size_t taps = 2 * static_cast<std::size_t>(reach) + 1;
+  std::vector<double> weight(static_cast<std::size_t>(n) * taps, 0.0);
+  for (int k = 0; k < n; ++k)
+    for (int j = std::max(0, k - reach); j <= std::min(n - 1, k + reach); ++j)
+      weight[k * taps + (j - k + reach)] = kernel_of(j).at(k - j) * (1.0 / kernel_of(j).sum);
+  // Blocks of lanes: along inner within one outer row, or, when inner is 1, across outer rows.
+  const bool across_outer = inner == 1;
+  const std::size_t lanes = lanes_for(n, across_outer ? outer : inner);
+  const std::size_t per_row = across_outer ? 1 : (inner + lanes - 1) / lanes;
+  const long long blocks =
+      static_cast<long long>(across_outer ? (outer + lanes - 1) / lanes : outer * per_row);
+#pragma omp parallel
+  {
+    std::vector<double> block(static_cast<std::size_t>(n) * lanes), acc(lanes);
+#pragma omp for schedule(static)
+    for (long long b = 0; b < blocks; ++b) {
+      // Lane l of this block is the axis at data[first + l * lane_stride + j * axis_stride].
+      std::size_t first, lane_stride, axis_stride, width;
+      if (across_outer) {
+        first = static_cast<std::size_t>(b) * lanes * n;
+        width = std::min(lanes, outer - static_cast<std::size_t>(b) * lanes);
+        lane_stride = n;
+        axis_stride = 1;
+      } else {
+        const std::size_t o = static_cast<std::size_t>(b) / per_row;
+        const std::size_t i0 = static_cast<std::size_t>(b) % per_row * lanes;
+        first = o * n * inner + i0;
+        width = std::min(lanes, inner - i0);
+        lane_stride = 1;
+        axis_stride = inner;
+      }
+      double* base = data.data() + first;
+      if (across_outer) {
+        for (std::size_t l = 0; l < width; ++l)
+          for (int j = 0; j < n; ++j) block[j * lanes + l] = base[l * lane_stride + j];
+      } else {
+        for (int j = 0; j < n; ++j)
+          std::copy(base + j * axis_stride, base + j * axis_stride + width,
+                    block.data() + j * lanes);
+      }
+      for (int k = 0; k < n; ++k) {
+        std::fill(acc.begin(), acc.begin() + width, 0.0);
+        const double* w_k = weight.data() + k * taps;
+        for (int j = std::max(0, k - reach); j <= std::min(n - 1, k + reach); ++j) {
+          const double w = w_k[j - k + reach];
+          if (w == 0.0) continue;
+          const double* src = block.data() + static_cast<std::size_t>(j) * lanes;
+#pragma omp simd
+          for (std::size_t l = 0; l < width; ++l) acc[l] += w * src[l];
+        }
+        if (across_outer)
+          for (std::size_t l = 0; l < width; ++l) base[l * lane_stride + k] = acc[l];
+        else
+          std::copy(acc.begin(), acc.begin() + width, base + k * axis_stride);
+      }
+    }
+  }
+}
+
 }  // namespace ifusim

@@ -46,10 +46,8 @@ class LsfStage final : public Stage {
   std::vector<Provided> provides() const override {
     return {{"cube_lsf", "", "every spectrum convolved with the instrument's LSF"}};
   }
-  std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
-    return {
-        {"convolved cube (double, host; with the cube)", c.n_voxels() * sizeof(double), false, ""}};
-  }
+  // In place: buffers of ~1 MB per thread, no second cube.
+  std::vector<MemoryItem> memory_estimate(const PlanContext&) const override { return {}; }
 
   // The widest kernel's reach over the band, in wavelength pixels.
   CubeMargin margin(const Observation& obs) const override {
@@ -138,9 +136,7 @@ class LsfStage final : public Stage {
     spdlog::debug("lsf: Gaussian kernels, sigma {} to {} pixels",
                   *std::min_element(sigma_pixels.begin(), sigma_pixels.end()),
                   *std::max_element(sigma_pixels.begin(), sigma_pixels.end()));
-    std::vector<double> out;
-    convolve_axis(cube.data, out, cube.shape.n_spaxels(), n_wave, 1, kernels);
-    cube.data = std::move(out);
+    convolve_axis_in_place(cube.data, cube.shape.n_spaxels(), n_wave, 1, kernels);
   }
 
  private:

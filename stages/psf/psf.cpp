@@ -222,14 +222,16 @@ void apply_gaussian(const PsfParams& params, double fwhm_arcsec, double spaxel_a
   const int nx = cube.shape.nx, ny = cube.shape.ny;
   const std::size_t n_wave = static_cast<std::size_t>(cube.shape.n_wave);
   // Separable: the pixel-integrated 2-D Gaussian is the product of two 1-D kernels, each
-  // normalised to 1, so two zero-padded 1-D passes give the zero-padded 2-D convolution.
-  std::vector<double> tmp;
+  // normalised to 1, so two zero-padded 1-D passes give the zero-padded 2-D convolution. Both
+  // passes work in place (no second cube).
   // Along x: layout (iy, ix, k).
-  convolve_axis(cube.data, tmp, ny, nx, n_wave,
-                gaussian_pixel_kernel(sigma_spaxels, params.truncate_peak_fraction, nx - 1));
+  convolve_axis_in_place(
+      cube.data, ny, nx, n_wave,
+      {gaussian_pixel_kernel(sigma_spaxels, params.truncate_peak_fraction, nx - 1)});
   // Along y: layout (1, iy, ix * k).
-  convolve_axis(tmp, cube.data, 1, ny, static_cast<std::size_t>(nx) * n_wave,
-                gaussian_pixel_kernel(sigma_spaxels, params.truncate_peak_fraction, ny - 1));
+  convolve_axis_in_place(
+      cube.data, 1, ny, static_cast<std::size_t>(nx) * n_wave,
+      {gaussian_pixel_kernel(sigma_spaxels, params.truncate_peak_fraction, ny - 1)});
 }
 
 }  // namespace
@@ -266,18 +268,24 @@ void apply_psf(const PsfParams& params, double spaxel_arcsec,
         .push_back(k);
   }
   const std::size_t n_spaxels = cube.shape.n_spaxels(), n_wave = cube.shape.n_wave;
+  // One buffer for every group (the largest), gathered and scattered by all threads: these are
+  // passes over the whole cube, ~140 groups on MUSE-WFM.
+  std::size_t largest = 0;
+  for (const auto& entry : groups) largest = std::max(largest, entry.second.size());
+  Cube group;
+  group.data.reserve(n_spaxels * largest);
   for (const auto& [key, planes] : groups) {
-    Cube group;
-    group.shape = {cube.shape.nx, cube.shape.ny, static_cast<int>(planes.size())};
-    group.data.resize(n_spaxels * planes.size());
-    for (std::size_t s = 0; s < n_spaxels; ++s)
-      for (std::size_t i = 0; i < planes.size(); ++i)
-        group.data[s * planes.size() + i] = cube.data[s * n_wave + planes[i]];
+    const std::size_t m = planes.size();
+    group.shape = {cube.shape.nx, cube.shape.ny, static_cast<int>(m)};
+    group.data.resize(n_spaxels * m);
+#pragma omp parallel for schedule(static)
+    for (long long s = 0; s < static_cast<long long>(n_spaxels); ++s)
+      for (std::size_t i = 0; i < m; ++i) group.data[s * m + i] = cube.data[s * n_wave + planes[i]];
     apply(std::exp(static_cast<double>(key.first) * step),
           std::exp(static_cast<double>(key.second) * step), group);
-    for (std::size_t s = 0; s < n_spaxels; ++s)
-      for (std::size_t i = 0; i < planes.size(); ++i)
-        cube.data[s * n_wave + planes[i]] = group.data[s * planes.size() + i];
+#pragma omp parallel for schedule(static)
+    for (long long s = 0; s < static_cast<long long>(n_spaxels); ++s)
+      for (std::size_t i = 0; i < m; ++i) cube.data[s * n_wave + planes[i]] = group.data[s * m + i];
   }
 }
 
@@ -292,6 +300,9 @@ class PsfStage final : public Stage {
     return {{"cube_psf", "", "every wavelength plane convolved with the PSF"}};
   }
   std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
+    // The Gaussian convolves in place (buffers of ~1 MB per thread); the Moffat's FFTs write a
+    // second cube.
+    if (params_.shape == PsfParams::Shape::gaussian) return {};
     return {
         {"convolved cube (double, host; with the cube)", c.n_voxels() * sizeof(double), false, ""}};
   }
