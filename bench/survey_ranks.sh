@@ -33,7 +33,7 @@ cat > "$d/survey.json" <<JSON
   "ssp": {"library": "\${IFUSIM_DATA_DIR}/ssp/MaStar_CB19.12_1_5.fits.gz", "outside_grid": "clamp"},
   "pipeline": "calc_ifu",
   "stages": {"noise": {"snr": 20}},
-  "output": {"png": false, "fits": false}
+  "output": {"png": false, "fits": false, "hdf5": true}
 }
 JSON
 

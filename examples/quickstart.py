@@ -60,8 +60,8 @@ def main() -> int:
         check=True,
         capture_output=True,
     )
-    cube.to_hdf5(out / "python.h5")
-    result = ifusim.compare(out / "python.h5", out / "cli" / "cube.h5", rtol=0)
+    cube.to_fits(out / "python.fits")
+    result = ifusim.compare(out / "python.fits", out / "cli" / "cube.fits", rtol=0)
     print(result)
     assert np.isfinite(cube.data).all()
     return 0 if result.equal else 1

@@ -19,7 +19,8 @@ compare() {
     binary="$old"
     [ "$which" = new ] && binary="$new"
     mkdir -p "$out/$which"
-    if ! "$binary" run "$@" --out "$out/$which/$name" --no-progress > "$out/$which/$name.log" 2>&1; then
+    if ! "$binary" run "$@" --set output.hdf5=true --out "$out/$which/$name" --no-progress \
+      > "$out/$which/$name.log" 2>&1; then
       echo "$name: the $which binary failed (see $out/$which/$name.log)"
       status=1
       return

@@ -9,7 +9,7 @@ while IFS='|' read -r example overrides; do
   out="$(mktemp -d)"
   # shellcheck disable=SC2086
   "${IFUSIM_BUILD:-$root/build}/ifusim" run "$root/configs/examples/$example.json" --out "$out" \
-    --no-progress $overrides
+    --no-progress --set output.hdf5=true $overrides
   /usr/bin/python3 "$root/tests/tools/make_reference_cube.py" "$out/cube.h5" "$root/tests/reference/$example.h5"
   rm -rf "$out"
 done <<'EOF_EXAMPLES'

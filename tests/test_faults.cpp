@@ -397,7 +397,8 @@ TEST_CASE("HDF5 files at a file-size limit: the file and the reason named, no cr
   }
   SECTION("the cube's HDF5 file") {
     const int status = wait_for(
-        start_run(out, log, "ulimit -f 64", "--set output.fits=false --set output.png=false"));
+        start_run(out, log, "ulimit -f 64",
+                  "--set output.fits=false --set output.png=false --set output.hdf5=true"));
     INFO(read_text(log));
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 1);

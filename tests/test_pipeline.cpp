@@ -89,7 +89,8 @@ TEST_CASE(
   for (const std::string name : {"muse_tng_mastar", "sami_tng_miles"}) {
     INFO("example " << name);
     // 5 host devices may be more than the threads CI has: they share them.
-    const RunConfig config = load_run_config(example(name), {"devices.oversubscribe=true"});
+    const RunConfig config =
+        load_run_config(example(name), {"devices.oversubscribe=true", "output.hdf5=true"});
     TempDir out1, out3, out5;
     const RunReport one = run(config, 1, out1.path);
     REQUIRE(one.cube.shape.n_voxels() > 0);
@@ -356,6 +357,7 @@ TEST_CASE(
   const Cube& cube = one.cube;
   for (const auto& f : {"halpha_flux.png", "gas_velocity.png", "cube.fits"})
     CHECK(fs::exists(out1.path / f));
+  CHECK_FALSE(fs::exists(out1.path / "cube.h5"));  // FITS only unless output.hdf5 asks
   REQUIRE(cube.maps.count("flux_halpha") == 1);
   CHECK(cube.maps.at("flux_halpha").unit == "erg/(s*cm**2)");
   REQUIRE(cube.maps.count("velocity_gas_kms") == 1);
@@ -366,7 +368,7 @@ TEST_CASE(
   // Its reference: the MUSE-WFM example observed with MUSE's narrow field and fewer particles
   // (scripts/update-reference-cubes.sh), as here.
   std::size_t masked = 0;
-  CHECK(voxels_off_reference("muse_disc_stars_gas", out1.path / "cube.h5", masked) == 0);
+  CHECK(voxels_off_reference("muse_disc_stars_gas", out1.path / "cube.fits", masked) == 0);
   CHECK(masked == 0);
   const RunReport three = run(config, 3, out3.path);
   CHECK(std::memcmp(three.cube.data.data(), cube.data.data(), cube.data.size() * sizeof(double)) ==

@@ -119,7 +119,7 @@ TEST_CASE("survey: cubes of a snapshot's subhalos, bitwise those of ifusim run, 
 
   nlohmann::json document = load_config_document(
       example("muse_tng_mastar"), {"galaxy.redshift=0.05", "devices.oversubscribe=true",
-                                   "output.png=false", "output.fits=false"});
+                                   "output.png=false", "output.fits=false", "output.hdf5=true"});
   document["survey"] = {{"snapshot_dir", dir.file("snap")},
                         {"snapshot", spec.snapshot},
                         {"select", {{"max_count", 5}}},

@@ -285,8 +285,8 @@ def run(
     overrides: {"key.path": value}, as the CLI's --set.
     galaxy: simulate this Galaxy; the config's input section is then ignored (but for
         input.read_gas), and galaxy.redshift defaults to the galaxy's redshift.
-    out: also write the CLI's output folder here (cube.fits, cube.h5, pictures, summary.json);
-        by default nothing is written.
+    out: also write the CLI's output folder here (cube.fits, pictures, summary.json; cube.h5 too
+        with overrides={"output.hdf5": True}); by default nothing is written.
     progress: a callable (done, total, step), True for a tqdm bar (when tqdm is installed),
         False for none; by default a bar in interactive sessions and notebooks only.
 

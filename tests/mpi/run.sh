@@ -15,7 +15,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMP_NUM_THREADS=1
 d="$(mktemp -d)"
 trap 'rm -rf "$d"' EXIT
-common=(--set output.png=false --set output.fits=false --no-progress)
+common=(--set output.png=false --set output.fits=false --set output.hdf5=true --no-progress)
 # Open MPI runs more processes than cores only when told; MPICH's Hydra needs no flag.
 oversubscribe=()
 "$mpiexec" --version 2>&1 | grep -q "Open MPI\|OpenRTE" && oversubscribe=(--oversubscribe)

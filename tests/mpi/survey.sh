@@ -26,7 +26,7 @@ cat > "$d/survey.json" <<JSON
   "telescope": "MUSE",
   "ssp": {"library": "\${IFUSIM_DATA_DIR}/ssp/MaStar_CB19.12_1_5.fits.gz", "outside_grid": "clamp"},
   "pipeline": ["orient", "aperture", "stellar_spectra", "psum", "flux"],
-  "output": {"png": false, "fits": false}
+  "output": {"png": false, "fits": false, "hdf5": true}
 }
 JSON
 

@@ -34,7 +34,8 @@ def muse_cli_output(cli, tmp_path_factory):
     """The CLI's run of the MUSE example: its output folder."""
     out = tmp_path_factory.mktemp("cli") / "out"
     subprocess.run(
-        [cli, "run", str(MUSE_EXAMPLE), "--out", str(out), "--no-progress"],
+        [cli, "run", str(MUSE_EXAMPLE), "--out", str(out), "--no-progress",
+         "--set", "output.hdf5=true"],
         check=True,
         capture_output=True,
     )
