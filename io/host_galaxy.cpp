@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/config_error.h"
+#include "core/number_text.h"
 #include "io/galaxy_field_ranges.h"
 
 namespace ifusim {
@@ -98,13 +99,6 @@ std::size_t rows_of(const std::map<std::string, HostField>& fields) {
   return fields.empty() ? 0 : fields.begin()->second.rows;
 }
 
-// A number for a message, to 4 significant digits.
-std::string format_number(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.4g", v);
-  return text;
-}
-
 // What arrays can hold legally but a reader would never give: see validate_and_complete.
 constexpr std::size_t kPlausibilityMinStars = 100;
 std::vector<std::string> plausibility_warnings(const HostGalaxy& galaxy) {
@@ -114,9 +108,9 @@ std::vector<std::string> plausibility_warnings(const HostGalaxy& galaxy) {
   const auto& age = galaxy.stars.at("age_gyr").values;
   const double universe_gyr = g.cosmology.cosmic_time_gyr(g.scale_factor);
   const double oldest = *std::max_element(age.begin(), age.end());
-  const auto z = format_number(g.redshift), t = format_number(universe_gyr);
+  const auto z = number_text(g.redshift, 4), t = number_text(universe_gyr, 4);
   if (oldest > 100.0)
-    throw InputError("stars.age_gyr: the oldest star is " + format_number(oldest) +
+    throw InputError("stars.age_gyr: the oldest star is " + number_text(oldest, 4) +
                      " Gyr, far older than the Universe at z = " + z + " (" + t +
                      " Gyr): expected ages in Gyr (years or Myr given?)");
   // float32 ages of stars formed at the Big Bang may round a little above the Universe's age.
@@ -125,7 +119,7 @@ std::vector<std::string> plausibility_warnings(const HostGalaxy& galaxy) {
   if (older > 0)
     warnings.push_back("stars.age_gyr: " + std::to_string(older) + " of " + std::to_string(n) +
                        " stars are older than the Universe at z = " + z + " (" + t +
-                       " Gyr), the oldest " + format_number(oldest) +
+                       " Gyr), the oldest " + number_text(oldest, 4) +
                        " Gyr: ages are at the galaxy's own epoch, not lookback times from today "
                        "(the templates clamp them to their oldest)");
   // Mass-weighted centre, spread and mean velocity; a few stars (a test's one star at a chosen
@@ -156,13 +150,13 @@ std::vector<std::string> plausibility_warnings(const HostGalaxy& galaxy) {
   };
   if (offset > 3 * spread)
     warnings.push_back("stars.position_kpc: the stars' centre of mass is at " + vector_text(com) +
-                       " kpc, " + format_number(offset) + " kpc from the origin and " +
-                       format_number(offset / spread) +
+                       " kpc, " + number_text(offset, 4) + " kpc from the origin and " +
+                       number_text(offset / spread, 4) +
                        " times their rms radius around it: positions are relative to the "
                        "galaxy's centre, which the field is centred on (box coordinates given?)");
   if (speed > 100)
     warnings.push_back("stars.velocity_kms: the stars' mass-weighted mean velocity is " +
-                       vector_text(mean_v) + " km/s (" + format_number(speed) +
+                       vector_text(mean_v) + " km/s (" + number_text(speed, 4) +
                        " km/s): velocities are relative to the galaxy, whose bulk motion would "
                        "otherwise shift every spectrum (not subtracted?)");
   return warnings;

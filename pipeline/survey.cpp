@@ -25,6 +25,7 @@
 
 #include "core/config_error.h"
 #include "core/json_params.h"
+#include "core/number_text.h"
 #include "data/collectives/processes.h"
 #include "io/run_config.h"
 #include "io/survey_catalog.h"
@@ -48,12 +49,6 @@ std::string config_hash(const nlohmann::json& document) {
   }
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-
-std::string number_name(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
 }
 
@@ -97,7 +92,7 @@ std::vector<std::pair<std::string, nlohmann::json>> orientations(const nlohmann:
       const double a = angles.number("alpha_deg", 0.0), b = angles.number("beta_deg", 0.0),
                    g = angles.number("gamma_deg", 0.0);
       angles.finish();
-      out.push_back({"euler_" + number_name(a) + "_" + number_name(b) + "_" + number_name(g), o});
+      out.push_back({"euler_" + number_text(a) + "_" + number_text(b) + "_" + number_text(g), o});
     } else {
       throw ConfigError(path + ": expected \"face-on\", \"edge-on\" or Euler angles, got " +
                         o.dump());
@@ -154,8 +149,8 @@ std::vector<SubhaloSummary> select_subhalos(JsonParams& survey,
     throw ConfigError(cut.path() + ": no subhalo of the " + std::to_string(catalog.size()) +
                       " in " + snapshot_dir +
                       "'s group catalog has stars and passes the cuts (stellar mass in [" +
-                      number_name(m_lo) + ", " + number_name(m_hi) + "] Msun, SFR in [" +
-                      number_name(sfr_lo) + ", " + number_name(sfr_hi) + "] Msun/yr)");
+                      number_text(m_lo) + ", " + number_text(m_hi) + "] Msun, SFR in [" +
+                      number_text(sfr_lo) + ", " + number_text(sfr_hi) + "] Msun/yr)");
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     return a.stellar_mass_msun > b.stellar_mass_msun;
   });
@@ -285,7 +280,7 @@ Row run_task(const SurveyPlan& plan, std::size_t i, const std::string& out_dir,
     row[7] = e.what();
   }
   row[4] =
-      number_name(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      number_text(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return row;
 }
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "core/number_text.h"
 #include "io/cube/raster.h"
 
 namespace ifusim {
@@ -55,12 +56,6 @@ Rgb colour(Colormap map, double t) {
   for (int c = 0; c < 3; ++c)
     out[c] = static_cast<std::uint8_t>(std::lround(table[i][c] * (1 - f) + table[i + 1][c] * f));
   return out;
-}
-
-std::string format_number(double v, int precision = 3) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*g", precision, v);
-  return buf;
 }
 
 // Ticks at multiples of a step of 1, 2 or 5 x 10^k, about `target` of them within [lo, hi].
@@ -148,7 +143,7 @@ void write_map_png(const std::string& path, const std::vector<double>& values, i
   const int map_w = nx * pixel, map_h = ny * pixel;
   const int margin = 16, title_h = 30, bar_w = 18;
   auto label_of = [&](double v) {
-    return style.log_scale ? format_number(std::pow(10.0, v)) : format_number(v);
+    return style.log_scale ? number_text(std::pow(10.0, v), 3) : number_text(v, 3);
   };
   const std::string lo_label = have_range ? label_of(lo) : "no data";
   const std::string hi_label = have_range ? label_of(hi) : "";

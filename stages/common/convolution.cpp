@@ -99,12 +99,6 @@ std::size_t lanes_for(int n, std::size_t available) {
 
 }  // namespace
 
-std::size_t convolve_axis_buffer_bytes(int n, int reach) {
-  const std::size_t lanes = lanes_for(n, 256);
-  return (static_cast<std::size_t>(std::max(n, 0)) * (lanes + 2 * reach + 1) + lanes) *
-         sizeof(double);
-}
-
 void convolve_axis_in_place(std::vector<double>& data, std::size_t outer, int n, std::size_t inner,
                             const std::vector<Kernel1D>& kernels) {
   const std::size_t total = outer * static_cast<std::size_t>(std::max(n, 0)) * inner;

@@ -59,7 +59,5 @@ void convolve_axis(const std::vector<double>& in, std::vector<double>& out, std:
 // w(k, j) = K_j(k - j) / K_j.sum are tabulated once per run, not looked up per tap.
 void convolve_axis_in_place(std::vector<double>& data, std::size_t outer, int n, std::size_t inner,
                             const std::vector<Kernel1D>& kernels);
-// The bytes of buffers convolve_axis_in_place holds per thread for an axis of n pixels.
-std::size_t convolve_axis_buffer_bytes(int n, int reach);
 
 }  // namespace ifusim
