@@ -56,6 +56,21 @@ std::vector<std::vector<std::string>> catalog_rows(const std::string& path) {
   return rows;
 }
 
+// Writes a snapshot of n_subhalos subhalos, the central of `central_stars` stars and no gas, over
+// n_groups FoF groups and n_chunks files, into `path`; returns its spec.
+tng::SyntheticSnapshotSpec write_star_snapshot(const std::string& path, std::size_t central_stars,
+                                               std::uint64_t seed, double redshift, int n_subhalos,
+                                               int n_groups, int n_chunks) {
+  tng::SyntheticGalaxySpec central;
+  central.n_stars = central_stars;
+  central.n_gas = 0;
+  central.seed = seed;
+  central.redshift = redshift;
+  auto spec = tng::make_snapshot_spec(central, n_subhalos, n_groups, n_chunks);
+  tng::write_tng_snapshot(path, spec);
+  return spec;
+}
+
 // Sets subhalo `id`'s first star's mass to NaN, in the chunk file that holds it.
 void corrupt_subhalo(const std::string& dir, const tng::SyntheticSnapshotSpec& spec, long long id) {
   std::int64_t row = 0;
@@ -87,13 +102,7 @@ void corrupt_subhalo(const std::string& dir, const tng::SyntheticSnapshotSpec& s
 TEST_CASE("survey: cubes of a snapshot's subhalos, bitwise those of ifusim run, resumable",
           "[survey][tng]") {
   const test::ScratchDir dir("survey");
-  tng::SyntheticGalaxySpec central;
-  central.n_stars = 1500;
-  central.n_gas = 0;
-  central.seed = 21;
-  central.redshift = 0.05;
-  const auto spec = tng::make_snapshot_spec(central, 7, 3, 2);
-  tng::write_tng_snapshot(dir.file("snap"), spec);
+  const auto spec = write_star_snapshot(dir.file("snap"), 1500, 21, 0.05, 7, 3, 2);
 
   // The five most massive subhalos with stars, read independently of the survey's reader.
   std::vector<std::pair<double, long long>> by_mass;
@@ -246,12 +255,7 @@ TEST_CASE("survey: cubes of a snapshot's subhalos, bitwise those of ifusim run, 
 
 TEST_CASE("survey: orientations and refusals", "[survey][tng]") {
   const test::ScratchDir dir("survey_bad");
-  tng::SyntheticGalaxySpec central;
-  central.n_stars = 400;
-  central.n_gas = 0;
-  central.seed = 3;
-  const auto spec = tng::make_snapshot_spec(central, 3, 1, 1);
-  tng::write_tng_snapshot(dir.file("snap"), spec);
+  const auto spec = write_star_snapshot(dir.file("snap"), 400, 3, 0.0, 3, 1, 1);
   nlohmann::json document =
       load_config_document(example("muse_tng_mastar"), {"galaxy.redshift=0.05"});
   document["survey"] = {{"snapshot_dir", dir.file("snap")},
@@ -300,13 +304,7 @@ TEST_CASE("survey: the example survey config runs on a snapshot written by make-
   // README: `ifusim make-galaxy out/example_snapshot --layout snapshot ...`, then
   // `ifusim survey configs/examples/survey_snapshot.json`; here into a scratch folder.
   const test::ScratchDir dir("survey_example");
-  tng::SyntheticGalaxySpec central;
-  central.n_stars = 3000;
-  central.n_gas = 0;
-  central.seed = 5;
-  central.redshift = 0.05;
-  const auto spec = tng::make_snapshot_spec(central, 6, 2, 2);
-  tng::write_tng_snapshot(dir.file("example_snapshot"), spec);
+  const auto spec = write_star_snapshot(dir.file("example_snapshot"), 3000, 5, 0.05, 6, 2, 2);
   const nlohmann::json document = load_config_document(
       example("survey_snapshot"),
       {"survey.snapshot_dir=" + dir.file("example_snapshot"),
