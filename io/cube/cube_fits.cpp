@@ -15,6 +15,7 @@
 
 #include "core/config_error.h"
 #include "io/cube/cube_io.h"
+#include "io/cube/plane_blocks.h"
 #include "io/temp_file.h"
 
 namespace ifusim {
@@ -148,22 +149,15 @@ void write_image(fitsfile* f, const std::string& file, const Cube& cube,
   if (!unit.empty()) w.str("BUNIT", unit, "");
   write_wcs(w, cube, 3);
 
-  const std::size_t n_spaxels = s.n_spaxels();
-  const std::size_t planes = std::clamp<std::size_t>(kChunkElements / n_spaxels, 1, s.n_wave);
   // Doubles go to cfitsio, which converts them to the image's type.
-  std::vector<double> buffer(planes * n_spaxels);
-  for (int k0 = 0; k0 < s.n_wave; k0 += static_cast<int>(planes)) {
-    const int k1 = std::min<int>(s.n_wave, k0 + static_cast<int>(planes));
-    for (std::size_t sp = 0; sp < n_spaxels; ++sp) {
-      const double* spectrum = values.data() + sp * s.n_wave;
-      for (int k = k0; k < k1; ++k)
-        buffer[static_cast<std::size_t>(k - k0) * n_spaxels + sp] = spectrum[k];
-    }
-    long first[3] = {1, 1, k0 + 1};
-    fits_write_pix(f, TDOUBLE, first, static_cast<LONGLONG>((k1 - k0) * n_spaxels), buffer.data(),
-                   &status);
-    check(status, file, std::string("cannot write the pixels of ") + extname);
-  }
+  const std::size_t n_spaxels = s.n_spaxels();
+  detail::for_each_plane_block<double>(
+      s, values, kChunkElements, [&](int k0, int k1, double* block) {
+        long first[3] = {1, 1, k0 + 1};
+        fits_write_pix(f, TDOUBLE, first, static_cast<LONGLONG>((k1 - k0) * n_spaxels), block,
+                       &status);
+        check(status, file, std::string("cannot write the pixels of ") + extname);
+      });
 }
 
 // A map as a 2-D image extension (NAXIS1 = x, NAXIS2 = y) with the cube's celestial WCS.

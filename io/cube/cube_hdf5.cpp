@@ -1,10 +1,10 @@
 // HDF5 cubes: the layout is documented in docs/outputs.md. Arrays are (n_wave, ny, nx), C order,
 // i.e. the FITS cube's axes reversed, so h5py/numpy and astropy see the same array.
-#include <algorithm>
 #include <cmath>
 
 #include "core/config_error.h"
 #include "io/cube/cube_io.h"
+#include "io/cube/plane_blocks.h"
 #include "io/hdf5.h"
 #include "io/temp_file.h"
 
@@ -22,20 +22,10 @@ template <class T>
 void write_wave_major(const h5::File& f, const std::string& dataset, const CubeShape& s,
                       const std::vector<double>& values, const std::vector<hsize_t>& dims) {
   f.create<T>(dataset, dims, false);
-  const std::size_t n_spaxels = s.n_spaxels();
-  if (n_spaxels == 0 || s.n_wave == 0) return;
-  const std::size_t planes = std::clamp<std::size_t>(
-      (std::size_t(64) << 20) / sizeof(T) / n_spaxels, 1, static_cast<std::size_t>(s.n_wave));
-  std::vector<T> block(planes * n_spaxels);
-  for (int k0 = 0; k0 < s.n_wave; k0 += static_cast<int>(planes)) {
-    const int k1 = std::min<int>(s.n_wave, k0 + static_cast<int>(planes));
-#pragma omp parallel for schedule(static)
-    for (long long sp = 0; sp < static_cast<long long>(n_spaxels); ++sp)
-      for (int k = k0; k < k1; ++k)
-        block[static_cast<std::size_t>(k - k0) * n_spaxels + sp] =
-            static_cast<T>(values[sp * s.n_wave + k]);
-    f.write_rows<T>(dataset, static_cast<hsize_t>(k0), block.data(), static_cast<hsize_t>(k1 - k0));
-  }
+  detail::for_each_plane_block<T>(
+      s, values, (std::size_t(64) << 20) / sizeof(T), [&](int k0, int k1, T* block) {
+        f.write_rows<T>(dataset, static_cast<hsize_t>(k0), block, static_cast<hsize_t>(k1 - k0));
+      });
 }
 
 // float32 where it holds every value (fits_in_float32), else float64.
