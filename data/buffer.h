@@ -34,6 +34,8 @@ void release(const Device& device, void* ptr) noexcept;
 void copy_to_device(const Device& device, void* dst, const void* host_src, std::size_t bytes);
 void copy_to_host(const Device& device, void* host_dst, const void* src, std::size_t bytes);
 void copy_on_device(const Device& device, void* dst, const void* src, std::size_t bytes);
+// Returns when the bytes are zero, so that work of any logical device on the same GPU (its own
+// stream) sees them.
 void fill_zero(const Device& device, void* dst, std::size_t bytes);
 void synchronize(const Device& device);
 // Bytes currently allocated, and the peak since the last reset, over all devices of a backend.

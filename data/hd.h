@@ -6,3 +6,27 @@
 #else
 #define IFUSIM_HD
 #endif
+
+namespace ifusim {
+
+// a * b and a + b each rounded on its own, never fused into a multiply-add. nvcc contracts
+// a * b + c into one FMA by default (-fmad=true) while the host build (x86-64 without FMA) rounds
+// twice, so where the result picks a discrete cell (which spaxel a particle falls in) the two
+// backends could put a particle on a cell's edge into different cells. __dmul_rn / __dadd_rn are
+// never contracted (CUDA C Programming Guide, "Intrinsic Functions").
+IFUSIM_HD inline double mul_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+IFUSIM_HD inline double add_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+}  // namespace ifusim

@@ -61,7 +61,21 @@ void set_device(int gpu_ordinal) {
 void* allocate(int gpu_ordinal, std::size_t bytes) {
   check(cudaSetDevice(gpu_ordinal), "cudaSetDevice");
   void* ptr = nullptr;
-  check(cudaMalloc(&ptr, bytes), "cudaMalloc");
+  const cudaError_t err = cudaMalloc(&ptr, bytes);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // not sticky, but cleared so that no later check reports it again
+    std::size_t free = 0, total = 0;
+    cudaMemGetInfo(&free, &total);
+    char message[256];
+    std::snprintf(message, sizeof message,
+                  "out of GPU memory: %.3f GB asked on GPU %d (%s), %.3f GB of its %.3f GB free; "
+                  "run with more devices (--devices) or stream the stars "
+                  "(input.stream_block_stars), and see `ifusim plan`",
+                  static_cast<double>(bytes) / 1e9, gpu_ordinal, device_name(gpu_ordinal).c_str(),
+                  static_cast<double>(free) / 1e9, static_cast<double>(total) / 1e9);
+    throw std::runtime_error(message);
+  }
+  check(err, "cudaMalloc");
   return ptr;
 }
 
@@ -75,9 +89,13 @@ void copy(int gpu_ordinal, void* stream, void* dst, const void* src, std::size_t
   check(cudaStreamSynchronize(as_stream(stream)), "cudaStreamSynchronize");
 }
 
+// Returns when the memory is zero. A partial array's buffer is shared by every logical device
+// on its GPU (sharded_array.h), and the others add into it on their own non-blocking streams,
+// which nothing would order after a memset left pending on the owner's stream.
 void fill_zero(int gpu_ordinal, void* stream, void* dst, std::size_t bytes) {
   check(cudaSetDevice(gpu_ordinal), "cudaSetDevice");
   check(cudaMemsetAsync(dst, 0, bytes, as_stream(stream)), "cudaMemsetAsync");
+  check(cudaStreamSynchronize(as_stream(stream)), "cudaStreamSynchronize");
 }
 
 void synchronize(int gpu_ordinal, void* stream) {

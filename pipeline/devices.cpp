@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/config_error.h"
+#include "data/collectives/processes.h"
 #include "data/runtime.h"
 
 namespace ifusim {
@@ -49,26 +50,49 @@ std::unique_ptr<Mesh> make_mesh(Backend backend, int n_devices, bool spans_proce
                       (d.n_threads == 1 ? ")" : "s)");
       devices.push_back(std::move(d));
     }
-  } else {
-    const int gpus = runtime::cuda_device_count();
-    if (gpus == 0)
-      throw std::runtime_error("the cuda backend has no GPU to run on: " +
-                               runtime::cuda_unavailable_reason());
-    const int count = n_devices == 0 ? gpus : n_devices;
+    return std::make_unique<Mesh>(backend, std::move(devices), "particles", spans_processes);
+  }
+  const int gpus = runtime::cuda_device_count();
+  if (gpus == 0)
+    throw std::runtime_error("the cuda backend has no GPU to run on: " +
+                             runtime::cuda_unavailable_reason());
+  const std::vector<int> mine =
+      gpus_of_process(gpus, processes::local_rank(), processes::local_size());
+  const int n_mine = static_cast<int>(mine.size());
+  const int count = n_devices == 0 ? n_mine : n_devices;
+  const bool shared = processes::local_size() > gpus;
+  // The streams made so far are destroyed if a later one, a name or the mesh fails.
+  try {
     for (int i = 0; i < count; ++i) {
       Device d;
       d.backend = Backend::cuda;
-      d.gpu_ordinal = i % gpus;
-      d.logical_on_gpu = i / gpus;
+      d.gpu_ordinal = mine[static_cast<std::size_t>(i % n_mine)];
+      d.logical_on_gpu = i / n_mine;
       d.stream = runtime::create_stream(d.gpu_ordinal);
-      const int sharing = count / gpus + (d.gpu_ordinal < count % gpus ? 1 : 0);
-      d.description = "cuda:" + std::to_string(i) + " (GPU " + std::to_string(d.gpu_ordinal) + " " +
-                      runtime::cuda_device_name(d.gpu_ordinal) + ", logical " +
-                      std::to_string(d.logical_on_gpu) + " of " + std::to_string(sharing) + ")";
-      devices.push_back(std::move(d));
+      devices.push_back(d);
+      const int k = i % n_mine;
+      const int sharing = count / n_mine + (k < count % n_mine ? 1 : 0);
+      devices.back().description =
+          "cuda:" + std::to_string(i) + " (GPU " + std::to_string(d.gpu_ordinal) + " " +
+          runtime::cuda_device_name(d.gpu_ordinal) + ", logical " +
+          std::to_string(d.logical_on_gpu) + " of " + std::to_string(sharing) +
+          (shared ? ", shared with other processes)" : ")");
     }
+    // A copy: the mesh owns the streams once made (its destructor destroys them), the list
+    // still names them if making it throws.
+    return std::make_unique<Mesh>(backend, devices, "particles", spans_processes);
+  } catch (...) {
+    for (const Device& d : devices) runtime::destroy_stream(d.gpu_ordinal, d.stream);
+    throw;
   }
-  return std::make_unique<Mesh>(backend, std::move(devices), "particles", spans_processes);
+}
+
+std::vector<int> gpus_of_process(int gpus, int local_rank, int local_size) {
+  if (gpus < 1 || local_size < 1 || local_rank < 0 || local_rank >= local_size)
+    throw std::invalid_argument("gpus_of_process: expected gpus >= 1 and 0 <= rank < size");
+  std::vector<int> mine;
+  for (int g = local_rank % gpus; g < gpus; g += local_size) mine.push_back(g);
+  return mine;
 }
 
 }  // namespace ifusim

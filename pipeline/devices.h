@@ -1,6 +1,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "data/mesh.h"
 
@@ -9,11 +10,18 @@ namespace ifusim {
 // The mesh a run uses.
 // - cpu: n_devices host devices (default 1), each with its own share of the OpenMP threads, as
 //   XLA's --xla_force_host_platform_device_count does for JAX.
-// - cuda: one device per GPU by default (n_devices = 0); more logical devices than GPUs are
-//   allowed, dealt round-robin over the GPUs, each with its own stream and buffers.
+// - cuda: one device per GPU of this process (gpus_of_process) by default (n_devices = 0); more
+//   logical devices than GPUs are allowed, dealt round-robin over them, each with its own
+//   stream and buffers.
 // Throws with a plain message when the backend cannot provide them (no GPU, bad count).
 // `spans_processes`: the mesh is this process's part of a run across processes (Mesh).
 std::unique_ptr<Mesh> make_mesh(Backend backend, int n_devices = 0, bool spans_processes = false);
+
+// The GPUs (ordinals) one process of `local_size` on a node takes of the node's `gpus`: all of
+// them alone; with several processes (an MPI survey or run) each its own, g % local_size ==
+// local_rank, so that they never share a GPU while there are enough; with more processes than
+// GPUs, GPU local_rank % gpus (shared, and said so in the devices' descriptions).
+std::vector<int> gpus_of_process(int gpus, int local_rank, int local_size);
 
 // The OpenMP threads the cpu backend deals out to host devices.
 int host_thread_count();

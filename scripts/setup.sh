@@ -11,6 +11,7 @@ packages=(
   python3-dev pybind11-dev python3-venv python3-pip   # the Python package (python/, pyproject.toml)
   python3-pytest python3-matplotlib python3-tqdm      # its tests and examples/quickstart.py
   fitsverify                            # the FITS conformance test (HEASARC fitsverify)
+  patchelf                              # the GPU bundle: relocatable binaries (scripts/gpu-bundle.sh)
   libopenmpi-dev openmpi-bin            # surveys across processes (mpirun), tests/mpi
   clang libclang-rt-14-dev libomp-dev   # the fuzz targets (libFuzzer), scripts/fuzz.sh
 )

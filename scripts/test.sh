@@ -14,6 +14,20 @@ echo "== build (Release, CUDA backend where nvcc exists)"
 echo "== tests"
 ctest --test-dir "$root/build" --output-on-failure -j2
 
+echo "== GPU bundle (scripts/gpu-bundle.sh from build/) and its check up to the first GPU call"
+if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc > /dev/null; then
+  "$root/scripts/gpu-bundle.sh" "$root/build" "$root/build/gpu-bundle"
+  status=0
+  bash "$root/build/gpu-bundle/gpu-check.sh" "$root/build/gpu-check-report.txt" || status=$?
+  # 3: no usable GPU here (the report says why); 0: a GPU was present and every step passed.
+  if [ "$status" -ne 3 ] && [ "$status" -ne 0 ]; then
+    cat "$root/build/gpu-check-report.txt"
+    exit 1
+  fi
+else
+  echo "SKIPPED: GPU bundle: no nvcc, so no CUDA backend to bundle"
+fi
+
 echo "== Python package: pip install . into a fresh virtual environment, reusing build/"
 "$root/scripts/install-python.sh" "$root/build/venv" "$root/build"
 IFUSIM_CLI="$root/build/ifusim" OMP_NUM_THREADS=4 "$root/build/venv/bin/python" -m pytest -q \

@@ -13,10 +13,11 @@ using namespace ifusim;
 
 namespace {
 
-Cube run_skeleton(Backend backend, int n_devices, const test::HostStars& host) {
-  const auto stages = nlohmann::json::parse(R"([
-    {"stage": "spaxel_grid", "params": {"n_spaxels": 24, "spaxel_size_kpc": 0.75}},
-    {"stage": "mass_image"}, {"stage": "psum"}])");
+Cube run_skeleton(Backend backend, int n_devices, const test::HostStars& host, int n_spaxels = 24,
+                  double spaxel_size_kpc = 0.75) {
+  nlohmann::json stages = nlohmann::json::parse(R"([
+    {"stage": "spaxel_grid", "params": {}}, {"stage": "mass_image"}, {"stage": "psum"}])");
+  stages[0]["params"] = {{"n_spaxels", n_spaxels}, {"spaxel_size_kpc", spaxel_size_kpc}};
   auto mesh = make_mesh(backend, n_devices);
   RunState state(*mesh);
   state.data.stars = test::put_stars(*mesh, host);
@@ -57,6 +58,25 @@ TEST_CASE("cuda: skeleton image equals the CPU backend's, bitwise, for 1..7 logi
     INFO("logical devices: " << d);
     CHECK(std::memcmp(gpu.data.data(), cpu.data.data(), cpu.data.size() * sizeof(double)) == 0);
   }
+}
+
+// A grid whose spacing is not exact in binary (0.3 kpc), with stars on its spaxels' edges: nvcc
+// would fuse the grid's x + 0.5 n d into an FMA and round an edge star into the other spaxel
+// than the CPU does, unless the arithmetic is kept unfused (mul_rn, add_rn: data/hd.h).
+TEST_CASE("cuda: stars on spaxel edges of an inexact grid land where the CPU puts them", "[cuda]") {
+  const int n = 25;
+  const double d = 0.3;
+  test::HostStars host = test::random_stars(20000, 7, 2.0);
+  for (std::size_t i = 0; i < host.mass_msun.size(); i += 2) {
+    const int kx = static_cast<int>(i / 2 % (n + 1)),
+              ky = static_cast<int>(i / 2 / (n + 1) % (n + 1));
+    host.position_kpc[3 * i] = static_cast<float>(kx * d - 0.5 * n * d);
+    host.position_kpc[3 * i + 1] = static_cast<float>(ky * d - 0.5 * n * d);
+  }
+  const Cube cpu = run_skeleton(Backend::cpu, 1, host, n, d);
+  const Cube gpu = run_skeleton(Backend::cuda, 1, host, n, d);
+  REQUIRE(gpu.data.size() == cpu.data.size());
+  CHECK(std::memcmp(gpu.data.data(), cpu.data.data(), cpu.data.size() * sizeof(double)) == 0);
 }
 
 // The whole MUSE example on the GPU: bitwise identical for 1 and 4 logical devices (one GPU
@@ -109,4 +129,15 @@ TEST_CASE(
     INFO("max |gpu - cpu| / peak = " << worst / peak);
     CHECK(worst <= 1e-6 * peak);
   }
+}
+
+#include "backend_checks.h"
+
+TEST_CASE("cuda: global_max_abs: a NaN gives +inf for any device count and position", "[cuda]") {
+  test::check_max_abs_with_nan(Backend::cuda);
+}
+
+TEST_CASE("cuda: sum_by_key: exact sums, and its peak memory within the plan's bytes an entry",
+          "[cuda]") {
+  test::check_sum_by_key_memory(Backend::cuda);
 }

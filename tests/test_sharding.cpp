@@ -245,3 +245,24 @@ TEST_CASE("a partial array is allocated once per memory space: 1000 host devices
   CHECK(rows.shard(mesh->device(0)).range.size() == 3);
   CHECK(rows.shard(mesh->device(999)).range.size() == 2);
 }
+
+TEST_CASE("processes on a node take GPUs of their own, and share only when there are too few",
+          "[devices]") {
+  using V = std::vector<int>;
+  CHECK(gpus_of_process(4, 0, 1) == V{0, 1, 2, 3});  // alone: every GPU
+  CHECK(gpus_of_process(4, 0, 2) == V{0, 2});        // two processes, two GPUs each
+  CHECK(gpus_of_process(4, 1, 2) == V{1, 3});
+  CHECK(gpus_of_process(4, 3, 4) == V{3});
+  CHECK(gpus_of_process(8, 2, 3) == V{2, 5});  // 8 over 3: 3, 3 and 2 GPUs
+  CHECK(gpus_of_process(2, 3, 5) == V{1});     // more processes than GPUs: shared
+  // Every GPU is taken by exactly one process while there are enough of them.
+  for (int gpus = 1; gpus <= 8; ++gpus)
+    for (int size = 1; size <= gpus; ++size) {
+      std::vector<int> takers(static_cast<std::size_t>(gpus), 0);
+      for (int rank = 0; rank < size; ++rank)
+        for (int g : gpus_of_process(gpus, rank, size)) ++takers[static_cast<std::size_t>(g)];
+      CHECK(std::all_of(takers.begin(), takers.end(), [](int t) { return t == 1; }));
+    }
+  CHECK_THROWS(gpus_of_process(0, 0, 1));
+  CHECK_THROWS(gpus_of_process(2, 2, 2));
+}

@@ -4,11 +4,13 @@
 #include <thrust/reduce.h>
 #include <thrust/scan.h>
 #include <thrust/sort.h>
+#include <thrust/unique.h>
 
 #include <cstddef>
 #include <cstdint>
 
 #include "data/buffer.h"
+#include "data/keyed_sums.h"
 
 namespace ifusim::IFUSIM_BACKEND_NS {
 
@@ -31,17 +33,39 @@ inline std::uint64_t exclusive_scan(const Device& device, std::uint64_t* counts,
   return last_offset + last;
 }
 
-// Sorts n (key, value) pairs by key and sums the values of equal keys into the first entries of
-// keys_out / values_out; returns how many unique keys there are. Integer sums: exact in any order.
-inline std::size_t sort_reduce_by_key(const Device& device, std::uint64_t* keys,
-                                      std::int64_t* values, std::size_t n, std::uint64_t* keys_out,
-                                      std::int64_t* values_out) {
-  if (n == 0) return 0;
-  thrust::sort_by_key(policy(device), keys, keys + n, values);
-  const auto ends =
-      thrust::reduce_by_key(policy(device), keys, keys + n, values, keys_out, values_out);
+// Thrust's temporary storage (the sort's second copy of keys and values, CUB's scratch) taken
+// through memory::allocate, so that the memory counters see it: the plan's estimate of a sparse
+// histogram's bytes is tested against them (tests/backend_checks.h).
+struct CountedTemporaries {
+  using value_type = char;
+  const Device* device;
+  char* allocate(std::ptrdiff_t bytes) {
+    return static_cast<char*>(memory::allocate(*device, static_cast<std::size_t>(bytes)));
+  }
+  void deallocate(char* p, std::size_t) noexcept { memory::release(*device, p); }
+};
+
+// Sums the values of equal keys of n (key, value) pairs, consuming them: sorted in place, then
+// reduced into buffers of exactly the unique keys' size, allocated only after the sort, so that
+// the pairs, the sort's scratch and the result are never held all at once (at most the pairs'
+// 16 bytes an entry plus the sort's second copy and scratch; kSparseEntryBytes of
+// stages/stellar_spectra counts on it). Integer sums: exact in any order.
+inline KeyedSums sort_reduce_by_key(const Device& device, DeviceBuffer<std::uint64_t> keys,
+                                    DeviceBuffer<std::int64_t> values, std::size_t n) {
+  KeyedSums out;
+  if (n == 0) return out;
+  CountedTemporaries temporaries{&device};
+  thrust::sort_by_key(policy(device, temporaries), keys.data(), keys.data() + n, values.data());
+  const auto unique = static_cast<std::size_t>(
+      thrust::unique_count(policy(device, temporaries), keys.data(), keys.data() + n));
   finish(device);
-  return static_cast<std::size_t>(ends.first - keys_out);
+  out.keys = DeviceBuffer<std::uint64_t>(device, unique);
+  out.values = DeviceBuffer<std::int64_t>(device, unique);
+  const auto ends = thrust::reduce_by_key(policy(device, temporaries), keys.data(), keys.data() + n,
+                                          values.data(), out.keys.data(), out.values.data());
+  finish(device);
+  out.size = static_cast<std::size_t>(ends.first - out.keys.data());
+  return out;
 }
 
 }  // namespace ifusim::IFUSIM_BACKEND_NS

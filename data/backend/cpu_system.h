@@ -19,6 +19,11 @@ namespace ifusim::cpu {
 inline auto policy(const Device&) {
   return thrust::omp::par;
 }
+// The same, with Thrust's temporary storage taken from `temporaries` (algorithms.inl).
+template <class Allocator>
+auto policy(const Device&, Allocator& temporaries) {
+  return thrust::omp::par(temporaries);
+}
 inline void finish(const Device&) {}
 
 // max over i in [0, n) of f(i), or `lowest` when n == 0; exact in any order. An OpenMP
@@ -33,6 +38,24 @@ T transform_max(const Device&, std::size_t n, F f, T lowest) {
   for (std::ptrdiff_t i = 0; i < count; ++i) {
     const T v = f(static_cast<std::size_t>(i));
     result = v > result ? v : result;
+  }
+  return result;
+}
+
+// The sum over i in [0, n) of f(i), for a T with an exact `+` (integers, or aggregates of them):
+// the same value in any order. Per-thread partial sums, then added one thread at a time (no
+// Thrust reduce, for the reason above).
+template <class T, class F>
+T transform_sum(const Device&, std::size_t n, F f, T zero) {
+  T result = zero;
+  const auto count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel
+  {
+    T local = zero;
+#pragma omp for nowait
+    for (std::ptrdiff_t i = 0; i < count; ++i) local = local + f(static_cast<std::size_t>(i));
+#pragma omp critical(ifusim_transform_sum)
+    result = result + local;
   }
   return result;
 }

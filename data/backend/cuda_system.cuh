@@ -24,9 +24,16 @@ inline cudaStream_t stream_of(const Device& device) {
 inline auto policy(const Device& device) {
   return thrust::cuda::par_nosync.on(stream_of(device));
 }
+// The same, with Thrust's temporary storage taken from `temporaries` (algorithms.inl).
+template <class Allocator>
+auto policy(const Device& device, Allocator& temporaries) {
+  return thrust::cuda::par_nosync(temporaries).on(stream_of(device));
+}
+// A kernel's launch errors Thrust reports itself (thrust::system_error); what the stream's work
+// met is the synchronisation's result. Not cudaGetLastError, which can return an older error
+// already handled elsewhere.
 inline void finish(const Device& device) {
-  cudaError_t err = cudaStreamSynchronize(stream_of(device));
-  if (err == cudaSuccess) err = cudaGetLastError();
+  const cudaError_t err = cudaStreamSynchronize(stream_of(device));
   if (err != cudaSuccess)
     throw std::runtime_error(std::string("CUDA kernel failed on ") + device.description + ": " +
                              cudaGetErrorString(err));
@@ -39,6 +46,18 @@ T transform_max(const Device& device, std::size_t n, F f, T lowest) {
   const T result = thrust::transform_reduce(
       policy(device), thrust::counting_iterator<std::size_t>(0),
       thrust::counting_iterator<std::size_t>(n), f, lowest, thrust::maximum<T>());
+  finish(device);
+  return result;
+}
+
+// The sum over i in [0, n) of f(i), for a T with an exact `+` (integers, or aggregates of them):
+// the same value in any order.
+template <class T, class F>
+T transform_sum(const Device& device, std::size_t n, F f, T zero) {
+  if (n == 0) return zero;
+  const T result = thrust::transform_reduce(
+      policy(device), thrust::counting_iterator<std::size_t>(0),
+      thrust::counting_iterator<std::size_t>(n), f, zero, thrust::plus<T>());
   finish(device);
   return result;
 }

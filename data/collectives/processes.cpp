@@ -26,6 +26,7 @@ int launcher_size() {
 
 struct World {
   int rank = 0, size = 1;
+  int local_rank = 0, local_size = 1;  // among the processes sharing this node's memory
   World() {
     const int launched = launcher_size();
 #ifdef IFUSIM_HAVE_MPI
@@ -34,6 +35,13 @@ struct World {
       MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
       MPI_Comm_rank(MPI_COMM_WORLD, &rank);
       MPI_Comm_size(MPI_COMM_WORLD, &size);
+      // The processes on this node (MPI-3's shared-memory split): Open MPI, MPICH and Slurm
+      // launchers alike, where OMPI_COMM_WORLD_LOCAL_RANK is Open MPI's alone.
+      MPI_Comm node = MPI_COMM_NULL;
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+      MPI_Comm_rank(node, &local_rank);
+      MPI_Comm_size(node, &local_size);
+      MPI_Comm_free(&node);
       std::atexit([] {
         int finalized = 0;
         MPI_Finalized(&finalized);
@@ -62,6 +70,14 @@ int rank() {
 
 int size() {
   return world().size;
+}
+
+int local_rank() {
+  return world().local_rank;
+}
+
+int local_size() {
+  return world().local_size;
 }
 
 void send(int to, int tag, const std::string& message) {

@@ -14,6 +14,9 @@ namespace ifusim::processes {
 
 int rank();  // 0 alone
 int size();  // 1 alone
+// This process among those of the run on the same node (shared memory): 0 and 1 alone.
+int local_rank();
+int local_size();
 
 // A text message to process `to`, with a tag (the kind of message).
 void send(int to, int tag, const std::string& message);

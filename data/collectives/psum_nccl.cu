@@ -14,6 +14,11 @@ namespace {
 void check(ncclResult_t r, const char* what) {
   if (r != ncclSuccess) throw std::runtime_error(std::string(what) + ": " + ncclGetErrorString(r));
 }
+void check(cudaError_t err, const char* what, int gpu_ordinal) {
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string("psum: ") + what + " on GPU " +
+                             std::to_string(gpu_ordinal) + ": " + cudaGetErrorString(err));
+}
 }  // namespace
 
 // The communicators of one mesh's GPUs, created once (ncclCommInitAll is collective and slow).
@@ -43,10 +48,19 @@ void nccl_allreduce_sum(const Mesh& mesh, const std::vector<const Device*>& devi
           "ncclAllReduce");
   check(ncclGroupEnd(), "ncclGroupEnd");
   for (int i = 0; i < n; ++i) {
-    cudaSetDevice(devices[i]->gpu_ordinal);
-    if (cudaStreamSynchronize(static_cast<cudaStream_t>(devices[i]->stream)) != cudaSuccess)
-      throw std::runtime_error("psum: NCCL all-reduce failed on GPU " +
-                               std::to_string(devices[i]->gpu_ordinal));
+    const int gpu = devices[i]->gpu_ordinal;
+    check(cudaSetDevice(gpu), "cudaSetDevice", gpu);
+    const cudaError_t err = cudaStreamSynchronize(static_cast<cudaStream_t>(devices[i]->stream));
+    if (err != cudaSuccess) {
+      // NCCL's own reason (a peer lost, a network error) where it has one, else CUDA's.
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comms[i], &async);
+      throw std::runtime_error("psum: the NCCL all-reduce failed on GPU " + std::to_string(gpu) +
+                               ": " + cudaGetErrorString(err) +
+                               (async != ncclSuccess
+                                    ? std::string(" (NCCL: ") + ncclGetErrorString(async) + ")"
+                                    : std::string()));
+    }
   }
 }
 

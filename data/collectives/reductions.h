@@ -9,6 +9,7 @@
 #include "data/collectives/processes.h"
 #include "data/dispatch.h"
 #include "data/galaxy_data.h"
+#include "data/keyed_sums.h"
 #include "data/sharded_array.h"
 
 namespace ifusim {
@@ -50,4 +51,9 @@ StarBounds measure_star_bounds(const Mesh& mesh, const Stars& stars);
 
 }  // namespace ifusim
 
-IFUSIM_DECLARE_BACKENDS(float max_abs_value(const Device& device, Span<const float> values);)
+IFUSIM_DECLARE_BACKENDS(
+    float max_abs_value(const Device& device, Span<const float> values);
+    // The values of equal keys summed, the pairs consumed (algorithms.inl's sort_reduce_by_key,
+    // which the sparse histogram uses): sorted unique keys and their sums.
+    KeyedSums sum_by_key(const Device& device, DeviceBuffer<std::uint64_t> keys,
+                         DeviceBuffer<std::int64_t> values);)

@@ -26,7 +26,9 @@ struct SpaxelGrid {
   double aperture_kpc = 0.0;
   int smoothing = 0;  // Smoothing as int, chosen by the spaxel stage; read by the footprints
 
-  IFUSIM_HD double half_extent_kpc() const { return 0.5 * n_side * spaxel_size_kpc; }
+  // Rounded as on the host on every backend (mul_rn, add_rn: data/hd.h), so that a particle on a
+  // spaxel's edge falls in the same spaxel on the CPU and the GPU.
+  IFUSIM_HD double half_extent_kpc() const { return mul_rn(0.5 * n_side, spaxel_size_kpc); }
   IFUSIM_HD bool inside_aperture(double x, double y) const {
     const double r = 0.5 * aperture_kpc;
     if (aperture == 1) return x * x + y * y <= r * r;
@@ -40,14 +42,14 @@ struct SpaxelGrid {
   }
   // Whether spaxel (ix, iy) belongs to the aperture: its centre is inside.
   IFUSIM_HD bool spaxel_in_aperture(int ix, int iy) const {
-    const double x = (ix + 0.5) * spaxel_size_kpc - half_extent_kpc();
-    const double y = (iy + 0.5) * spaxel_size_kpc - half_extent_kpc();
+    const double x = add_rn(mul_rn(ix + 0.5, spaxel_size_kpc), -half_extent_kpc());
+    const double y = add_rn(mul_rn(iy + 0.5, spaxel_size_kpc), -half_extent_kpc());
     return inside_aperture(x, y);
   }
   // iy * n_side + ix, or -1 outside the grid.
   IFUSIM_HD std::int32_t index_of(double x_kpc, double y_kpc) const {
-    const double fx = (x_kpc + half_extent_kpc()) / spaxel_size_kpc;
-    const double fy = (y_kpc + half_extent_kpc()) / spaxel_size_kpc;
+    const double fx = add_rn(x_kpc, half_extent_kpc()) / spaxel_size_kpc;
+    const double fy = add_rn(y_kpc, half_extent_kpc()) / spaxel_size_kpc;
     if (!(fx >= 0.0 && fy >= 0.0 && fx < n_side && fy < n_side)) return -1;
     return static_cast<std::int32_t>(fy) * n_side + static_cast<std::int32_t>(fx);
   }

@@ -244,37 +244,52 @@ struct WriteHistogramEntries {
   HistogramTile tile;
   double counts_per_unit;
   const std::uint64_t* offsets;
+  std::uint64_t n_stars, n_entries;
   std::uint64_t* keys;
   std::int64_t* values;
+  // Set when a star makes another number of entries than CountHistogramEntries counted: the two
+  // passes must agree (the same loop, the same arithmetic), and if a compiler made them differ
+  // the entries are kept inside the star's own slots and the run stops with an error rather
+  // than sum garbage keys.
+  unsigned* count_mismatch;
   IFUSIM_HD void operator()(std::size_t i) const {
     std::uint64_t at = offsets[i];
+    const std::uint64_t end = i + 1 < n_stars ? offsets[i + 1] : n_entries;
     for_each_histogram_entry(ssp, bins, stars, tile, i, [&](std::size_t index, double m) {
-      keys[at] = index;
-      values[at] = to_fixed(m, counts_per_unit);
+      if (at < end) {
+        keys[at] = index;
+        values[at] = to_fixed(m, counts_per_unit);
+      }
       ++at;
     });
+    if (at != end) *count_mismatch = 1u;
   }
 };
 
 SparseHistogramShard sparse_histogram(const Device& device, const SspView& ssp,
                                       const WaveBins& bins, const StarViews& stars,
                                       const HistogramTile& tile, double counts_per_unit) {
-  SparseHistogramShard out;
-  if (stars.n == 0) return out;
+  if (stars.n == 0) return {};
   DeviceBuffer<std::uint64_t> offsets(device, stars.n);
   parallel_for(device, stars.n, CountHistogramEntries{ssp, bins, stars, tile, offsets.data()});
   const std::size_t n = exclusive_scan(device, offsets.data(), stars.n);
   DeviceBuffer<std::uint64_t> keys(device, n);
   DeviceBuffer<std::int64_t> values(device, n);
-  parallel_for(device, stars.n,
-               WriteHistogramEntries{ssp, bins, stars, tile, counts_per_unit, offsets.data(),
-                                     keys.data(), values.data()});
+  DeviceBuffer<unsigned> count_mismatch(device, 1);
+  count_mismatch.zero();
+  parallel_for(
+      device, stars.n,
+      WriteHistogramEntries{ssp, bins, stars, tile, counts_per_unit, offsets.data(), stars.n, n,
+                            keys.data(), values.data(), count_mismatch.data()});
   offsets.reset();
-  out.keys = DeviceBuffer<std::uint64_t>(device, n);
-  out.values = DeviceBuffer<std::int64_t>(device, n);
-  out.size =
-      sort_reduce_by_key(device, keys.data(), values.data(), n, out.keys.data(), out.values.data());
-  return out;
+  unsigned mismatch = 0;
+  count_mismatch.download(&mismatch, 1);
+  if (mismatch)
+    throw std::logic_error(
+        "stellar_spectra: the sparse histogram's count and write passes disagree on a star's "
+        "entries (a backend or compiler fault; the dense histogram, "
+        "stages.stellar_spectra.histogram = \"dense\", avoids this path)");
+  return sort_reduce_by_key(device, std::move(keys), std::move(values), n);
 }
 
 }  // namespace ifusim::IFUSIM_BACKEND_NS

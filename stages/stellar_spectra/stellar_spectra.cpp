@@ -186,10 +186,6 @@ struct DeviceTables {
   }
 };
 
-// Bytes a sparse histogram entry takes while it is made: index and value, the per-star offsets
-// and the sort's second copy.
-constexpr double kSparseEntryBytes = 40.0;
-
 // Entries a star makes: 4 nodes x 2 velocity nodes, and S and P for each template end with a
 // window (x the dust expansion's rank with dust).
 double entries_per_star(const HistogramTile& tile) {

@@ -34,6 +34,7 @@
 #include "data/buffer.h"
 #include "data/dispatch.h"
 #include "data/hd.h"
+#include "data/keyed_sums.h"
 #include "data/ssp_grid.h"
 #include "stages/common/dust_curves.h"
 #include "stages/common/footprint.h"
@@ -152,12 +153,14 @@ struct HistogramTile {
 };
 
 // One device's sparse histogram: sorted unique indices (row * columns + column) and their
-// fixed-point sums; `size` of the buffers' entries are used.
-struct SparseHistogramShard {
-  DeviceBuffer<std::uint64_t> keys;
-  DeviceBuffer<std::int64_t> values;
-  std::size_t size = 0;
-};
+// fixed-point sums.
+using SparseHistogramShard = KeyedSums;
+
+// Bytes a sparse histogram entry takes at most while it is made (the plan's estimate): index
+// and value (16), the sort's second copy (16) and its scratch, and the per-star offsets
+// (8 bytes a star, at least 8 entries each). Held to by sort_reduce_by_key
+// (data/backend/algorithms.inl), whose measured peak the tests compare with it.
+inline constexpr double kSparseEntryBytes = 40.0;
 
 }  // namespace ifusim
 

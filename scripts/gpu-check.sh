@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The GPU node's check, one command, under 10 minutes (docs/gpu.md). Run from the folder
+# scripts/gpu-bundle.sh made (it holds this script and ifusim-gpu.tar.gz), on a machine with a
+# GPU and no network:
+#
+#   bash gpu-check.sh [REPORT]      (default: gpu-check-report.txt beside this script)
+#
+# Writes one report: nvidia-smi, the libraries resolved, the devices, the CUDA suite five times
+# with IFUSIM_REQUIRE_CUDA=1 (the zeroing race it guards against was intermittent),
+# compute-sanitizer's memcheck and racecheck on the small cases, the MUSE-WFM disc example on 1
+# and 4 logical devices with several histogram tiles and kernel smoothing (compared bitwise with
+# each other, and with the CPU cube to float rounding), a streamed run, and the benchmarks. Each
+# step has its own time limit, so one that hangs cannot take the others' time. Where no GPU can
+# be used it says so and exits 3 after the library check. Exit 0 only when every step passed.
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+report="${1:-$here/gpu-check-report.txt}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+failures=()
+
+log() { echo "$*" | tee -a "$report"; }
+# step NAME SECONDS COMMAND...: runs COMMAND with a time limit, its output into the report.
+step() {
+  local name="$1" limit="$2"
+  shift 2
+  log ""
+  log "== $name (limit ${limit} s)"
+  local start=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" >> "$report" 2>&1
+  local rc=$?
+  log "-- $name: $([ $rc -eq 0 ] && echo passed || echo "FAILED (exit $rc$([ $rc -eq 124 ] && echo ', time limit'))") in $((SECONDS - start)) s"
+  [ $rc -eq 0 ] || failures+=("$name")
+  return $rc
+}
+
+: > "$report"
+log "ifusim GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ), on $(hostname)"
+[ -f "$here/ifusim-gpu.tar.gz" ] || { log "no ifusim-gpu.tar.gz beside $0: run scripts/gpu-bundle.sh first"; exit 2; }
+tar -C "$work" -xzf "$here/ifusim-gpu.tar.gz"
+bundle="$work/ifusim-gpu"
+bin="$bundle/bin"
+log "bundle: commit $(cat "$bundle/COMMIT")"
+export IFUSIM_DATA_DIR="$bundle/data"
+export IFUSIM_REQUIRE_CUDA=1
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
+
+# NCCL from the image: a system library, or the nvidia-nccl wheel of its Python.
+if ! ldconfig -p 2> /dev/null | grep -q libnccl.so.2; then
+  for dir in $(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__path__[0] + "/lib/x"))' 2> /dev/null) \
+    /usr/local/cuda/lib /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu; do
+    [ -e "$dir/libnccl.so.2" ] && { export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; break; }
+  done
+fi
+
+step "nvidia-smi" 30 nvidia-smi
+log ""
+log "== libraries (ldd)"
+missing=0
+for b in "$bin"/*; do
+  ldd "$b" >> "$report" 2>&1
+  if ldd "$b" | grep -q "not found"; then missing=1; log "MISSING for $(basename "$b"): $(ldd "$b" | grep 'not found' | tr -s ' \t' ' ')"; fi
+done
+[ $missing -eq 0 ] && log "-- libraries: every one resolved" || failures+=("libraries")
+
+if ! "$bin/ifusim" devices --backend cuda >> "$report" 2>&1; then
+  log ""
+  log "NO GPU: the cuda backend cannot run here (the reason is above); the check stops before its first GPU call."
+  exit 3
+fi
+step "devices: 4 logical devices" 30 "$bin/ifusim" devices --backend cuda --devices 4
+for i in 1 2 3 4 5; do
+  step "CUDA suite, run $i of 5" 120 "$bin/ifusim_cuda_tests" --durations yes
+done
+if command -v compute-sanitizer > /dev/null; then
+  small='cuda: sharded arrays round-trip through GPU memory,cuda: global_max_abs*,cuda: sum_by_key*,cuda: skeleton image*'
+  step "compute-sanitizer memcheck" 240 compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/ifusim_cuda_tests" "$small"
+  step "compute-sanitizer racecheck" 240 compute-sanitizer --tool racecheck --error-exitcode 1 "$bin/ifusim_cuda_tests" "cuda: sharded arrays*,cuda: sum_by_key*"
+else
+  log "compute-sanitizer: not on PATH, skipped"
+fi
+
+# The MUSE-WFM disc example: GPU on 1 and 4 logical devices, histogram tiles forced small (so
+# that there are several), kernel smoothing; then the CPU.
+example="$bundle/configs/examples/muse_disc_stars_gas.json"
+wfm=(--set stages.stellar_spectra.histogram=dense --set stages.stellar_spectra.histogram_memory_gb=0.05
+     --set stages.aperture.smoothing=kernel --set output.hdf5=true --no-progress)
+step "MUSE-WFM disc, cuda, 1 device" 120 "$bin/ifusim" run "$example" --backend cuda --devices 1 "${wfm[@]}" --out "$work/wfm1"
+step "MUSE-WFM disc, cuda, 4 logical devices" 120 "$bin/ifusim" run "$example" --backend cuda --devices 4 "${wfm[@]}" --out "$work/wfm4"
+step "MUSE-WFM disc, cpu" 240 "$bin/ifusim" run "$example" --backend cpu "${wfm[@]}" --out "$work/wfmcpu"
+step "MUSE-WFM: 1 == 4 logical devices, bitwise" 60 "$bin/ifusim" compare "$work/wfm1/cube.fits" "$work/wfm4/cube.fits" --rtol 0
+# The per-star maths (log10, pow, fused multiply-adds) may round differently on the device:
+# within 1e-6 of the brightest voxel, as tests/test_cuda.cpp holds the smaller examples.
+step "MUSE-WFM: cuda == cpu within 1e-6 of the peak" 60 python3 -c '
+import sys, h5py, numpy as np
+a = h5py.File(sys.argv[1])["data"][()]; b = h5py.File(sys.argv[2])["data"][()]
+ok = np.isfinite(b); assert (np.isfinite(a) == ok).all(), "NaN in different voxels"
+peak = np.abs(b[ok]).max(); worst = np.abs(a[ok] - b[ok]).max()
+print(f"max |cuda - cpu| / peak = {worst / peak:.3e} (peak {peak:.4e})"); sys.exit(worst > 1e-6 * peak)
+' "$work/wfm1/cube.h5" "$work/wfmcpu/cube.h5"
+step "streamed run (1e6 stars in blocks of 2e5), cuda" 120 "$bin/ifusim" run "$bundle/configs/examples/muse_synthetic.json" --backend cuda \
+  --set input.synthetic.stars=1000000 --set input.stream_block_stars=200000 --no-progress --out "$work/streamed"
+
+step "bench_binned" 240 "$bin/bench_binned" --stars 100000 --speed-stars 1000000
+for stars in 100000000 1000000000; do
+  step "synthetic $stars stars, MUSE-WFM, cuda, streamed" 240 "$bin/ifusim" run "$bundle/configs/examples/muse_synthetic.json" \
+    --backend cuda --set telescope=MUSE-WFM --set input.synthetic.stars=$stars --set input.synthetic.gas=0 \
+    --set input.stream_block_stars=50000000 --set output.png=false --no-progress --out "$work/big$stars"
+  [ -f "$work/big$stars/summary.json" ] && python3 -c "import json,sys; s=json.load(open(sys.argv[1])); print('stages:', {k['stage']: round(k['seconds'], 3) for k in s['stages']}, 'total', s.get('total_seconds'))" "$work/big$stars/summary.json" >> "$report" 2>&1
+done
+step "exact method, 1e6 stars, cuda" 180 "$bin/ifusim" run "$bundle/configs/examples/muse_synthetic.json" --backend cuda \
+  --set input.synthetic.stars=1000000 --set stages.stellar_spectra.method=exact --no-progress --out "$work/exact"
+
+log ""
+if [ ${#failures[@]} -eq 0 ]; then
+  log "GPU CHECK PASSED"
+  exit 0
+fi
+log "GPU CHECK FAILED: ${failures[*]}"
+exit 1
