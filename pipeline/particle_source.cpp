@@ -79,7 +79,9 @@ class StreamedSource final : public ParticleSource {
   std::string what_;
 };
 
-TngReadOptions tng_options(const RunConfig& c, bool read_gas) {
+}  // namespace
+
+TngReadOptions snapshot_read_options(const RunConfig& c, bool read_gas) {
   TngReadOptions options;
   options.path = c.input_file;
   options.snapshot = c.snapshot;
@@ -94,8 +96,6 @@ TngReadOptions tng_options(const RunConfig& c, bool read_gas) {
   options.subfind_group = c.subfind_group;
   return options;
 }
-
-}  // namespace
 
 std::unique_ptr<ParticleSource> open_particle_source(const RunConfig& c, const Mesh& mesh,
                                                      bool read_gas) {
@@ -124,7 +124,7 @@ std::unique_ptr<ParticleSource> open_particle_source(const RunConfig& c, const M
     read_all = [&c](const Mesh& m) { return read_rubix_galaxy(m, c.input_file); };
     stream = [&c] { return std::make_unique<RubixStarStream>(c.input_file); };
   } else {
-    const TngReadOptions options = tng_options(c, read_gas);
+    const TngReadOptions options = snapshot_read_options(c, read_gas);
     what = fmt::format("{} {} {} {}", streamed ? "streaming" : "reading", options.format->title,
                        std::filesystem::is_directory(c.input_file)
                            ? "snapshot"
