@@ -56,6 +56,13 @@ HeaderValue header_value(const h5::File& f, const std::vector<tng::AttributePath
   return {};
 }
 
+// What a file that lacks the format's header says of itself, for messages.
+std::string not_this_format(const tng::SnapshotFormat& format) {
+  if (std::string(format.name) == "tng") return "not a TNG snapshot or cutout";
+  return std::string("not a snapshot of the ") + format.title + " format (input.format " +
+         format.name + ")";
+}
+
 // One header entry, required: a single value (a 3-vector of equal values for BoxSize), else an
 // InputError naming the file and the attributes looked for.
 double header_number(const h5::File& f, const std::vector<tng::AttributePath>& alternatives,
@@ -66,11 +73,8 @@ double header_number(const h5::File& f, const std::vector<tng::AttributePath>& a
     for (const auto& a : alternatives)
       names += std::string(names.empty() ? "" : " or ") + "/" + a.group + " attribute \"" + a.name +
                "\"";
-    throw InputError(f.describe(alternatives.front().group) + ": " + names + " not found (not " +
-                     (std::string(format.name) == "tng"
-                          ? "a TNG snapshot or cutout"
-                          : std::string("a ") + format.title + " snapshot") +
-                     ")");
+    throw InputError(f.describe(alternatives.front().group) + ": " + names + " not found (" +
+                     not_this_format(format) + ")");
   }
   for (double x : v.values)
     if (x != v.values.front())
@@ -82,10 +86,7 @@ double header_number(const h5::File& f, const std::vector<tng::AttributePath>& a
 Header read_header(const std::string& file, const tng::SnapshotFormat& format = tng::tng_format()) {
   h5::File f(file);
   if (!f.exists("Header"))
-    throw InputError(f.describe("Header") + ": group not found (not a " +
-                     (std::string(format.name) == "tng" ? std::string("TNG snapshot or cutout")
-                                                        : std::string(format.title) + " snapshot") +
-                     ")");
+    throw InputError(f.describe("Header") + ": group not found (" + not_this_format(format) + ")");
   const auto h = f.group("Header");
   Header out;
   out.format = &format;

@@ -184,3 +184,18 @@ def test_a_file_of_no_known_format_is_refused_naming_it(cli, tmp_path):
     assert str(path) in result.stderr and "not a snapshot ifusim reads" in result.stderr
     with pytest.raises(ifusim.InputError, match="not a snapshot ifusim reads"):
         ifusim.read(path)
+
+
+def test_a_bad_swift_value_is_refused_naming_file_dataset_and_row(cli, swift_file, tmp_path):
+    import shutil
+
+    import h5py
+
+    bad = tmp_path / "bad.hdf5"
+    shutil.copy(swift_file, bad)
+    with h5py.File(bad, "r+") as f:
+        f["PartType4/BirthScaleFactors"][7] = 0.95  # after the snapshot (a = 0.8)
+    result = subprocess.run([cli, "inspect", str(bad)], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert f"{bad}:/PartType4/BirthScaleFactors" in result.stderr
+    assert "row 7" in result.stderr
