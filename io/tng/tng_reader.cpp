@@ -258,6 +258,56 @@ TypeSource single_file_source(const std::string& file, Species species,
   return src;
 }
 
+// The chunk files of a multi-file snapshot (Header NumFilesPerSnapshot > 1) that `path` is one of,
+// named <base>.<k>.hdf5 as SWIFT, EAGLE, Gadget-4 and GIZMO name them: all n of them, each
+// required. None for a name of another pattern (SWIFT's virtual file, <base>.hdf5, holds all the
+// particles itself).
+std::vector<std::string> chunk_files(const std::string& path, int n) {
+  const fs::path p(path);
+  const std::string name = p.filename().string();
+  const std::string suffix = ".hdf5";
+  if (name.size() <= suffix.size() ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return {};
+  const std::string stem = name.substr(0, name.size() - suffix.size());
+  const auto dot = stem.rfind('.');
+  if (dot == std::string::npos || dot + 1 == stem.size() ||
+      stem.find_first_not_of("0123456789", dot + 1) != std::string::npos)
+    return {};
+  std::vector<std::string> files;
+  for (int k = 0; k < n; ++k) {
+    const std::string file =
+        (p.parent_path() / (stem.substr(0, dot + 1) + std::to_string(k) + suffix)).string();
+    if (!fs::is_regular_file(file))
+      throw InputError(file + ": chunk file " + std::to_string(k) + " of the " + std::to_string(n) +
+                       " (Header NumFilesPerSnapshot of " + path + ") missing");
+    files.push_back(file);
+  }
+  return files;
+}
+
+// One particle type over every chunk file: each file's rows in file order.
+TypeSource chunked_source(const std::vector<std::string>& files, Species species,
+                          const tng::SnapshotFormat& format) {
+  TypeSource src;
+  src.format = &format;
+  src.species = species;
+  src.group = format.group(species);
+  for (const auto& file : files) {
+    h5::File f(file);
+    if (!f.exists(src.group)) continue;
+    const auto g = f.group(src.group);
+    const char* coordinates = format.rule_for(species, "position_kpc")->dataset;
+    if (!g.exists(coordinates)) continue;
+    const auto shape = g.shape(coordinates);
+    const std::size_t rows = shape.empty() ? 0 : shape[0];
+    if (rows == 0) continue;
+    src.segments.push_back({file, 0, rows, rows});
+    src.rows += rows;
+  }
+  return src;
+}
+
 struct PresentField {
   const FieldRule* rule;
   double factor;  // stored value -> target unit
@@ -908,6 +958,14 @@ OpenedSubhalo open_subhalo(const TngReadOptions& options, TngIngestReport& rep) 
         gas_src = single_file_source(options.path, Species::gas, format);
     }
     stars_src = single_file_source(options.path, Species::stars, format);
+    if (!tng_layout && hdr.num_files > 1) {
+      const std::vector<std::string> chunks = chunk_files(options.path, hdr.num_files);
+      if (!chunks.empty()) {
+        stars_src = chunked_source(chunks, Species::stars, format);
+        if (options.read_gas) gas_src = chunked_source(chunks, Species::gas, format);
+        rep.layout = "chunked file";
+      }
+    }
     if (options.region_centre || !options.particle_ids.empty() || options.subfind_group) {
       auto m = std::make_shared<Membership>();
       m->region_centre = options.region_centre;

@@ -184,3 +184,30 @@ def write_gizmo(path, stars, gas):
 
         write_type(f.create_group("PartType4"), stars, True)
         write_type(f.create_group("PartType0"), gas, False)
+
+
+def split_into_chunks(path, base, n):
+    """The snapshot file `path` as n chunk files base.0.hdf5 ... base.(n-1).hdf5, as multi-file
+    snapshots are written: each holds a contiguous share of every particle type, the Header
+    (NumFilesPerSnapshot = n) and the datasets' attributes. Returns the chunk paths."""
+    import h5py
+
+    paths = [f"{base}.{k}.hdf5" for k in range(n)]
+    with h5py.File(path, "r") as src:
+        for k, out in enumerate(paths):
+            with h5py.File(out, "w") as dst:
+                src.copy("Header", dst)
+                dst["Header"].attrs["NumFilesPerSnapshot"] = n
+                for name in src:
+                    if not name.startswith("PartType"):
+                        if name != "Header":
+                            src.copy(name, dst)
+                        continue
+                    group = dst.create_group(name)
+                    for field, d in src[name].items():
+                        rows = d.shape[0]
+                        lo, hi = rows * k // n, rows * (k + 1) // n
+                        out_d = group.create_dataset(field, data=d[lo:hi])
+                        for key, value in d.attrs.items():
+                            out_d.attrs[key] = value
+    return paths

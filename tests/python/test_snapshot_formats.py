@@ -199,3 +199,18 @@ def test_a_bad_swift_value_is_refused_naming_file_dataset_and_row(cli, swift_fil
     assert result.returncode != 0
     assert f"{bad}:/PartType4/BirthScaleFactors" in result.stderr
     assert "row 7" in result.stderr
+
+
+def test_a_chunked_eagle_snapshot_is_read_across_its_files(cli, eagle_file, galaxy, tmp_path):
+    stars = galaxy[0]
+    chunks = G.split_into_chunks(eagle_file, tmp_path / "snap_028_z000p250", 3)
+    whole = inspect(cli, eagle_file, "--subfind-group", "3", "0")
+    for chunk in (chunks[0], chunks[2]):  # any chunk names the snapshot
+        summary = inspect(cli, chunk, "--subfind-group", "3", "0")
+        assert summary["layout"] == "chunked file"
+        assert_summary(summary, stars, "eagle")
+        for key in ("stellar_mass_msun", "mass_weighted_age_gyr", "center_kpc", "n_gas"):
+            assert summary[key] == whole[key], key
+    Path(chunks[1]).unlink()
+    result = subprocess.run([cli, "inspect", chunks[0]], capture_output=True, text=True)
+    assert result.returncode != 0 and chunks[1] in result.stderr and "missing" in result.stderr
