@@ -214,3 +214,19 @@ def test_a_chunked_eagle_snapshot_is_read_across_its_files(cli, eagle_file, gala
     Path(chunks[1]).unlink()
     result = subprocess.run([cli, "inspect", chunks[0]], capture_output=True, text=True)
     assert result.returncode != 0 and chunks[1] in result.stderr and "missing" in result.stderr
+
+
+def test_an_eagle_group_streamed_gives_the_held_cube(eagle_file):
+    config = {
+        "input": {"file": str(eagle_file), "subfind_group": [3, 0], "read_gas": False},
+        "galaxy": {"redshift": 0.05},
+        "telescope": "MUSE",
+        "ssp": {"library": MASTAR, "outside_grid": "clamp"},
+        "pipeline": ["aperture", "stellar_spectra", "psum"],
+        "seed": 1,
+    }
+    held = ifusim.run(config)
+    assert held.summary["n_stars"] == 600
+    streamed = ifusim.run(config, overrides={"input.stream_block_stars": 170})
+    assert np.nanmax(held.data) > 0
+    assert np.array_equal(streamed.data, held.data)
