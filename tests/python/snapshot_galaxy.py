@@ -120,7 +120,8 @@ def write_eagle(path, stars, gas, other):
                     1.0, 0.0, 0.0)
             g.create_dataset("GroupNumber", data=np.concatenate(groups).astype("i4"))
             g.create_dataset("SubGroupNumber", data=np.zeros(len(mass), "i4"))
-            g.create_dataset("ParticleIDs", data=np.arange(len(mass), dtype="i8") + (1 if star else 10**6))
+            first_id = 1 if star else 10**6
+            g.create_dataset("ParticleIDs", data=np.arange(len(mass), dtype="i8") + first_id)
             if star:
                 dataset(g, "InitialMass",
                         np.concatenate([s["initial_mass_msun"] for s, _ in sets]) / 1e10 * H,
@@ -129,8 +130,8 @@ def write_eagle(path, stars, gas, other):
                         np.concatenate([s["formation_a"] for s, _ in sets]), 1.0, 0.0, 0.0)
             else:
                 # Msun/yr in g/s (EAGLE's CGSConversionFactor of StarFormationRate)
-                dataset(g, "StarFormationRate", np.concatenate([s["sfr_msun_per_yr"] for s, _ in sets]),
-                        MSUN_G / (365.25 * 86400), 0.0, 0.0)
+                sfr = np.concatenate([s["sfr_msun_per_yr"] for s, _ in sets])
+                dataset(g, "StarFormationRate", sfr, MSUN_G / (365.25 * 86400), 0.0, 0.0)
 
         write_type(f.create_group("PartType4"), [(stars, 0.0), (other, 600.0)],
                    [np.full(len(stars["mass_msun"]), 3), np.full(len(other["mass_msun"]), 5)], True)
@@ -167,8 +168,8 @@ def write_gizmo(path, stars, gas):
         def write_type(g, s, star):
             n = len(s["mass_msun"])
             g.create_dataset("Coordinates", data=comoving_ckpc_h(s["position_kpc"]))
-            g.create_dataset("Velocities",
-                             data=((s["velocity_kms"] + BULK_VELOCITY_KMS) / np.sqrt(a)).astype("f4"))
+            stored_velocity = (s["velocity_kms"] + BULK_VELOCITY_KMS) / np.sqrt(a)
+            g.create_dataset("Velocities", data=stored_velocity.astype("f4"))
             # masses in the unit system's 1.989e43 g / h: the drawn Msun (1.98841e33 g) rescaled
             g.create_dataset("Masses",
                              data=(s["mass_msun"] * MSUN_G / GIZMO_UNIT_MASS_G * H).astype("f4"))

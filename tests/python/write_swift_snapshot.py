@@ -17,6 +17,8 @@ import unyt
 from swiftsimio import Writer, cosmo_array
 from swiftsimio.metadata.writer.unit_systems import cosmo_units
 
+PLAIN = "Conversion factor to CGS (not including cosmological corrections)"
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import snapshot_galaxy as G  # noqa: E402
 
@@ -52,16 +54,16 @@ def main(out):
                 if name not in f[group]:
                     continue
                 d = f[group][name]
-                plain = d.attrs["Conversion factor to CGS (not including cosmological corrections)"]
-                physical = d.attrs["Conversion factor to physical CGS (including cosmological corrections)"]
+                plain = d.attrs[PLAIN]
+                physical = d.attrs["Conversion factor to physical CGS (including cosmological "
+                                   "corrections)"]
                 if np.allclose(plain, physical):
                     d.attrs["a-scale exponent"] = [0.0]
-        msun_cgs = f["PartType4/Masses"].attrs[
-            "Conversion factor to CGS (not including cosmological corrections)"]
+        msun_cgs = f["PartType4/Masses"].attrs[PLAIN]
 
         def add(group, name, values, cgs, a_exp):
             d = f[group].create_dataset(name, data=values)
-            d.attrs["Conversion factor to CGS (not including cosmological corrections)"] = [cgs]
+            d.attrs[PLAIN] = [cgs]
             d.attrs["Conversion factor to physical CGS (including cosmological corrections)"] = [
                 cgs * a**a_exp]
             d.attrs["a-scale exponent"] = [a_exp]
