@@ -230,3 +230,17 @@ def test_an_eagle_group_streamed_gives_the_held_cube(eagle_file):
     streamed = ifusim.run(config, overrides={"input.stream_block_stars": 170})
     assert np.nanmax(held.data) > 0
     assert np.array_equal(streamed.data, held.data)
+
+
+def test_a_swift_region_holds_the_stars_numpy_counts_within_it(swift_file, galaxy):
+    stars = galaxy[0]
+    # SWIFT's Coordinates are comoving Mpc (no h): the region is given in them.
+    centre_cmpc = G.CENTRE_CKPC_H / G.H / 1e3
+    radius_cmpc = 0.004
+    comoving_offset_cmpc = stars["position_kpc"] / G.SCALE_FACTOR / 1e3
+    inside = np.linalg.norm(comoving_offset_cmpc, axis=1) <= radius_cmpc
+    assert 0 < inside.sum() < len(inside)  # the region cuts the galaxy
+    g = ifusim.read(swift_file, region=[*centre_cmpc, radius_cmpc], read_gas=False)
+    assert g.n_stars == inside.sum()
+    assert np.sum(g.stars["mass_msun"], dtype=np.float64) == pytest.approx(
+        stars["mass_msun"][inside].sum(), rel=1e-5)
