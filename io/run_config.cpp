@@ -177,7 +177,34 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
         std::string(has_file ? "both" : "neither"));
   if (has_file) {
     c.input_file = resolve_path(input.string("file"), config_path);
-    c.input_format = input.choice("format", {"auto", "tng", "rubix"}, "auto");
+    c.input_format =
+        input.choice("format", {"auto", "tng", "swift", "eagle", "gadget", "rubix"}, "auto");
+    if (input.has("region")) {
+      JsonParams region = input.object("region");
+      const nlohmann::json& centre = region.raw("centre");
+      if (!centre.is_array() || centre.size() != 3 ||
+          !std::all_of(centre.begin(), centre.end(), [](const auto& v) { return v.is_number(); }))
+        throw ConfigError(
+            "input.region.centre: expected 3 numbers (comoving, in the file's "
+            "Coordinates units)");
+      c.region_centre = std::array<double, 3>{centre[0].get<double>(), centre[1].get<double>(),
+                                              centre[2].get<double>()};
+      c.region_radius = region.number("radius");
+      region.require(c.region_radius > 0, "radius", "a number > 0", c.region_radius);
+    }
+    if (input.has("particle_ids")) {
+      const nlohmann::json& ids = input.raw("particle_ids");
+      if (!ids.is_array() || ids.empty() ||
+          !std::all_of(ids.begin(), ids.end(), [](const auto& v) { return v.is_number_integer(); }))
+        throw ConfigError("input.particle_ids: expected a non-empty list of integers");
+      for (const auto& v : ids) c.particle_ids.push_back(v.get<long long>());
+    }
+    if (input.has("subfind_group")) {
+      const nlohmann::json& g = input.raw("subfind_group");
+      if (!g.is_array() || g.size() != 2 || !g[0].is_number_integer() || !g[1].is_number_integer())
+        throw ConfigError("input.subfind_group: expected [GroupNumber, SubGroupNumber]");
+      c.subfind_group = std::array<long long, 2>{g[0].get<long long>(), g[1].get<long long>()};
+    }
     if (input.has("subhalo")) c.subhalo_id = input.integer("subhalo");
     if (input.has("snapshot")) c.snapshot = static_cast<int>(input.integer("snapshot"));
     c.drop_nonfinite = input.boolean("drop_nonfinite", false);

@@ -3,6 +3,7 @@
 // validated here, before anything runs; errors name the key's path.
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -31,7 +32,7 @@ struct RunConfig {
   std::string input_file;  // absolute, ${IFUSIM_DATA_DIR} expanded; "" when synthetic
   std::optional<tng::SyntheticGalaxySpec> synthetic;
   std::shared_ptr<const HostGalaxy> galaxy;
-  std::string input_format;  // "tng", "rubix" or "auto"
+  std::string input_format;  // "auto", "tng", "swift", "eagle", "gadget" or "rubix"
   // Whether input_file is read as a RUBIX galaxy: input.format "rubix", or "auto" and the file
   // has RUBIX's layout.
   bool input_is_rubix() const;
@@ -39,6 +40,13 @@ struct RunConfig {
   std::optional<int> snapshot;
   bool drop_nonfinite = false;
   bool read_gas = true;
+  // Which particles of a SWIFT, EAGLE or Gadget file (docs/formats.md): input.region (centre
+  // and radius, comoving, in the file's Coordinates units), input.particle_ids,
+  // input.subfind_group ([GroupNumber, SubGroupNumber]).
+  std::optional<std::array<double, 3>> region_centre;
+  double region_radius = 0;
+  std::vector<long long> particle_ids;
+  std::optional<std::array<long long, 2>> subfind_group;
   // Stars streamed through the stages in blocks of this many rows, never all held (0: the
   // galaxy is held at once; docs/streaming.md). Not for a galaxy the caller holds.
   std::size_t stream_block_stars = 0;

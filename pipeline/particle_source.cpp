@@ -11,6 +11,7 @@
 #include "io/rubix/rubix_galaxy.h"
 #include "io/star_stream.h"
 #include "io/tng/synthetic_source.h"
+#include "io/tng/tng_fields.h"
 #include "io/tng/tng_reader.h"
 
 namespace ifusim {
@@ -78,17 +79,23 @@ class StreamedSource final : public ParticleSource {
   std::string what_;
 };
 
-TngReadOptions tng_options(const RunConfig& c, bool read_gas) {
+}  // namespace
+
+TngReadOptions snapshot_read_options(const RunConfig& c, bool read_gas) {
   TngReadOptions options;
   options.path = c.input_file;
   options.snapshot = c.snapshot;
   options.subhalo_id = c.subhalo_id;
   options.drop_nonfinite = c.drop_nonfinite;
   options.read_gas = read_gas;
+  options.format = c.input_format == "auto" ? &detect_snapshot_format(c.input_file)
+                                            : tng::format_named(c.input_format);
+  options.region_centre = c.region_centre;
+  options.region_radius = c.region_radius;
+  options.particle_ids = c.particle_ids;
+  options.subfind_group = c.subfind_group;
   return options;
 }
-
-}  // namespace
 
 std::unique_ptr<ParticleSource> open_particle_source(const RunConfig& c, const Mesh& mesh,
                                                      bool read_gas) {
@@ -117,9 +124,11 @@ std::unique_ptr<ParticleSource> open_particle_source(const RunConfig& c, const M
     read_all = [&c](const Mesh& m) { return read_rubix_galaxy(m, c.input_file); };
     stream = [&c] { return std::make_unique<RubixStarStream>(c.input_file); };
   } else {
-    const TngReadOptions options = tng_options(c, read_gas);
-    what = fmt::format("{} IllustrisTNG {} {}", streamed ? "streaming" : "reading",
-                       std::filesystem::is_directory(c.input_file) ? "snapshot" : "cutout",
+    const TngReadOptions options = snapshot_read_options(c, read_gas);
+    what = fmt::format("{} {} {} {}", streamed ? "streaming" : "reading", options.format->title,
+                       std::filesystem::is_directory(c.input_file)
+                           ? "snapshot"
+                           : (options.format == &tng::tng_format() ? "cutout" : "file"),
                        c.input_file);
     read_all = [options](const Mesh& m) {
       TngIngestReport report;

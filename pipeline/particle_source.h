@@ -10,6 +10,7 @@
 #include "data/galaxy_data.h"
 #include "data/mesh.h"
 #include "io/run_config.h"
+#include "io/tng/tng_reader.h"
 #include "stages/stage.h"
 
 namespace ifusim {
@@ -44,6 +45,10 @@ class ParticleSource {
 // The source of the run `config` describes on `mesh`: streamed where input.stream_block_stars is
 // set or the mesh spans processes (each process then deposits its share of the blocks, one
 // block per process by default), held otherwise. Nothing is read yet.
+// How the run reads its snapshot file (input.file, input.format with "auto" told from the file,
+// the membership keys): for the source and the plan alike.
+TngReadOptions snapshot_read_options(const RunConfig& config, bool read_gas);
+
 std::unique_ptr<ParticleSource> open_particle_source(const RunConfig& config, const Mesh& mesh,
                                                      bool read_gas);
 

@@ -11,6 +11,7 @@
 #include "data/sharded_array.h"
 #include "io/rubix/rubix_galaxy.h"
 #include "io/tng/tng_reader.h"
+#include "pipeline/particle_source.h"
 
 namespace ifusim {
 namespace {
@@ -37,12 +38,7 @@ Counts count_particles(const RunConfig& c, bool read_gas) {
     n.gas = read_gas ? counts[1] : 0;
     n.note = "RUBIX dataset shapes";
   } else {
-    TngReadOptions o;
-    o.path = c.input_file;
-    o.snapshot = c.snapshot;
-    o.subhalo_id = c.subhalo_id;
-    o.read_gas = read_gas;
-    const TngCounts counts = count_tng(o);
+    const TngCounts counts = count_tng(snapshot_read_options(c, read_gas));
     n.stars = counts.star_rows;
     n.gas = counts.gas_rows;
     n.note = "PartType4 rows, wind cells included (they are dropped when read)";

@@ -30,7 +30,8 @@ fi
 
 echo "== Python package: pip install . into a fresh virtual environment, reusing build/"
 "$root/scripts/install-python.sh" "$root/build/venv" "$root/build"
-IFUSIM_CLI="$root/build/ifusim" OMP_NUM_THREADS=4 "$root/build/venv/bin/python" -m pytest -q \
+IFUSIM_CLI="$root/build/ifusim" OMP_NUM_THREADS=4 IFUSIM_REQUIRE_SWIFTSIMIO=1 \
+  "$root/build/venv/bin/python" -m pytest -q \
   -p no:cacheprovider "$root/tests/python"
 
 echo "== build (ASan + UBSan, CPU backend)"

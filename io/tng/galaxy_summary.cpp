@@ -38,6 +38,7 @@ GalaxySummary summarize(const GalaxyData& data, const TngIngestReport& report) {
   GalaxySummary s;
   const Galaxy& g = data.galaxy;
   s.layout = report.layout;
+  s.format = report.format;
   s.simulation = g.simulation;
   s.snapshot = g.snapshot;
   s.subhalo_id = g.subhalo_id;
@@ -70,6 +71,7 @@ GalaxySummary summarize(const GalaxyData& data, const TngIngestReport& report) {
 
 nlohmann::json to_json(const GalaxySummary& s) {
   return {{"layout", s.layout},
+          {"format", s.format},
           {"simulation", s.simulation},
           {"snapshot", s.snapshot},
           {"subhalo_id", s.subhalo_id},
@@ -103,6 +105,7 @@ std::string to_table(const GalaxySummary& s) {
     return std::string(buf);
   };
   row("layout", s.layout);
+  row("format", s.format);
   row("simulation", s.simulation.empty() ? "(not named)" : s.simulation);
   row("snapshot", std::to_string(s.snapshot));
   row("subhalo id", std::to_string(s.subhalo_id));

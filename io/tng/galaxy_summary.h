@@ -10,7 +10,8 @@
 namespace ifusim {
 
 struct GalaxySummary {
-  std::string layout;  // "cutout", "snapshot", "rubix"
+  std::string layout;  // "cutout", "snapshot", "file" (a SWIFT, EAGLE or Gadget file), "rubix"
+  std::string format;  // "tng", "swift", "eagle", "gadget", "rubix"
   std::string simulation;
   int snapshot = -1;
   long long subhalo_id = -1;

@@ -37,7 +37,7 @@ std::string bounds_text(Bounds bounds, double snapshot_scale_factor) {
     case Bounds::formed_by_snapshot: {
       std::ostringstream text;
       text << "a scale factor of formation at most the snapshot's (" << snapshot_scale_factor
-           << "): a star formed after its snapshot";
+           << ") and above 0: a star formed after its snapshot, or never";
       return text.str();
     }
   }

@@ -73,7 +73,7 @@ inline bool within_bounds(Bounds bounds, double v, double snapshot_scale_factor)
     case Bounds::formed_by_snapshot:
       // Formation times are float32 and the snapshot's scale factor double: a star formed in the
       // snapshot's last step may be stored half a float32 ulp above it, which is no error.
-      return v <= snapshot_scale_factor * (1.0 + 0x1p-23);
+      return v > 0 && v <= snapshot_scale_factor * (1.0 + 0x1p-23);
   }
   return true;
 }
@@ -99,6 +99,8 @@ inline double convert_value(Conversion conversion, double factor, double v, int 
       return v * factor - frame.bulk_velocity_kms[k];
     case Conversion::formation_time_to_age:
       return frame.time_snapshot_gyr - frame.cosmology.cosmic_time_gyr(v);
+    case Conversion::star_formation_rate:
+      return v > 0 ? v * factor : 0.0;
   }
   return v;
 }

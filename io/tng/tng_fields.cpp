@@ -5,7 +5,9 @@
 
 namespace ifusim::tng {
 
-const std::vector<FieldRule>& field_table() {
+namespace {
+
+std::vector<FieldRule> tng_fields() {
   using S = Species;
   using C = Conversion;
   using B = Bounds;
@@ -50,6 +52,280 @@ const std::vector<FieldRule>& field_table() {
        kSfr},
   };
   return table;
+}
+
+// A rule whose units the reader takes from the file alone (the table records none).
+constexpr UnitAttributes kFromFile{0.0, 0.0, 0.0};
+
+// SWIFT snapshots (COLIBRE, FLAMINGO, EAGLE-XL): SWIFT documentation, "Snapshots" page
+// (swift.strw.leidenuniv.nl/docs/Snapshots): every dataset carries "Conversion factor to CGS (not
+// including cosmological corrections)", "a-scale exponent" and "h-scale exponent" (always 0:
+// SWIFT's units have no h). Velocities are peculiar velocities (a-scale exponent 0, no sqrt(a)).
+// Names of the COLIBRE / EAGLE-XL output lists (SWIFT's src/stars/*/stars_io.h, hydro_io.h).
+std::vector<FieldRule> swift_fields() {
+  using S = Species;
+  using C = Conversion;
+  using B = Bounds;
+  constexpr double kKpc = kCmPerKpc, kMsun = kSolarMassG, kKms = 1.0e5;
+  constexpr double kMsunPerYr = kSolarMassG / kJulianYearS;
+  return {
+      {S::stars, "Coordinates", 3, true, B::any, C::position, kKpc, "position_kpc", kFromFile},
+      {S::stars, "Velocities", 3, true, B::any, C::velocity, kKms, "velocity_kms", kFromFile},
+      {S::stars, "InitialMasses", 1, true, B::positive, C::scale, kMsun, "initial_mass_msun",
+       kFromFile},
+      {S::stars, "Masses", 1, true, B::positive, C::scale, kMsun, "mass_msun", kFromFile},
+      {S::stars, "MetalMassFractions", 1, true, B::mass_fraction, C::scale, 0.0, "metallicity",
+       kFromFile},
+      {S::stars, "BirthScaleFactors", 1, true, B::formed_by_snapshot, C::formation_time_to_age, 0.0,
+       "age_gyr", kFromFile},
+      // SWIFT's stellar SmoothingLengths are the SPH kernel's h over the star's neighbours, not
+      // TNG's 32-nearest-stars radius; both are taken as the star's smoothing length.
+      {S::stars, "SmoothingLengths", 1, false, B::positive, C::scale, kKpc, "smoothing_length_kpc",
+       kFromFile},
+      {S::gas, "Coordinates", 3, true, B::any, C::position, kKpc, "position_kpc", kFromFile},
+      {S::gas, "Velocities", 3, true, B::any, C::velocity, kKms, "velocity_kms", kFromFile},
+      {S::gas, "Masses", 1, true, B::positive, C::scale, kMsun, "mass_msun", kFromFile},
+      {S::gas, "Densities", 1, false, B::any, C::scale, kMsun / (kKpc * kKpc * kKpc),
+       "density_msun_per_kpc3", kFromFile},
+      {S::gas, "InternalEnergies", 1, false, B::any, C::scale, kKms * kKms,
+       "internal_energy_km2_s2", kFromFile},
+      {S::gas, "MetalMassFractions", 1, false, B::mass_fraction, C::scale, 0.0, "metallicity",
+       kFromFile},
+      {S::gas, "StarFormationRates", 1, false, B::any, C::star_formation_rate, kMsunPerYr,
+       "sfr_msun_per_yr", kFromFile},
+  };
+}
+
+// EAGLE public particle data (McAlpine et al. 2016, A&C 15, 72; The EAGLE team 2017,
+// arXiv:1706.09899, sect. 2 and table 3): datasets carry "CGSConversionFactor",
+// "aexp-scale-exponent" and "h-scale-exponent"; velocities are stored as Gadget's, peculiar
+// times a^-1/2 (aexp-scale-exponent 0.5).
+std::vector<FieldRule> eagle_fields() {
+  using S = Species;
+  using C = Conversion;
+  using B = Bounds;
+  constexpr double kKpc = kCmPerKpc, kMsun = kSolarMassG, kKms = 1.0e5;
+  constexpr double kMsunPerYr = kSolarMassG / kJulianYearS;
+  return {
+      {S::stars, "Coordinates", 3, true, B::any, C::position, kKpc, "position_kpc", kFromFile},
+      {S::stars, "Velocity", 3, true, B::any, C::velocity, kKms, "velocity_kms", kFromFile},
+      {S::stars, "InitialMass", 1, true, B::positive, C::scale, kMsun, "initial_mass_msun",
+       kFromFile},
+      {S::stars, "Mass", 1, true, B::positive, C::scale, kMsun, "mass_msun", kFromFile},
+      {S::stars, "SmoothedMetallicity", 1, true, B::mass_fraction, C::scale, 0.0, "metallicity",
+       kFromFile},
+      {S::stars, "StellarFormationTime", 1, true, B::formed_by_snapshot, C::formation_time_to_age,
+       0.0, "age_gyr", kFromFile},
+      {S::gas, "Coordinates", 3, true, B::any, C::position, kKpc, "position_kpc", kFromFile},
+      {S::gas, "Velocity", 3, true, B::any, C::velocity, kKms, "velocity_kms", kFromFile},
+      {S::gas, "Mass", 1, true, B::positive, C::scale, kMsun, "mass_msun", kFromFile},
+      {S::gas, "Density", 1, false, B::any, C::scale, kMsun / (kKpc * kKpc * kKpc),
+       "density_msun_per_kpc3", kFromFile},
+      {S::gas, "InternalEnergy", 1, false, B::any, C::scale, kKms * kKms, "internal_energy_km2_s2",
+       kFromFile},
+      {S::gas, "SmoothedMetallicity", 1, false, B::mass_fraction, C::scale, 0.0, "metallicity",
+       kFromFile},
+      {S::gas, "StarFormationRate", 1, false, B::any, C::scale, kMsunPerYr, "sfr_msun_per_yr",
+       kFromFile},
+  };
+}
+
+// Gadget-4 / AREPO / GIZMO HDF5 (Springel et al. 2021, MNRAS 506, 2871, and the Gadget-4 manual,
+// "Snapshot file format"; GIZMO users guide, "Snapshot & initial condition files"): no unit
+// attributes, the header's unit system (default 1 ckpc/h, 1e10 Msun/h, 1 km/s), comoving
+// coordinates a^1 h^-1, velocities sqrt(a) * peculiar (stored u: v = u sqrt(a)), masses h^-1.
+// GIZMO's StellarFormationTime is the scale factor of formation in a cosmological run;
+// Metallicity's column 0 is the total metal mass fraction. Neither code stores a star's initial
+// mass: its current mass stands for it (mass lost by stellar evolution is not given back).
+// StarFormationRate is in Msun/yr whatever the unit system (GIZMO users guide).
+std::vector<FieldRule> gadget_fields() {
+  using S = Species;
+  using C = Conversion;
+  using B = Bounds;
+  using D = UnitDimensions;
+  constexpr double kKpc = kCmPerKpc, kMsun = kSolarMassG, kKms = 1.0e5;
+  constexpr double kMsunPerYr = kSolarMassG / kJulianYearS;
+  constexpr UnitAttributes kLength{1.0, -1.0, 0.0}, kVelocity{0.5, 0.0, 0.0}, kMass{0.0, -1.0, 0.0},
+      kDensity{-3.0, 2.0, 0.0}, kEnergy{0.0, 0.0, 0.0}, kSfr{0.0, 0.0, kMsunPerYr},
+      kNone{0.0, 0.0, 0.0};
+  constexpr D kL{1, 0, 0}, kV{0, 0, 1}, kM{0, 1, 0}, kRho{-3, 1, 0}, kU{0, 0, 2};
+  return {
+      {S::stars, "Coordinates", 3, true, B::any, C::position, kKpc, "position_kpc", kLength, kL},
+      {S::stars, "Velocities", 3, true, B::any, C::velocity, kKms, "velocity_kms", kVelocity, kV},
+      {S::stars, "Masses", 1, true, B::positive, C::scale, kMsun, "initial_mass_msun", kMass, kM},
+      {S::stars, "Masses", 1, true, B::positive, C::scale, kMsun, "mass_msun", kMass, kM},
+      {S::stars,
+       "Metallicity",
+       1,
+       true,
+       B::mass_fraction,
+       C::scale,
+       0.0,
+       "metallicity",
+       kNone,
+       {},
+       true},
+      {S::stars, "StellarFormationTime", 1, true, B::formed_by_snapshot, C::formation_time_to_age,
+       0.0, "age_gyr", kNone},
+      {S::gas, "Coordinates", 3, true, B::any, C::position, kKpc, "position_kpc", kLength, kL},
+      {S::gas, "Velocities", 3, true, B::any, C::velocity, kKms, "velocity_kms", kVelocity, kV},
+      {S::gas, "Masses", 1, true, B::positive, C::scale, kMsun, "mass_msun", kMass, kM},
+      {S::gas, "Density", 1, false, B::any, C::scale, kMsun / (kKpc * kKpc * kKpc),
+       "density_msun_per_kpc3", kDensity, kRho},
+      {S::gas, "InternalEnergy", 1, false, B::any, C::scale, kKms * kKms, "internal_energy_km2_s2",
+       kEnergy, kU},
+      {S::gas, "ElectronAbundance", 1, false, B::any, C::scale, 0.0, "electron_abundance", kNone},
+      {S::gas,
+       "Metallicity",
+       1,
+       false,
+       B::mass_fraction,
+       C::scale,
+       0.0,
+       "metallicity",
+       kNone,
+       {},
+       true},
+      {S::gas, "StarFormationRate", 1, false, B::any, C::scale, kMsunPerYr, "sfr_msun_per_yr",
+       kSfr},
+  };
+}
+
+}  // namespace
+
+const SnapshotFormat& tng_format() {
+  static const SnapshotFormat f{"tng",
+                                "IllustrisTNG",
+                                "PartType4",
+                                "PartType0",
+                                tng_fields(),
+                                UnitSource::dataset_attributes,
+                                "to_cgs",
+                                "a_scaling",
+                                "h_scaling",
+                                /*unit_one_dimensionless=*/false,
+                                /*wind_cells=*/true,
+                                {{"Header", "Time"}},
+                                {{"Header", "HubbleParam"}},
+                                {{"Header", "Omega0"}},
+                                {{"Header", "OmegaLambda"}},
+                                {{"Header", "BoxSize"}},
+                                {{"Header", "Redshift"}},
+                                {},
+                                {},
+                                {},
+                                0,
+                                0,
+                                0};
+  return f;
+}
+
+const SnapshotFormat& swift_format() {
+  static const SnapshotFormat f{"swift",
+                                "SWIFT",
+                                "PartType4",
+                                "PartType0",
+                                swift_fields(),
+                                UnitSource::dataset_attributes,
+                                "Conversion factor to CGS (not including cosmological corrections)",
+                                "a-scale exponent",
+                                "h-scale exponent",
+                                true,
+                                false,
+                                {{"Header", "Scale-factor"}, {"Cosmology", "Scale-factor"}},
+                                {{"Cosmology", "h"}},
+                                {{"Cosmology", "Omega_m"}},
+                                {{"Cosmology", "Omega_lambda"}},
+                                {{"Header", "BoxSize"}},
+                                {{"Header", "Redshift"}, {"Cosmology", "Redshift"}},
+                                {},
+                                {},
+                                {},
+                                0,
+                                0,
+                                0};
+  return f;
+}
+
+const SnapshotFormat& eagle_format() {
+  static const SnapshotFormat f{"eagle",
+                                "EAGLE",
+                                "PartType4",
+                                "PartType0",
+                                eagle_fields(),
+                                UnitSource::dataset_attributes,
+                                "CGSConversionFactor",
+                                "aexp-scale-exponent",
+                                "h-scale-exponent",
+                                true,
+                                false,
+                                {{"Header", "ExpansionFactor"}, {"Header", "Time"}},
+                                {{"Header", "HubbleParam"}},
+                                {{"Header", "Omega0"}},
+                                {{"Header", "OmegaLambda"}},
+                                {{"Header", "BoxSize"}},
+                                {{"Header", "Redshift"}},
+                                {},
+                                {},
+                                {},
+                                0,
+                                0,
+                                0};
+  return f;
+}
+
+const SnapshotFormat& gadget_format() {
+  // Gadget-4 writes its unit system and cosmology in the "Parameters" group, GIZMO and AREPO in
+  // the Header (GIZMO: "UnitLength_In_CGS", FIRE's public snapshots: "Omega_Matter").
+  static const SnapshotFormat f{
+      "gadget",
+      "Gadget-4/AREPO/GIZMO",
+      "PartType4",
+      "PartType0",
+      gadget_fields(),
+      UnitSource::header_unit_system,
+      "",
+      "",
+      "",
+      false,
+      false,
+      {{"Header", "Time"}},
+      {{"Header", "HubbleParam"}, {"Parameters", "HubbleParam"}},
+      {{"Header", "Omega0"}, {"Header", "Omega_Matter"}, {"Parameters", "Omega0"}},
+      {{"Header", "OmegaLambda"}, {"Header", "Omega_Lambda"}, {"Parameters", "OmegaLambda"}},
+      {{"Header", "BoxSize"}},
+      {{"Header", "Redshift"}},
+      {{"Header", "UnitLength_in_cm"},
+       {"Parameters", "UnitLength_in_cm"},
+       {"Header", "UnitLength_In_CGS"}},
+      {{"Header", "UnitMass_in_g"}, {"Parameters", "UnitMass_in_g"}, {"Header", "UnitMass_In_CGS"}},
+      {{"Header", "UnitVelocity_in_cm_per_s"},
+       {"Parameters", "UnitVelocity_in_cm_per_s"},
+       {"Header", "UnitVelocity_In_CGS"}},
+      kKpcCm,
+      1.989e43,
+      kKmCm};
+  return f;
+}
+
+std::vector<const SnapshotFormat*> snapshot_formats() {
+  return {&tng_format(), &swift_format(), &eagle_format(), &gadget_format()};
+}
+
+const SnapshotFormat* format_named(std::string_view name) {
+  for (const SnapshotFormat* f : snapshot_formats())
+    if (name == f->name) return f;
+  return nullptr;
+}
+
+const FieldRule* SnapshotFormat::rule_for(Species species, std::string_view target) const {
+  for (const auto& r : fields)
+    if (r.species == species && target == r.target) return &r;
+  return nullptr;
+}
+
+const std::vector<FieldRule>& field_table() {
+  return tng_format().fields;
 }
 
 const FieldRule& field_rule(Species species, std::string_view dataset) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <future>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <numeric>
@@ -31,7 +32,10 @@ using tng::Species;
 using tng::target_factor;
 
 struct Header {
+  const tng::SnapshotFormat* format = &tng::tng_format();
   std::string file;
+  // header_unit_system formats: the header's unit system
+  double unit_length_cm = 0, unit_mass_g = 0, unit_velocity_cm_s = 0;
   double time = 1, redshift = 0, hubble = 0, omega0 = 0, omega_lambda = 0, box_size = 0;
   std::string simulation;
   int snapshot = -1;
@@ -39,30 +43,91 @@ struct Header {
   int num_files = 1;
 };
 
-Header read_header(const std::string& file) {
+// The first of a header entry's alternatives the file has: its values (an attribute may be an
+// array, as SWIFT writes BoxSize and its scalars) and its name; no values when none is there.
+struct HeaderValue {
+  std::vector<double> values;
+  std::string name;
+};
+HeaderValue header_value(const h5::File& f, const std::vector<tng::AttributePath>& alternatives) {
+  for (const auto& a : alternatives)
+    if (f.exists(a.group) && f.group(a.group).has_attribute(a.name))
+      return {f.group(a.group).attribute_array<double>(a.name), a.name};
+  return {};
+}
+
+// What a file that lacks the format's header says of itself, for messages.
+std::string not_this_format(const tng::SnapshotFormat& format) {
+  if (std::string(format.name) == "tng") return "not a TNG snapshot or cutout";
+  return std::string("not a snapshot of the ") + format.title + " format (input.format " +
+         format.name + ")";
+}
+
+// One header entry, required: a single value (a 3-vector of equal values for BoxSize), else an
+// InputError naming the file and the attributes looked for.
+double header_number(const h5::File& f, const std::vector<tng::AttributePath>& alternatives,
+                     const tng::SnapshotFormat& format) {
+  const HeaderValue v = header_value(f, alternatives);
+  if (v.values.empty()) {
+    std::string names;
+    for (const auto& a : alternatives)
+      names += std::string(names.empty() ? "" : " or ") + "/" + a.group + " attribute \"" + a.name +
+               "\"";
+    throw InputError(f.describe(alternatives.front().group) + ": " + names + " not found (" +
+                     not_this_format(format) + ")");
+  }
+  for (double x : v.values)
+    if (x != v.values.front())
+      throw InputError(f.describe(alternatives.front().group) + ": attribute \"" + v.name +
+                       "\" has unequal components (a non-cubic box is not supported)");
+  return v.values.front();
+}
+
+Header read_header(const std::string& file, const tng::SnapshotFormat& format = tng::tng_format()) {
   h5::File f(file);
   if (!f.exists("Header"))
-    throw InputError(f.describe("Header") + ": group not found (not a TNG snapshot or cutout)");
+    throw InputError(f.describe("Header") + ": group not found (" + not_this_format(format) + ")");
   const auto h = f.group("Header");
   Header out;
+  out.format = &format;
   out.file = file;
-  out.time = h.attribute<double>("Time");
-  out.hubble = h.attribute<double>("HubbleParam");
-  out.omega0 = h.attribute<double>("Omega0");
-  out.omega_lambda = h.attribute<double>("OmegaLambda");
-  out.box_size = h.attribute<double>("BoxSize");
+  out.time = header_number(f, format.scale_factor, format);
+  out.hubble = header_number(f, format.hubble, format);
+  out.omega0 = header_number(f, format.omega_matter, format);
+  out.omega_lambda = header_number(f, format.omega_lambda, format);
+  out.box_size = header_number(f, format.box_size, format);
+  const std::string a_name = header_value(f, format.scale_factor).name;
+  const std::string h_name = header_value(f, format.hubble).name;
+  const std::string om_name = header_value(f, format.omega_matter).name;
+  const std::string ol_name = header_value(f, format.omega_lambda).name;
   if (!(out.time > 0 && out.time <= 1.0 + 1e-9))
-    throw InputError(h.describe() + ": attribute \"Time\" (scale factor) must be in (0, 1]");
-  if (!(out.hubble > 0)) throw InputError(h.describe() + ": attribute \"HubbleParam\" must be > 0");
+    throw InputError(h.describe() + ": attribute \"" + a_name +
+                     "\" (scale factor) must be in (0, 1]");
+  if (!(out.hubble > 0))
+    throw InputError(h.describe() + ": attribute \"" + h_name + "\" must be > 0");
   if (!(out.omega0 > 0) || !(out.omega_lambda >= 0))
-    throw InputError(h.describe() +
-                     ": attributes \"Omega0\" > 0 and \"OmegaLambda\" >= 0 expected");
+    throw InputError(h.describe() + ": attributes \"" + om_name + "\" > 0 and \"" + ol_name +
+                     "\" >= 0 expected");
   if (!(out.box_size > 0) || !std::isfinite(out.box_size))
     throw InputError(h.describe() + ": attribute \"BoxSize\" must be finite and > 0");
   if (!std::isfinite(out.hubble) || !std::isfinite(out.omega0) || !std::isfinite(out.omega_lambda))
-    throw InputError(h.describe() +
-                     ": attributes \"HubbleParam\", \"Omega0\" and \"OmegaLambda\" must be finite");
-  out.redshift = h.has_attribute("Redshift") ? h.attribute<double>("Redshift") : 1.0 / out.time - 1;
+    throw InputError(h.describe() + ": attributes \"" + h_name + "\", \"" + om_name + "\" and \"" +
+                     ol_name + "\" must be finite");
+  const HeaderValue z = header_value(f, format.redshift);
+  out.redshift = z.values.size() == 1 ? z.values[0] : 1.0 / out.time - 1;
+  if (format.unit_source == tng::UnitSource::header_unit_system) {
+    auto unit = [&](const std::vector<tng::AttributePath>& alternatives, double fallback) {
+      const HeaderValue v = header_value(f, alternatives);
+      if (v.values.empty()) return fallback;
+      if (v.values.size() != 1 || !(v.values[0] > 0) || !std::isfinite(v.values[0]))
+        throw InputError(f.describe(alternatives.front().group) + ": attribute \"" + v.name +
+                         "\" must be one finite value > 0");
+      return v.values[0];
+    };
+    out.unit_length_cm = unit(format.unit_length_cm, format.default_unit_length_cm);
+    out.unit_mass_g = unit(format.unit_mass_g, format.default_unit_mass_g);
+    out.unit_velocity_cm_s = unit(format.unit_velocity_cm_s, format.default_unit_velocity_cm_s);
+  }
   if (h.has_attribute("SimulationName")) out.simulation = h.string_attribute("SimulationName");
   if (h.has_attribute("SnapshotNumber"))
     out.snapshot = static_cast<int>(h.attribute<std::int64_t>("SnapshotNumber"));
@@ -72,12 +137,31 @@ Header read_header(const std::string& file) {
   return out;
 }
 
-// The dataset's own unit attributes at the header's a and h.
+// The dataset's own unit attributes (their names the format's) at the header's a and h. TNG's
+// catalog datasets are read with TNG's names whatever the format.
 CgsFactor cgs_factor(const h5::Location& loc, const std::string& dataset, const Header& hdr) {
+  const tng::SnapshotFormat& format = *hdr.format;
   tng::UnitAttributes units;
-  units.to_cgs = loc.attribute<double>("to_cgs", dataset);
-  units.a_scaling = loc.attribute<double>("a_scaling", dataset);
-  units.h_scaling = loc.attribute<double>("h_scaling", dataset);
+  units.to_cgs = loc.attribute<double>(format.to_cgs_attribute, dataset);
+  units.a_scaling = loc.attribute<double>(format.a_exponent_attribute, dataset);
+  units.h_scaling = loc.attribute<double>(format.h_exponent_attribute, dataset);
+  // SWIFT and EAGLE write a dimensionless dataset's conversion factor as 1.
+  if (format.unit_one_dimensionless && units.to_cgs == 1.0 && units.a_scaling == 0 &&
+      units.h_scaling == 0)
+    units.to_cgs = 0;
+  return tng::cgs_factor(units, hdr.time, hdr.hubble);
+}
+
+// A field's unit factor to physical cgs: from the dataset's attributes, or (header_unit_system)
+// from the header's unit system raised to the rule's dimensions and the rule's a and h exponents.
+CgsFactor field_cgs_factor(const h5::Location& loc, const tng::FieldRule& rule, const Header& hdr) {
+  if (hdr.format->unit_source == tng::UnitSource::dataset_attributes)
+    return cgs_factor(loc, rule.dataset, hdr);
+  const tng::UnitDimensions& d = rule.dimensions;
+  tng::UnitAttributes units = rule.tng_units;
+  if (d.length != 0 || d.mass != 0 || d.velocity != 0)
+    units.to_cgs = std::pow(hdr.unit_length_cm, d.length) * std::pow(hdr.unit_mass_g, d.mass) *
+                   std::pow(hdr.unit_velocity_cm_s, d.velocity);
   return tng::cgs_factor(units, hdr.time, hdr.hubble);
 }
 
@@ -91,23 +175,50 @@ struct Segment {
 
 // One particle type of the subhalo: the concatenation of its segments (one for a cutout, one
 // per chunk file the subhalo's range touches for a snapshot).
+// Which of a file's particles belong to the galaxy, for formats without TNG's offsets: a sphere
+// (comoving code units, periodic), particle ids, or a SUBFIND (GroupNumber, SubGroupNumber).
+struct Membership {
+  std::optional<std::array<double, 3>> region_centre;
+  double region_radius = 0;
+  double box_size = 0;
+  std::vector<long long> particle_ids;  // sorted
+  std::optional<std::array<long long, 2>> subfind_group;
+  bool any() const { return region_centre || !particle_ids.empty() || subfind_group; }
+};
+
 struct TypeSource {
+  const tng::SnapshotFormat* format = &tng::tng_format();
+  std::shared_ptr<const Membership> membership;  // nullptr: every row
   Species species = Species::stars;
   std::string group;
   std::vector<Segment> segments;
   std::size_t rows = 0;
+  // Datasets with more columns than their field takes (FieldRule::first_columns): how many.
+  std::map<std::string, int> stored_columns;
 
   // Rows [b, e) of the concatenation, k components each, as double, row-major.
   void read(const std::string& dataset, std::size_t b, std::size_t e, int k, double* out) const {
     std::size_t seg_begin = 0;
+    const auto wide = stored_columns.find(dataset);
+    const int stored = wide == stored_columns.end() ? k : wide->second;
+    const auto ku = static_cast<std::size_t>(k), su = static_cast<std::size_t>(stored);
     for (const auto& s : segments) {
       const std::size_t seg_end = seg_begin + s.rows;
       const std::size_t lo = std::max(b, seg_begin), hi = std::min(e, seg_end);
       if (lo < hi) {
         h5::File f(s.file);
-        f.group(group).read_rows_into<double>(
-            dataset, s.file_row + (lo - seg_begin), s.file_row + (hi - seg_begin),
-            out + (lo - b) * static_cast<std::size_t>(k), static_cast<hsize_t>(k));
+        if (stored == k) {
+          f.group(group).read_rows_into<double>(dataset, s.file_row + (lo - seg_begin),
+                                                s.file_row + (hi - seg_begin), out + (lo - b) * ku,
+                                                static_cast<hsize_t>(k));
+        } else {
+          std::vector<double> all((hi - lo) * su);
+          f.group(group).read_rows_into<double>(dataset, s.file_row + (lo - seg_begin),
+                                                s.file_row + (hi - seg_begin), all.data(),
+                                                static_cast<hsize_t>(stored));
+          for (std::size_t i = 0; i < hi - lo; ++i)
+            std::copy_n(all.data() + i * su, ku, out + (lo - b + i) * ku);
+        }
       }
       seg_begin = seg_end;
       if (seg_begin >= e) break;
@@ -131,10 +242,12 @@ struct TypeSource {
   }
 };
 
-TypeSource single_file_source(const std::string& file, Species species) {
+TypeSource single_file_source(const std::string& file, Species species,
+                              const tng::SnapshotFormat& format = tng::tng_format()) {
   TypeSource src;
+  src.format = &format;
   src.species = species;
-  src.group = tng::part_type_group(species);
+  src.group = format.group(species);
   h5::File f(file);
   const auto g = f.group(src.group);
   if (!g.exists("Coordinates"))
@@ -145,6 +258,56 @@ TypeSource single_file_source(const std::string& file, Species species) {
   return src;
 }
 
+// The chunk files of a multi-file snapshot (Header NumFilesPerSnapshot > 1) that `path` is one of,
+// named <base>.<k>.hdf5 as SWIFT, EAGLE, Gadget-4 and GIZMO name them: all n of them, each
+// required. None for a name of another pattern (SWIFT's virtual file, <base>.hdf5, holds all the
+// particles itself).
+std::vector<std::string> chunk_files(const std::string& path, int n) {
+  const fs::path p(path);
+  const std::string name = p.filename().string();
+  const std::string suffix = ".hdf5";
+  if (name.size() <= suffix.size() ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return {};
+  const std::string stem = name.substr(0, name.size() - suffix.size());
+  const auto dot = stem.rfind('.');
+  if (dot == std::string::npos || dot + 1 == stem.size() ||
+      stem.find_first_not_of("0123456789", dot + 1) != std::string::npos)
+    return {};
+  std::vector<std::string> files;
+  for (int k = 0; k < n; ++k) {
+    const std::string file =
+        (p.parent_path() / (stem.substr(0, dot + 1) + std::to_string(k) + suffix)).string();
+    if (!fs::is_regular_file(file))
+      throw InputError(file + ": chunk file " + std::to_string(k) + " of the " + std::to_string(n) +
+                       " (Header NumFilesPerSnapshot of " + path + ") missing");
+    files.push_back(file);
+  }
+  return files;
+}
+
+// One particle type over every chunk file: each file's rows in file order.
+TypeSource chunked_source(const std::vector<std::string>& files, Species species,
+                          const tng::SnapshotFormat& format) {
+  TypeSource src;
+  src.format = &format;
+  src.species = species;
+  src.group = format.group(species);
+  for (const auto& file : files) {
+    h5::File f(file);
+    if (!f.exists(src.group)) continue;
+    const auto g = f.group(src.group);
+    const char* coordinates = format.rule_for(species, "position_kpc")->dataset;
+    if (!g.exists(coordinates)) continue;
+    const auto shape = g.shape(coordinates);
+    const std::size_t rows = shape.empty() ? 0 : shape[0];
+    if (rows == 0) continue;
+    src.segments.push_back({file, 0, rows, rows});
+    src.rows += rows;
+  }
+  return src;
+}
+
 struct PresentField {
   const FieldRule* rule;
   double factor;  // stored value -> target unit
@@ -152,9 +315,9 @@ struct PresentField {
 
 // Checks every table field of the source's species in every file it touches: required fields
 // exist, row counts and components match, unit attributes are there and fit the target unit.
-std::vector<PresentField> check_fields(const TypeSource& src, const Header& hdr) {
+std::vector<PresentField> check_fields(TypeSource& src, const Header& hdr) {
   std::vector<const FieldRule*> rules;
-  for (const auto& r : tng::field_table())
+  for (const auto& r : hdr.format->fields)
     if (r.species == src.species) rules.push_back(&r);
   std::vector<std::size_t> present(rules.size(), 0);
   std::vector<double> factors(rules.size(), 1.0);
@@ -176,12 +339,15 @@ std::vector<PresentField> check_fields(const TypeSource& src, const Header& hdr)
         throw InputError(g.describe(r.dataset) + ": shape mismatch: " + std::to_string(rows) +
                          " rows, expected " + std::to_string(seg.file_rows) + " (the rows of " +
                          src.group + "/Coordinates)");
-      if (components != static_cast<std::size_t>(r.components))
+      if (r.first_columns && components > static_cast<std::size_t>(r.components)) {
+        src.stored_columns[r.dataset] = static_cast<int>(components);
+      } else if (components != static_cast<std::size_t>(r.components)) {
         throw InputError(g.describe(r.dataset) + ": shape mismatch: " + std::to_string(components) +
                          " component(s) per row, expected " + std::to_string(r.components));
+      }
       if (present[i]++ == 0)
         factors[i] =
-            target_factor(cgs_factor(g, r.dataset, hdr), r.target_unit_cgs, g.describe(r.dataset));
+            target_factor(field_cgs_factor(g, r, hdr), r.target_unit_cgs, g.describe(r.dataset));
     }
   }
   std::vector<PresentField> out;
@@ -195,9 +361,10 @@ std::vector<PresentField> check_fields(const TypeSource& src, const Header& hdr)
   return out;
 }
 
-const PresentField* find_field(const std::vector<PresentField>& fields, const char* dataset) {
+// The present field that fills a GalaxyData field ("position_kpc"), or nullptr.
+const PresentField* find_field(const std::vector<PresentField>& fields, const char* target) {
   for (const auto& f : fields)
-    if (std::string(f.rule->dataset) == dataset) return &f;
+    if (std::string(f.rule->target) == target) return &f;
   return nullptr;
 }
 
@@ -332,9 +499,9 @@ tng::VisitStarBlocks visit_star_rows(
       std::size_t bad = 0, first_bad = 0;
       OutOfBounds outside;
     };
-    Field fields[3] = {{tng::field_rule(src.species, "Coordinates"), {}, {}, 0, 0, {}},
-                       {tng::field_rule(src.species, "Masses"), {}, {}, 0, 0, {}},
-                       {tng::field_rule(src.species, "Velocities"), {}, {}, 0, 0, {}}};
+    Field fields[3] = {{*src.format->rule_for(src.species, "position_kpc"), {}, {}, 0, 0, {}},
+                       {*src.format->rule_for(src.species, "mass_msun"), {}, {}, 0, 0, {}},
+                       {*src.format->rule_for(src.species, "velocity_kms"), {}, {}, 0, 0, {}}};
     for (std::size_t b = 0; b < src.rows; b += block_rows) {
       const std::vector<std::size_t> rows = rows_in(b, std::min(src.rows, b + block_rows));
       if (rows.empty()) continue;
@@ -393,8 +560,8 @@ tng::VisitStarBlocks visit_read_once(tng::VisitStarBlocks visit) {
 Centre centre_from_stars(const std::vector<PresentField>& fields, const tng::VisitStarBlocks& visit,
                          double box, std::size_t budget) {
   const tng::StellarCentre found =
-      tng::find_stellar_centre(visit, box, find_field(fields, "Coordinates")->factor,
-                               find_field(fields, "Velocities")->factor, budget);
+      tng::find_stellar_centre(visit, box, find_field(fields, "position_kpc")->factor,
+                               find_field(fields, "velocity_kms")->factor, budget);
   return {found.center_code, found.bulk_velocity_kms, found.halfmass_radius_kpc};
 }
 
@@ -619,7 +786,60 @@ struct Selection {
   std::vector<std::size_t> rows;  // of the source, ascending
   std::size_t wind = 0;
   std::size_t nonfinite = 0;
+  std::size_t outside = 0;  // not members of the galaxy asked for (Membership)
 };
+
+// Which rows of [begin, end) are members of the galaxy asked for (all without a Membership).
+std::vector<char> member_rows(const TypeSource& src, std::size_t begin, std::size_t end) {
+  std::vector<char> member(end - begin, 1);
+  if (!src.membership || end == begin) return member;
+  const Membership& m = *src.membership;
+  const std::size_t n = end - begin;
+  if (m.region_centre) {
+    std::vector<double> x(3 * n);
+    src.read(src.format->rule_for(src.species, "position_kpc")->dataset, begin, end, 3, x.data());
+    for (std::size_t i = 0; i < n; ++i) {
+      double r2 = 0;
+      for (std::size_t c = 0; c < 3; ++c) {
+        const double d = periodic_offset(x[3 * i + c] - (*m.region_centre)[c], m.box_size);
+        r2 += d * d;
+      }
+      if (!(r2 <= m.region_radius * m.region_radius)) member[i] = 0;
+    }
+  }
+  auto integers = [&](const char* dataset) {
+    std::vector<std::int64_t> v(n);
+    const std::string where = src.describe(dataset);
+    std::size_t seg_begin = 0;
+    for (const auto& s : src.segments) {
+      const std::size_t lo = std::max(begin, seg_begin), hi = std::min(end, seg_begin + s.rows);
+      if (lo < hi) {
+        h5::File f(s.file);
+        const auto g = f.group(src.group);
+        if (!g.exists(dataset))
+          throw InputError(g.describe(dataset) +
+                           ": required dataset missing (the galaxy is "
+                           "selected by it)");
+        g.read_rows_into<std::int64_t>(dataset, s.file_row + (lo - seg_begin),
+                                       s.file_row + (hi - seg_begin), v.data() + (lo - begin), 1);
+      }
+      seg_begin += s.rows;
+    }
+    return v;
+  };
+  if (!m.particle_ids.empty()) {
+    const auto ids = integers("ParticleIDs");
+    for (std::size_t i = 0; i < n; ++i)
+      if (!std::binary_search(m.particle_ids.begin(), m.particle_ids.end(), ids[i])) member[i] = 0;
+  }
+  if (m.subfind_group) {
+    const auto group = integers("GroupNumber");
+    const auto subgroup = integers("SubGroupNumber");
+    for (std::size_t i = 0; i < n; ++i)
+      if (group[i] != (*m.subfind_group)[0] || subgroup[i] != (*m.subfind_group)[1]) member[i] = 0;
+  }
+  return member;
+}
 
 // The rows of [begin, end) of the source (default: all) that are particles: a star's wind cells
 // (GFM_StellarFormationTime <= 0) are dropped, and with drop_nonfinite the rows holding a NaN or
@@ -632,20 +852,24 @@ Selection select_rows(const TypeSource& src, const std::vector<PresentField>& fi
   std::vector<char> bad;
   if (drop_nonfinite) bad = scan_nonfinite(src, fields, begin, end);
   std::vector<double> sft;
-  if (src.species == Species::stars) {
+  const std::vector<char> member = member_rows(src, begin, end);
+  if (src.species == Species::stars && src.format->wind_cells) {
+    const char* formation = src.format->rule_for(Species::stars, "age_gyr")->dataset;
     sft.resize(end - begin);
-    src.read("GFM_StellarFormationTime", begin, end, 1, sft.data());
+    src.read(formation, begin, end, 1, sft.data());
     if (!drop_nonfinite) {
       std::size_t count = 0, first = 0;
       for (std::size_t i = 0; i < sft.size(); ++i)
-        if (!std::isfinite(sft[i]) && count++ == 0) first = begin + i;
-      if (count) throw_nonfinite(src, "GFM_StellarFormationTime", count, first);
+        if (member[i] && !std::isfinite(sft[i]) && count++ == 0) first = begin + i;
+      if (count) throw_nonfinite(src, formation, count, first);
     }
   }
   sel.rows.reserve(end - begin);
   for (std::size_t row = begin; row < end; ++row) {
     const std::size_t i = row - begin;
-    if (!sft.empty() && std::isfinite(sft[i]) && sft[i] <= 0) {
+    if (!member[i]) {
+      ++sel.outside;
+    } else if (!sft.empty() && std::isfinite(sft[i]) && sft[i] <= 0) {
       ++sel.wind;  // GFM_StellarFormationTime <= 0: a wind cell, not a star
     } else if (drop_nonfinite && bad[i]) {
       ++sel.nonfinite;
@@ -659,10 +883,12 @@ Selection select_rows(const TypeSource& src, const std::vector<PresentField>& fi
 // No star among the rows (all wind cells or, with drop_nonfinite, non-finite); the counts when
 // known.
 [[noreturn]] void throw_no_stars(const TypeSource& src, const Selection* sel = nullptr) {
-  throw InputError(src.describe("GFM_StellarFormationTime") + ": no star particles" +
-                   (sel ? " (" + std::to_string(sel->wind) + " wind cells, " +
-                              std::to_string(sel->nonfinite) + " non-finite)"
-                        : " (wind cells or non-finite rows only)"));
+  std::string counts = sel ? " (" + std::to_string(sel->wind) + " wind cells, " +
+                                 std::to_string(sel->nonfinite) + " non-finite"
+                           : std::string(" (wind cells, non-finite rows or non-members only");
+  if (sel && src.membership) counts += ", " + std::to_string(sel->outside) + " not selected";
+  throw InputError(src.describe(src.format->rule_for(Species::stars, "age_gyr")->dataset) +
+                   ": no star particles" + counts + ")");
 }
 
 template <class Set>
@@ -700,9 +926,22 @@ OpenedSubhalo open_subhalo(const TngReadOptions& options, TngIngestReport& rep) 
   if (!directory && !fs::exists(options.path))
     throw InputError(options.path + ": no such file or directory");
 
+  const tng::SnapshotFormat& format = options.format ? *options.format : tng::tng_format();
+  const bool tng_layout = std::string(format.name) == "tng";
+  if (directory && !tng_layout)
+    throw InputError(options.path + ": a directory; a " + format.title +
+                     " snapshot is read from its file (only IllustrisTNG snapshot folders are "
+                     "read as a whole)");
+  if (tng_layout &&
+      (options.region_centre || !options.particle_ids.empty() || options.subfind_group))
+    throw InputError(options.path +
+                     ": input.region, input.particle_ids and input.subfind_group select particles "
+                     "of a SWIFT, EAGLE or Gadget file; a TNG galaxy is its cutout or subhalo");
+
   if (!directory) {
-    rep.layout = "cutout";
-    hdr = read_header(options.path);
+    rep.layout = tng_layout ? "cutout" : "file";
+    rep.format = format.name;
+    hdr = read_header(options.path, format);
     if (options.subhalo_id && hdr.cutout_id >= 0 && *options.subhalo_id != hdr.cutout_id)
       throw InputError(options.path + ":/Header: attribute \"CutoutID\" is " +
                        std::to_string(hdr.cutout_id) + ", subhalo " +
@@ -713,15 +952,35 @@ OpenedSubhalo open_subhalo(const TngReadOptions& options, TngIngestReport& rep) 
                        std::to_string(*options.snapshot) + " was asked for");
     {
       h5::File f(options.path);
-      if (!f.exists("PartType4"))
-        throw InputError(f.describe("PartType4") + ": group not found (no star particles)");
-      if (options.read_gas && f.exists("PartType0"))
-        gas_src = single_file_source(options.path, Species::gas);
+      if (!f.exists(format.star_group))
+        throw InputError(f.describe(format.star_group) + ": group not found (no star particles)");
+      if (options.read_gas && f.exists(format.gas_group))
+        gas_src = single_file_source(options.path, Species::gas, format);
     }
-    stars_src = single_file_source(options.path, Species::stars);
+    stars_src = single_file_source(options.path, Species::stars, format);
+    if (!tng_layout && hdr.num_files > 1) {
+      const std::vector<std::string> chunks = chunk_files(options.path, hdr.num_files);
+      if (!chunks.empty()) {
+        stars_src = chunked_source(chunks, Species::stars, format);
+        if (options.read_gas) gas_src = chunked_source(chunks, Species::gas, format);
+        rep.layout = "chunked file";
+      }
+    }
+    if (options.region_centre || !options.particle_ids.empty() || options.subfind_group) {
+      auto m = std::make_shared<Membership>();
+      m->region_centre = options.region_centre;
+      m->region_radius = options.region_radius;
+      m->box_size = hdr.box_size;
+      m->particle_ids = options.particle_ids;
+      std::sort(m->particle_ids.begin(), m->particle_ids.end());
+      m->subfind_group = options.subfind_group;
+      stars_src.membership = m;
+      gas_src.membership = m;
+    }
     if (hdr.snapshot < 0 && options.snapshot) hdr.snapshot = *options.snapshot;
   } else {
     rep.layout = "snapshot";
+    rep.format = format.name;
     if (!options.snapshot || !options.subhalo_id)
       throw InputError(options.path +
                        ": a snapshot directory needs a snapshot number and a subhalo id");
@@ -774,7 +1033,7 @@ Galaxy galaxy_record(const Header& hdr, const TngReadOptions& options, const Cen
   g.cosmology.hubble_param = hdr.hubble;
   g.cosmology.omega_matter = hdr.omega0;
   g.cosmology.omega_lambda = hdr.omega_lambda;
-  const double pos_factor = find_field(star_fields, "Coordinates")->factor;
+  const double pos_factor = find_field(star_fields, "position_kpc")->factor;
   for (int c = 0; c < 3; ++c) g.center_kpc[c] = centre.center_code[c] * pos_factor;
   g.halfmass_radius_stars_kpc = centre.halfmass_radius_kpc;
   return g;
@@ -792,6 +1051,34 @@ Frame conversion_frame(const Galaxy& g, const Header& hdr, const Centre& centre)
 }
 
 }  // namespace
+
+const tng::SnapshotFormat& detect_snapshot_format(const std::string& path) {
+  if (fs::is_directory(path)) return tng::tng_format();
+  if (!fs::exists(path)) throw InputError(path + ": no such file or directory");
+  h5::File f(path);
+  // The unit attributes of the first particle dataset found tell the dataset-attribute formats
+  // apart; SWIFT's Header "Scale-factor" and Gadget's Header "Time" the others.
+  for (const char* group : {"PartType4", "PartType0", "PartType1"}) {
+    if (!f.exists(group)) continue;
+    const auto g = f.group(group);
+    if (!g.exists("Coordinates")) continue;
+    for (const tng::SnapshotFormat* format : tng::snapshot_formats())
+      if (format->unit_source == tng::UnitSource::dataset_attributes &&
+          g.has_attribute(format->to_cgs_attribute, "Coordinates"))
+        return *format;
+  }
+  if (f.exists("Header")) {
+    const auto h = f.group("Header");
+    if (h.has_attribute("Scale-factor")) return tng::swift_format();
+    if (h.has_attribute("Time") && (f.exists("PartType4") || f.exists("PartType0")))
+      return tng::gadget_format();
+  }
+  throw InputError(path +
+                   ": not a snapshot ifusim reads: no IllustrisTNG (to_cgs), SWIFT (\"Conversion "
+                   "factor to CGS ...\"), EAGLE (CGSConversionFactor) unit attributes on "
+                   "PartTypeN/Coordinates, nor a Gadget/AREPO/GIZMO Header with Time and PartType0 "
+                   "or PartType4 (input.format: tng, swift, eagle, gadget, rubix)");
+}
 
 std::vector<SubhaloSummary> read_subhalo_catalog(const std::string& snapshot_dir, int snapshot) {
   const SnapshotFiles files{snapshot_dir, snapshot};

@@ -34,16 +34,39 @@
 
 namespace ifusim {
 
+namespace tng {
+struct SnapshotFormat;
+}
+
+// What to read. The one table-driven reader serves every format of io/tng/tng_fields.h (TNG,
+// SWIFT, EAGLE, Gadget-4/AREPO/GIZMO); only TNG has the snapshot-directory layout. A galaxy of
+// another format is the file's particles, or those of a region, ids or SUBFIND group
+// (docs/formats.md).
 struct TngReadOptions {
-  std::string path;                     // cutout file, or snapshot base directory
-  std::optional<int> snapshot;          // required for a snapshot directory
+  const tng::SnapshotFormat* format = nullptr;  // nullptr: IllustrisTNG
+  std::string path;                             // cutout file, or snapshot base directory
+  std::optional<int> snapshot;                  // required for a snapshot directory
   std::optional<long long> subhalo_id;  // required for a snapshot directory; checked on a cutout
   bool drop_nonfinite = false;  // drop particles with a NaN/Inf in any field instead of failing
   bool read_gas = true;
+  // Membership (formats other than TNG): a sphere around region_centre of region_radius (comoving,
+  // in the file's own Coordinates units, periodic), particle ids (ParticleIDs), or a SUBFIND
+  // (GroupNumber, SubGroupNumber) as EAGLE stores them per particle. All given must hold.
+  std::optional<std::array<double, 3>> region_centre;
+  double region_radius = 0;
+  std::vector<long long> particle_ids;
+  std::optional<std::array<long long, 2>> subfind_group;
 };
 
+// The format of a snapshot file from its attributes and groups: TNG (to_cgs attributes), SWIFT
+// (a "Conversion factor to CGS ..." attribute, or Header "Scale-factor"), EAGLE
+// (CGSConversionFactor), else Gadget-4/AREPO/GIZMO (a Header with Time and PartTypeN groups); a
+// directory is a TNG snapshot. An InputError naming the file when it is none of them.
+const tng::SnapshotFormat& detect_snapshot_format(const std::string& path);
+
 struct TngIngestReport {
-  std::string layout;  // "cutout" or "snapshot"
+  std::string layout;  // "cutout" or "snapshot" (TNG), "file" (the other formats)
+  std::string format;  // tng::SnapshotFormat::name
   std::size_t n_stars = 0;
   std::size_t n_wind_dropped = 0;
   std::size_t n_gas = 0;

@@ -42,6 +42,7 @@ __all__ = [
     "InputError",
     "run",
     "plan",
+    "read",
     "read_tng",
     "read_cube",
     "compare",
@@ -359,6 +360,39 @@ def read_tng(
     CLI's reader: centred, in physical units, wind cells dropped. ``${IFUSIM_DATA_DIR}`` in the
     path is expanded."""
     return Galaxy(_core.read_tng(os.fspath(path), subhalo, snapshot, read_gas, drop_nonfinite))
+
+
+def read(
+    path: Union[str, os.PathLike],
+    format: str = "auto",
+    *,
+    subhalo: Optional[int] = None,
+    snapshot: Optional[int] = None,
+    region: Optional[Sequence[float]] = None,
+    particle_ids: Optional[Sequence[int]] = None,
+    subfind_group: Optional[Sequence[int]] = None,
+    read_gas: bool = True,
+    drop_nonfinite: bool = False,
+) -> Galaxy:
+    """A galaxy of any snapshot format the CLI reads (docs/formats.md), by the CLI's readers:
+    ``format`` "auto" (told from the file), "tng", "swift", "eagle", "gadget" (Gadget-4, AREPO,
+    GIZMO) or "rubix". Centred by shrinking spheres (TNG snapshots: the group catalogue), in
+    physical units, ages at the snapshot's epoch. A SWIFT, EAGLE or Gadget file gives all its
+    particles, or those within ``region`` = (x, y, z, radius) (comoving, in the file's Coordinates
+    units), of ``particle_ids``, or of ``subfind_group`` = (GroupNumber, SubGroupNumber)."""
+    return Galaxy(
+        _core.read(
+            os.fspath(path),
+            format,
+            subhalo,
+            snapshot,
+            read_gas,
+            drop_nonfinite,
+            None if region is None else [float(v) for v in region],
+            [] if particle_ids is None else [int(v) for v in particle_ids],
+            None if subfind_group is None else [int(v) for v in subfind_group],
+        )
+    )
 
 
 def read_cube(path: Union[str, os.PathLike]) -> Cube:

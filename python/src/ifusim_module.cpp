@@ -9,6 +9,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,7 +21,9 @@
 #include "io/cube/cube_compare.h"
 #include "io/cube/cube_io.h"
 #include "io/host_galaxy.h"
+#include "io/rubix/rubix_galaxy.h"
 #include "io/run_config.h"
+#include "io/tng/tng_fields.h"
 #include "io/tng/tng_reader.h"
 #include "pipeline/devices.h"
 #include "pipeline/plan.h"
@@ -164,6 +167,43 @@ std::shared_ptr<const HostGalaxy> read_tng_galaxy(const std::string& path,
   return std::make_shared<const HostGalaxy>(host_galaxy_of(data, std::move(source)));
 }
 
+// ifusim.read: any format the CLI reads (input.format), by the same readers.
+std::shared_ptr<const HostGalaxy> read_snapshot_galaxy(
+    const std::string& path, const std::string& format, std::optional<long long> subhalo,
+    std::optional<int> snapshot, bool read_gas, bool drop_nonfinite,
+    std::optional<std::array<double, 4>> region, std::vector<long long> particle_ids,
+    std::optional<std::array<long long, 2>> subfind_group) {
+  const std::string resolved = resolve_path(path, "");
+  if (format == "rubix" || (format == "auto" && is_rubix_galaxy(resolved))) {
+    py::gil_scoped_release release;
+    const auto mesh = make_mesh(Backend::cpu, 1);
+    return std::make_shared<const HostGalaxy>(
+        host_galaxy_of(read_rubix_galaxy(*mesh, resolved), "RUBIX " + provenance_path(resolved)));
+  }
+  TngReadOptions o;
+  o.path = resolved;
+  o.format = format == "auto" ? &detect_snapshot_format(resolved) : tng::format_named(format);
+  if (!o.format)
+    throw ConfigError("format: expected auto, tng, swift, eagle, gadget or rubix, got \"" + format +
+                      "\"");
+  o.subhalo_id = subhalo;
+  o.snapshot = snapshot;
+  o.read_gas = read_gas;
+  o.drop_nonfinite = drop_nonfinite;
+  if (region) {
+    o.region_centre = std::array<double, 3>{(*region)[0], (*region)[1], (*region)[2]};
+    o.region_radius = (*region)[3];
+  }
+  o.particle_ids = std::move(particle_ids);
+  o.subfind_group = subfind_group;
+  py::gil_scoped_release release;
+  const auto mesh = make_mesh(Backend::cpu, 1);
+  const GalaxyData data = read_tng(*mesh, o);
+  std::string source = std::string(o.format->title) + " " + provenance_path(o.path);
+  if (subhalo) source += " subhalo " + std::to_string(*subhalo);
+  return std::make_shared<const HostGalaxy>(host_galaxy_of(data, std::move(source)));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -253,6 +293,9 @@ PYBIND11_MODULE(_core, m) {
         py::arg("redshift"), py::arg("source"));
   m.def("read_tng", &read_tng_galaxy, py::arg("path"), py::arg("subhalo"), py::arg("snapshot"),
         py::arg("read_gas"), py::arg("drop_nonfinite"));
+  m.def("read", &read_snapshot_galaxy, py::arg("path"), py::arg("format"), py::arg("subhalo"),
+        py::arg("snapshot"), py::arg("read_gas"), py::arg("drop_nonfinite"), py::arg("region"),
+        py::arg("particle_ids"), py::arg("subfind_group"));
   m.def("run", &run, py::arg("config"), py::arg("is_path"), py::arg("overrides"),
         py::arg("devices"), py::arg("backend"), py::arg("out"), py::arg("galaxy"),
         py::arg("progress"));
