@@ -240,7 +240,13 @@ def _select(stars: dict, gas: dict, region, box_kpc, unit_of) -> Tuple[dict, dic
 def _pyn_values(family: Any, name: str, unit: Optional[str]) -> np.ndarray:
     """pynbody array ``name`` in physical ``unit`` (SimArray.in_units: a and h from the
     snapshot's conversion context), as float64 numpy; ``unit`` None: dimensionless."""
-    array = family[name]
+    try:
+        array = family[name]
+    except KeyError:
+        raise _error(
+            f"pynbody {family.families()[0].name if family.families() else ''} array {name!r}: "
+            f"not in {getattr(family, 'filename', 'the snapshot')} (ifusim needs it)"
+        ) from None
     if unit is not None:
         array = array.in_units(unit)
     return np.asarray(array, dtype=np.float64)
