@@ -28,6 +28,11 @@ def _error(message: str) -> Exception:
     return _core.InputError(message)
 
 
+def _check_centre(method: str, methods: Tuple[str, ...]) -> None:
+    if method not in methods:
+        raise _error(f"centre={method!r}: expected one of {', '.join(map(repr, methods))}")
+
+
 def find_centre(
     position_kpc: Any, velocity_kms: Any, mass_msun: Any, box_kpc: Optional[float] = None
 ) -> Centre:
@@ -61,8 +66,7 @@ def centre_arrays(
 ) -> Tuple[dict, dict, Optional[Centre]]:
     """The star and gas fields with ``method``'s centre and bulk velocity subtracted (float64),
     and the centre (None for "none")."""
-    if method not in CENTRE_METHODS:
-        raise _error(f"centre={method!r}: expected one of {', '.join(map(repr, CENTRE_METHODS))}")
+    _check_centre(method, CENTRE_METHODS)
     stars, gas = dict(stars), dict(gas or {})
     if method == "none":
         return stars, gas, None
@@ -128,6 +132,7 @@ def from_swiftsimio(
     cosmology: Any = None,
 ) -> dict:
     """The arguments of Galaxy.from_arrays from a swiftsimio dataset (docs/python.md)."""
+    _check_centre(centre, CENTRE_METHODS)
     meta = data.metadata
     a = float(meta.scale_factor)
     z = float(getattr(meta, "redshift", 1.0 / a - 1.0)) if redshift is None else float(redshift)
@@ -223,7 +228,7 @@ def _select(stars: dict, gas: dict, region, box_kpc, unit_of) -> Tuple[dict, dic
     if region is None:
         return stars, gas
     out = []
-    for fields, where in ((stars, "stars"), (gas, "gas")):
+    for fields in (stars, gas):
         if not fields:
             out.append(fields)
             continue
@@ -266,8 +271,7 @@ def from_pynbody(
     """The arguments of Galaxy.from_arrays from a pynbody SimSnap (docs/python.md)."""
     import pynbody
 
-    if centre not in ("none", "shrinking_spheres", "pynbody"):
-        raise _error(f"centre={centre!r}: expected 'shrinking_spheres', 'pynbody' or 'none'")
+    _check_centre(centre, CENTRE_METHODS + ("pynbody",))
     where = getattr(sim, "filename", "pynbody snapshot")
     if len(sim.s) == 0:
         raise _error(f"{where}: no star particles")

@@ -66,9 +66,10 @@ def add_swift_dataset(group, name, values, exponents, a_exponent, units):
     """A dataset as SWIFT writes one, with its unit metadata (exponents of the file's base
     units, the a-scale exponent; SWIFT has no h factors), in the file's internal units."""
     ds = group.create_dataset(name, data=values)
+    names = dict(M="mass", L="length", t="time", I="current", T="temperature")
     cgs = 1.0
     for base, exponent in exponents.items():
-        cgs *= float(units.attrs[f"Unit {dict(M='mass', L='length', t='time', I='current', T='temperature')[base]} in cgs (U_{base})"][0]) ** exponent
+        cgs *= float(units.attrs[f"Unit {names[base]} in cgs (U_{base})"][0]) ** exponent
     ds.attrs["Conversion factor to CGS (not including cosmological corrections)"] = [cgs]
     ds.attrs["Conversion factor to physical CGS (including cosmological corrections)"] = [
         cgs * A_SNAP**a_exponent]
