@@ -346,3 +346,19 @@ def test_from_pynbody_centred_by_pynbody_leaves_the_snapshot_as_it_was(tipsy_sna
     assert np.abs(shift).max() < 0.5, shift
     with pytest.raises(ifusim.InputError, match="centre='middle'"):
         ifusim.Galaxy.from_pynbody(sim, centre="middle")
+
+
+def test_from_swiftsimio_without_the_snapshots_cosmology(swift_snapshot, tmp_path):
+    path, stars, _gas = swift_snapshot
+    bare = tmp_path / "no_cosmology.hdf5"
+    bare.write_bytes(path.read_bytes())
+    with h5py.File(bare, "a") as f:
+        del f["Cosmology"]
+    data = swiftsimio.load(str(bare))
+    # Birth scale factors without a cosmology are no ages: the error says what to pass.
+    with pytest.raises(ifusim.InputError, match="cosmology="):
+        ifusim.Galaxy.from_swiftsimio(data, read_gas=False)
+    # The run's cosmology given by hand: the same ages as the snapshot's own gave.
+    galaxy = ifusim.Galaxy.from_swiftsimio(data, read_gas=False, cosmology=COSMOLOGY)
+    ages = T_SNAP_GYR - COSMOLOGY.age(1 / stars["birth_a"] - 1).value
+    np.testing.assert_allclose(galaxy.stars["age_gyr"], ages, rtol=1e-5, atol=1e-5)
