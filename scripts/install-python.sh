@@ -20,9 +20,3 @@ start=$(date +%s)
 # Make, as the project's build folders use (scikit-build-core would otherwise fetch ninja).
 CMAKE_GENERATOR="Unix Makefiles" "$venv/bin/pip" install --quiet "${reuse[@]}" "$root"
 echo "install-python: ifusim installed into $venv in $(($(date +%s) - start)) s"
-# swiftsimio, whose Writer writes the SWIFT snapshots of tests/python/test_snapshot_formats.py,
-# needs numpy >= 2, Debian's numpy is 1.x: it gets an environment of its own beside the package's
-# ($venv/swiftsimio), which the tests run as a separate interpreter.
-/usr/bin/python3 -m venv "$venv/swiftsimio"
-"$venv/swiftsimio/bin/pip" install --quiet "swiftsimio==12.4.0"
-echo "install-python: swiftsimio (for the SWIFT reader's tests) installed into $venv/swiftsimio"

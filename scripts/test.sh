@@ -11,6 +11,8 @@ export IFUSIM_DATA_DIR="${IFUSIM_DATA_DIR:-$root/../shared/data}"
 
 echo "== build (Release, CUDA backend where nvcc exists)"
 "$root/scripts/build.sh" "$root/build"
+echo "== the Python test environment of swiftsimio and pynbody (tests/python/requirements-simulations.txt)"
+"$root/scripts/python-test-env.sh" "$root/build/python-test-env"
 echo "== tests"
 ctest --test-dir "$root/build" --output-on-failure -j2
 
@@ -30,9 +32,11 @@ fi
 
 echo "== Python package: pip install . into a fresh virtual environment, reusing build/"
 "$root/scripts/install-python.sh" "$root/build/venv" "$root/build"
-IFUSIM_CLI="$root/build/ifusim" OMP_NUM_THREADS=4 IFUSIM_REQUIRE_SWIFTSIMIO=1 \
-  "$root/build/venv/bin/python" -m pytest -q \
-  -p no:cacheprovider "$root/tests/python"
+# (test_simulation_libraries.py needs numpy >= 2, which Debian's packages that this environment
+# sees are not built for: ctest ran it in build/python-test-env.)
+IFUSIM_CLI="$root/build/ifusim" OMP_NUM_THREADS=4 \
+  IFUSIM_SWIFTSIMIO_PYTHON="$root/build/python-test-env/bin/python" \
+  "$root/build/venv/bin/python" -m pytest -q -p no:cacheprovider --ignore="$root/tests/python/test_simulation_libraries.py" "$root/tests/python"
 
 echo "== build (ASan + UBSan, CPU backend)"
 "$root/scripts/build.sh" "$root/build-sanitize" -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union
 
 # An installed package carries the telescope and pipeline presets in its own folder; a build
 # tree's module finds them in the source tree it was built from.
@@ -23,6 +23,7 @@ if _PRESETS.is_dir():
     os.environ.setdefault("IFUSIM_CONFIG_DIR", str(_PRESETS))
 
 from . import _core  # noqa: E402
+from . import _simulations  # noqa: E402
 
 __version__ = _core.version
 
@@ -44,6 +45,7 @@ __all__ = [
     "plan",
     "read",
     "read_tng",
+    "find_centre",
     "read_cube",
     "compare",
     "devices",
@@ -170,6 +172,7 @@ class Galaxy:
         stars: Mapping[str, Any],
         gas: Optional[Mapping[str, Any]] = None,
         redshift: float = 0.0,
+        centre: str = "none",
     ) -> "Galaxy":
         """A galaxy from arrays of any simulation (pynbody, swiftsimio, yt, ...).
 
@@ -185,18 +188,96 @@ class Galaxy:
         centre of mass lies far from the origin (not centred?), a mean velocity over 100 km/s
         (bulk motion left in?); ages above 100 Gyr (years?) are an InputError.
 
+        ``centre``: "none" (the arrays are centred and at rest already) or "shrinking_spheres":
+        the centre and bulk velocity the snapshot readers find (``Galaxy.centre()``, the same
+        C++ code) are subtracted from the stars' and the gas's positions and velocities, in
+        float64 before the fields are held as float32.
+
         Raises InputError naming the field for an unknown name, a wrong shape or unit, a
         missing required field, or a value that is not finite or out of range.
         """
-        converted = {
-            "stars": _convert_units(stars, cls.STAR_FIELDS, "stars"),
-            "gas": _convert_units(gas or {}, cls.GAS_FIELDS, "gas"),
-        }
-        return cls(
-            _core.galaxy_from_arrays(
-                converted["stars"], converted["gas"], float(redshift), "ifusim.Galaxy.from_arrays"
-            )
-        )
+        return cls._from_converted(stars, gas, redshift, centre, "ifusim.Galaxy.from_arrays")
+
+    @classmethod
+    def _from_converted(cls, stars, gas, redshift, centre, source, box_kpc=None) -> "Galaxy":
+        stars = _convert_units(stars, cls.STAR_FIELDS, "stars")
+        gas = _convert_units(gas or {}, cls.GAS_FIELDS, "gas")
+        stars, gas, _found = _simulations.centre_arrays(stars, gas, centre, box_kpc)
+        return cls(_core.galaxy_from_arrays(stars, gas, float(redshift), source))
+
+    @classmethod
+    def from_swiftsimio(
+        cls,
+        data: Any,
+        *,
+        centre: str = "shrinking_spheres",
+        region: Optional[Tuple[Any, Any]] = None,
+        read_gas: bool = True,
+        redshift: Optional[float] = None,
+        cosmology: Any = None,
+    ) -> "Galaxy":
+        """A galaxy from a swiftsimio dataset (``swiftsimio.load(path, mask=...)``: SWIFT
+        snapshots, COLIBRE, FLAMINGO, EAGLE-XL).
+
+        Every array is converted by swiftsimio to physical units (``to_physical``: the a-scale
+        exponent of each dataset applied; SWIFT has no h factors). Stars: Coordinates,
+        Velocities, Masses, InitialMasses (else Masses), MetalMassFractions, and ages at the
+        snapshot's epoch from BirthScaleFactors through the snapshot's own cosmology (its
+        Cosmology group, ``data.metadata.cosmology``, astropy; ``cosmology=`` to give another)
+        or from BirthTimes in a run without cosmology; SmoothingLengths times the snapshot's
+        "Kernel gamma" (HydroScheme), the kernel's support radius, where both are present.
+        Gas (``read_gas``): Coordinates, Velocities, Masses, Densities, MetalMassFractions,
+        StarFormationRates (SWIFT's negative values, the last star-formation epoch of a
+        particle that forms no stars, are rates of 0) and InternalEnergies.
+
+        ``region``: (centre, radius) in physical kpc or as unyt quantities: only the particles
+        within it, in the periodic box (a swiftsimio mask reads less; this selects what was
+        read). ``centre``: "shrinking_spheres" (the readers' centre and bulk velocity, found in
+        the periodic box) or "none". ``redshift``: the galaxy's, default the snapshot's.
+        """
+        return cls._galaxy_of(_simulations.from_swiftsimio(
+            data, centre=centre, region=region, read_gas=read_gas, redshift=redshift,
+            cosmology=cosmology))
+
+    @classmethod
+    def from_pynbody(
+        cls,
+        sim: Any,
+        *,
+        centre: str = "shrinking_spheres",
+        read_gas: bool = True,
+        redshift: Optional[float] = None,
+    ) -> "Galaxy":
+        """A galaxy from a pynbody SimSnap (``pynbody.load``: tipsy/NIHAO, ChaNGa, Gadget,
+        GIZMO, RAMSES, ...; a halo or any sub-snapshot of one).
+
+        Arrays are converted with pynbody's unit system (``SimArray.in_units``, which applies
+        the snapshot's a and h): pos (kpc), vel (km/s), mass and massform (Msol; massform,
+        where stored, is the initial mass), metals; ages are pynbody's derived ``age`` (the
+        snapshot's time minus ``tform``, in Gyr). Gas (``read_gas``): pos, vel, mass, rho,
+        metals, sfr (required: ifusim's gas needs it), u and ne where stored. The snapshot
+        itself is not changed. ``centre``: "shrinking_spheres" (ours, the readers' code, in the
+        periodic box when the snapshot has one), "pynbody" (``pynbody.analysis.center``, mode
+        "ssc", with its central velocity) or "none". ``redshift``: default the snapshot's.
+        """
+        return cls._galaxy_of(_simulations.from_pynbody(
+            sim, centre=centre, read_gas=read_gas, redshift=redshift))
+
+    @classmethod
+    def _galaxy_of(cls, converted: dict) -> "Galaxy":
+        return cls(_core.galaxy_from_arrays(
+            converted["stars"], converted["gas"], converted["redshift"], converted["source"]))
+
+    def centre(self) -> "_simulations.Centre":
+        """(position_kpc, velocity_kms, halfmass_radius_kpc) of this galaxy's stars: the
+        centre by shrinking spheres on current mass (Power et al. 2003), the mass-weighted
+        velocity of the stars within the half-mass radius, and that radius, found by the same
+        C++ code as the snapshot readers' (io/tng/stellar_centre.cpp), in the galaxy's frame.
+        A galaxy read by ifusim or made with centre="shrinking_spheres" has a centre of zero
+        up to the float32 rounding of its positions."""
+        stars = self.stars
+        mass = stars.get("mass_msun", stars["initial_mass_msun"])
+        return _simulations.find_centre(stars["position_kpc"], stars["velocity_kms"], mass)
 
     n_stars = property(lambda self: self._core.n_stars)
     n_gas = property(lambda self: self._core.n_gas)
@@ -393,6 +474,12 @@ def read(
             None if subfind_group is None else [int(v) for v in subfind_group],
         )
     )
+def find_centre(position_kpc, velocity_kms, mass_msun, box_kpc: Optional[float] = None):
+    """The readers' centre of stars given as arrays: (position_kpc, velocity_kms,
+    halfmass_radius_kpc), as Galaxy.centre() finds it, in float64 (positions (N, 3) kpc,
+    velocities (N, 3) km/s, current masses (N,) Msun). ``box_kpc``: the side of a periodic box
+    the positions are box coordinates of (offsets then wrap to the nearest image)."""
+    return _simulations.find_centre(position_kpc, velocity_kms, mass_msun, box_kpc)
 
 
 def read_cube(path: Union[str, os.PathLike]) -> Cube:

@@ -10,6 +10,9 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +27,7 @@
 #include "io/rubix/rubix_galaxy.h"
 #include "io/run_config.h"
 #include "io/tng/tng_fields.h"
+#include "io/tng/stellar_centre.h"
 #include "io/tng/tng_reader.h"
 #include "pipeline/devices.h"
 #include "pipeline/plan.h"
@@ -43,12 +47,15 @@ py::array cube_view(const Cube& cube, std::vector<double>& values, py::handle ow
                              values.data(), owner);
 }
 
-// A host field (rows x components, row-major) as an (N,) or (N, k) float32 view.
+// A host field (rows x components, row-major) as an (N,) or (N, k) float32 view. Strides are
+// given, not left to pybind11: before 2.12 (Debian's 2.10) it derives them from the item size in
+// numpy 1's descriptor layout, which numpy 2 changed (1-D views then read the wrong elements).
 py::array field_view(HostField& field, py::handle owner) {
   const auto rows = static_cast<py::ssize_t>(field.rows);
-  if (field.components == 1) return py::array_t<float>({rows}, field.values.data(), owner);
-  return py::array_t<float>({rows, static_cast<py::ssize_t>(field.components)}, field.values.data(),
-                            owner);
+  const auto item = static_cast<py::ssize_t>(sizeof(float));
+  if (field.components == 1) return py::array_t<float>({rows}, {item}, field.values.data(), owner);
+  const auto k = static_cast<py::ssize_t>(field.components);
+  return py::array_t<float>({rows, k}, {k * item, item}, field.values.data(), owner);
 }
 
 // Python arrays or lists (floats or integers, shape (N,) or (N, k)) to host fields, named
@@ -204,6 +211,78 @@ std::shared_ptr<const HostGalaxy> read_snapshot_galaxy(
   return std::make_shared<const HostGalaxy>(host_galaxy_of(data, std::move(source)));
 }
 
+// The centre (kpc), bulk velocity (km/s) and stellar half-mass radius (kpc) of stars given as
+// arrays, by the readers' own shrinking spheres (io/tng/stellar_centre.h): positions (N, 3) in
+// kpc, current masses (N,) and velocities (N, 3) in km/s, all float64. With a periodic box
+// (box_kpc > 0) offsets wrap as in a snapshot. Without one, the positions are handed over
+// shifted so that the smallest is 1 kpc on every axis, in a box four times their extent: no
+// offset then wraps (|offset| < box / 2) and the centre, inside the stars' hull, needs no
+// wrapping back (0 < centre < box), so the arithmetic is that of open space.
+py::tuple stellar_centre(
+    const py::array_t<double, py::array::c_style | py::array::forcecast>& positions_kpc,
+    const py::array_t<double, py::array::c_style | py::array::forcecast>& masses_msun,
+    const py::array_t<double, py::array::c_style | py::array::forcecast>& velocities_kms,
+    double box_kpc) {
+  const auto n = static_cast<std::size_t>(masses_msun.size());
+  if (n == 0) throw InputError("stars: no stars to find a centre of");
+  if (positions_kpc.ndim() != 2 || positions_kpc.shape(1) != 3 ||
+      static_cast<std::size_t>(positions_kpc.shape(0)) != n)
+    throw InputError("stars.position_kpc: expected (N, 3) for N = " + std::to_string(n) +
+                     " masses");
+  if (velocities_kms.ndim() != 2 || velocities_kms.shape(1) != 3 ||
+      static_cast<std::size_t>(velocities_kms.shape(0)) != n)
+    throw InputError("stars.velocity_kms: expected (N, 3) for N = " + std::to_string(n) +
+                     " masses");
+  std::vector<double> coordinates(positions_kpc.data(), positions_kpc.data() + 3 * n);
+  const std::vector<double> masses(masses_msun.data(), masses_msun.data() + n);
+  const std::vector<double> velocities(velocities_kms.data(), velocities_kms.data() + 3 * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    bool finite = std::isfinite(masses[i]) && masses[i] > 0;
+    for (int k = 0; k < 3; ++k)
+      finite =
+          finite && std::isfinite(coordinates[3 * i + k]) && std::isfinite(velocities[3 * i + k]);
+    if (!finite)
+      throw InputError("stars: star " + std::to_string(i) +
+                       " has a position, velocity or mass that is not finite (or a mass <= 0)");
+  }
+  std::array<double, 3> shift{0, 0, 0};
+  double box = box_kpc;
+  if (!(box_kpc > 0)) {
+    std::array<double, 3> lo, hi;
+    lo.fill(std::numeric_limits<double>::infinity());
+    hi.fill(-std::numeric_limits<double>::infinity());
+    for (std::size_t i = 0; i < n; ++i)
+      for (int k = 0; k < 3; ++k) {
+        lo[k] = std::min(lo[k], coordinates[3 * i + k]);
+        hi[k] = std::max(hi[k], coordinates[3 * i + k]);
+      }
+    double extent = 0;
+    for (int k = 0; k < 3; ++k) {
+      shift[k] = lo[k] - 1.0;
+      extent = std::max(extent, hi[k] - lo[k]);
+    }
+    box = 4.0 * (extent + 2.0);
+    for (std::size_t i = 0; i < n; ++i)
+      for (int k = 0; k < 3; ++k) coordinates[3 * i + k] -= shift[k];
+  }
+  tng::StellarCentre found;
+  {
+    py::gil_scoped_release release;
+    const tng::VisitStarBlocks visit = [&](bool with_velocities,
+                                           const std::function<void(const tng::CentreBlock&)>& f) {
+      f({coordinates.data(), masses.data(), with_velocities ? velocities.data() : nullptr, n});
+    };
+    // Every star held at once (budget n): the result is bitwise that of any budget.
+    found = tng::find_stellar_centre(visit, box, 1.0, 1.0, n);
+  }
+  // Tuples of floats, not numpy arrays made here: pybind11 before 2.12 (Debian's 2.10) reads
+  // the item size of an array it creates from numpy 1's descriptor layout, which numpy 2
+  // changed, so such arrays had wrong strides under numpy 2 (the package's wrapper makes them).
+  const auto& c = found.center_code;
+  const auto& v = found.bulk_velocity_kms;
+  return py::make_tuple(py::make_tuple(c[0] + shift[0], c[1] + shift[1], c[2] + shift[2]),
+                        py::make_tuple(v[0], v[1], v[2]), found.halfmass_radius_kpc);
+}
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -259,8 +338,11 @@ PYBIND11_MODULE(_core, m) {
              SkyMap& map = self.cast<Cube&>().maps.at(name);
              const Cube& c = self.cast<Cube&>();
              return py::make_tuple(
-                 py::array_t<double>({c.shape.ny, c.shape.nx}, map.values.data(), self), map.unit,
-                 map.description);
+                 py::array_t<double>({c.shape.ny, c.shape.nx},
+                                     {static_cast<py::ssize_t>(c.shape.nx * sizeof(double)),
+                                      static_cast<py::ssize_t>(sizeof(double))},
+                                     map.values.data(), self),
+                 map.unit, map.description);
            })
       .def("wcs_cards",
            [](const Cube& c, int naxis) {
@@ -291,6 +373,8 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("galaxy_from_arrays", &galaxy_from_arrays, py::arg("stars"), py::arg("gas"),
         py::arg("redshift"), py::arg("source"));
+  m.def("stellar_centre", &stellar_centre, py::arg("positions_kpc"), py::arg("masses_msun"),
+        py::arg("velocities_kms"), py::arg("box_kpc"));
   m.def("read_tng", &read_tng_galaxy, py::arg("path"), py::arg("subhalo"), py::arg("snapshot"),
         py::arg("read_gas"), py::arg("drop_nonfinite"));
   m.def("read", &read_snapshot_galaxy, py::arg("path"), py::arg("format"), py::arg("subhalo"),

@@ -5,10 +5,9 @@ drawn galaxy, and a SWIFT file's cube against the cube of the same particles han
 Galaxy.from_arrays (bitwise).
 
 swiftsimio needs numpy 2, the package's environment Debian's numpy 1: the SWIFT file is written by
-the interpreter $IFUSIM_SWIFTSIMIO_PYTHON, or <venv>/swiftsimio/bin/python that
-scripts/install-python.sh makes. Where neither exists (ctest runs before that script) the SWIFT
-tests are skipped, unless IFUSIM_REQUIRE_SWIFTSIMIO=1 (scripts/test.sh's run in the venv), where
-they fail.
+the interpreter $IFUSIM_SWIFTSIMIO_PYTHON, the environment scripts/python-test-env.sh makes
+(build/python-test-env, which ctest and scripts/test.sh name). Without it the SWIFT tests fail:
+they never skip.
 """
 
 import json
@@ -39,14 +38,12 @@ RTOL = {
 
 def swiftsimio_python():
     explicit = os.environ.get("IFUSIM_SWIFTSIMIO_PYTHON")
-    if explicit:
+    if explicit and Path(explicit).is_file():
         return explicit
-    beside = Path(sys.prefix) / "swiftsimio" / "bin" / "python"
-    if beside.is_file():
-        return str(beside)
-    if os.environ.get("IFUSIM_REQUIRE_SWIFTSIMIO") == "1":
-        pytest.fail("no Python with swiftsimio: run scripts/install-python.sh")
-    pytest.skip("no Python with swiftsimio here (scripts/install-python.sh makes one)")
+    pytest.fail(
+        f"no Python with swiftsimio (IFUSIM_SWIFTSIMIO_PYTHON={explicit!r}): "
+        "run scripts/python-test-env.sh and point IFUSIM_SWIFTSIMIO_PYTHON at its bin/python"
+    )
 
 
 @pytest.fixture(scope="module")
