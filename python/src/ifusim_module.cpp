@@ -21,6 +21,7 @@
 #include "io/cube/cube_io.h"
 #include "io/host_galaxy.h"
 #include "io/run_config.h"
+#include "io/telescope.h"
 #include "io/tng/tng_reader.h"
 #include "pipeline/devices.h"
 #include "pipeline/plan.h"
@@ -271,6 +272,15 @@ PYBIND11_MODULE(_core, m) {
     std::vector<std::string> out;
     for (std::size_t d = 0; d < mesh->size(); ++d) out.push_back(mesh->device(d).description);
     return out;
+  });
+  // A run config's `telescope` entry (preset name, object or preset with fields replaced) resolved
+  // as a run resolves it: ifusim.analysis reads the cube's resolution and PSF from it.
+  m.def("telescope", [](const std::string& entry_json) {
+    const Telescope t = parse_telescope_entry(nlohmann::json::parse(entry_json), "telescope");
+    return nlohmann::json{{"name", t.name},
+                          {"lsf_fwhm_angstrom", to_json(t.lsf_fwhm_angstrom, "fwhm_angstrom")},
+                          {"psf_fwhm_arcsec", to_json(t.psf_fwhm_arcsec, "fwhm_arcsec")}}
+        .dump();
   });
   m.def("cuda_device_count", [] { return runtime::cuda_device_count(); });
   m.def("set_log_level", [](const std::string& level) {
