@@ -158,13 +158,13 @@ def _pipeline_stages(config: dict) -> list:
     pipeline = config.get("pipeline", "calc_ifu")
     if isinstance(pipeline, list):
         return [s if isinstance(s, str) else s.get("stage", "") for s in pipeline]
-    from . import _core  # noqa: F401  (sets IFUSIM_CONFIG_DIR for an installed package)
+    from . import _core
 
-    for base in (os.environ.get("IFUSIM_CONFIG_DIR"), str(Path(__file__).parents[3] / "configs")):
-        if base and Path(base, "pipelines", f"{pipeline}.json").is_file():
-            doc = json.loads(Path(base, "pipelines", f"{pipeline}.json").read_text())
-            return [s if isinstance(s, str) else s.get("stage", "") for s in doc["stages"]]
-    return ["psf", "lsf"]  # every preset pipeline has both
+    preset = Path(_core.telescope_preset_dir()).parent / "pipelines" / f"{pipeline}.json"
+    if not preset.is_file():
+        raise AnalysisError(f"pipeline '{pipeline}': no preset {preset}")
+    doc = json.loads(preset.read_text())
+    return [s if isinstance(s, str) else s.get("stage", "") for s in doc["stages"]]
 
 
 def _curve(value, key):
@@ -371,14 +371,25 @@ def measure(
             raise AnalysisError(
                 f"target_snr = {target_snr:g}: unreachable: all {idx.size} spaxels of {name} with "
                 f"S/N >= {min_snr:g} together reach S/N {total:.3g}")
-        from vorbin.voronoi_2d_binning import voronoi_2d_binning
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # vorbin's deprecation notice
+            from vorbin.voronoi_2d_binning import voronoi_2d_binning
 
         def sn_func(index, s, n):
             return bin_snr(s[index], n[index] ** 2, index.size)
 
-        bins = voronoi_2d_binning(xx.astype(float), yy.astype(float), signal[idx], noise[idx],
-                                  target_snr, plot=False, quiet=True, pixelsize=1.0,
-                                  sn_func=sn_func)[0]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # vorbin's deprecation notice
+                bins = voronoi_2d_binning(xx.astype(float), yy.astype(float), signal[idx],
+                                          noise[idx], target_snr, plot=False, quiet=True,
+                                          pixelsize=1.0, sn_func=sn_func)[0]
+        except (IndexError, ValueError):
+            # vorbin's accretion made no bin reach the target although the whole field does
+            # (its _reassign_bad_bins then has no good bin): the field is one bin.
+            warnings.warn(f"target_snr = {target_snr:g}: only the whole field ({total:.3g}) "
+                          "reaches it; one bin")
+            bins = np.zeros(idx.size, dtype=int)
     n_bins = int(bins.max()) + 1
     bin_id = np.full(ny * nx, -1, dtype=np.int64)
     bin_id[idx] = bins
@@ -408,7 +419,14 @@ def measure(
     lam_t = library.wavelength_angstrom[keep]
     step_t = np.gradient(lam_t)
     fwhm_diff2 = fwhm_cube_rest[keep] ** 2 - library.fwhm_angstrom(lam_t) ** 2
-    sigma_pix = np.sqrt(np.clip(fwhm_diff2, 0, None)) * SIGMA_PER_FWHM / step_t
+    # ifusim resamples each template, read as a step function of its pixels, onto the cube's
+    # pixels by exact integration: two boxes (a template pixel, a cube pixel at rest) that
+    # widen every line by their variance, width^2 / 12, beyond the FWHM above (measured: sigma
+    # 40 km/s was fitted as 51 km/s on MaNGA pixels without them).
+    step_cube_rest = float(np.median(np.diff(lam_rest)))
+    sigma2_pixels = (step_t**2 + step_cube_rest**2) / 12.0
+    sigma_diff2 = np.clip(fwhm_diff2, 0, None) * SIGMA_PER_FWHM**2 + sigma2_pixels
+    sigma_pix = np.sqrt(sigma_diff2) / step_t
     temps = library.flux[keep]
     if np.any(sigma_pix > 0.01):
         temps = np.column_stack([ppxf_util.gaussian_filter1d(t, np.maximum(sigma_pix, 1e-3))

@@ -282,6 +282,8 @@ PYBIND11_MODULE(_core, m) {
                           {"psf_fwhm_arcsec", to_json(t.psf_fwhm_arcsec, "fwhm_arcsec")}}
         .dump();
   });
+  // The folder of telescope presets; the pipeline presets are its sibling `pipelines`.
+  m.def("telescope_preset_dir", [] { return telescope_preset_dir(); });
   m.def("cuda_device_count", [] { return runtime::cuda_device_count(); });
   m.def("set_log_level", [](const std::string& level) {
     const auto l = spdlog::level::from_str(level);
