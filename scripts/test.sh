@@ -11,11 +11,13 @@ export IFUSIM_DATA_DIR="${IFUSIM_DATA_DIR:-$root/../shared/data}"
 
 echo "== build (Release, CUDA backend where nvcc exists)"
 "$root/scripts/build.sh" "$root/build"
+echo "== Python package: pip install . into a fresh virtual environment, reusing build/"
+# Before ctest: it configures build/ with the environment's interpreter, which has ppxf and
+# vorbin (PyPI) for ifusim.analysis's tests among ctest's pytest suite and examples.
+"$root/scripts/install-python.sh" "$root/build/venv" "$root/build"
 echo "== tests"
 ctest --test-dir "$root/build" --output-on-failure -j2
-
-echo "== Python package: pip install . into a fresh virtual environment, reusing build/"
-"$root/scripts/install-python.sh" "$root/build/venv" "$root/build"
+echo "== the installed package's pytest suite"
 IFUSIM_CLI="$root/build/ifusim" OMP_NUM_THREADS=4 "$root/build/venv/bin/python" -m pytest -q \
   -p no:cacheprovider "$root/tests/python"
 

@@ -83,7 +83,12 @@ def read_library(path: Union[str, os.PathLike]) -> Library:
     """A pyPipe3D FITS (MaStar) or a MILES folder, as the run read it (docs/ssp_format.md)."""
     from astropy.io import fits
 
-    path = Path(os.path.expandvars(os.fspath(path)))
+    path = os.fspath(path)
+    if path.startswith("${IFUSIM_DATA_DIR}"):
+        from . import _core
+
+        path = _core.data_dir() + path[len("${IFUSIM_DATA_DIR}"):]
+    path = Path(path)
     if not path.exists():
         raise AnalysisError(f"{path}: SSP library not found (set IFUSIM_DATA_DIR or ssp_library=)")
     if path.is_dir():  # MILES: one FITS per (Z, age), io/ssp/miles.cpp's names
@@ -148,9 +153,10 @@ def _library_path(prov: dict, cube_name: str) -> str:
         raise AnalysisError(f"{cube_name}: the cube does not say which SSP library made it "
                             "(provenance SSP); pass ssp_library=")
     path = m.group(1)
-    data_dir = os.environ.get("IFUSIM_DATA_DIR")
-    if path.startswith("${IFUSIM_DATA_DIR}") and data_dir:
-        path = data_dir + path[len("${IFUSIM_DATA_DIR}"):]
+    if path.startswith("${IFUSIM_DATA_DIR}"):
+        from . import _core
+
+        path = _core.data_dir() + path[len("${IFUSIM_DATA_DIR}"):]
     return path
 
 
@@ -350,7 +356,8 @@ def measure(
     # Spaxel S/N (DAP: median per pixel over the fitted range) and the Voronoi bins.
     flux2 = data[sel].reshape(sel.sum(), -1)
     var2 = var[sel].reshape(sel.sum(), -1)
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN spaxels (outside the aperture)
         signal = np.nanmedian(flux2, axis=0)
         noise = np.sqrt(np.nanmedian(var2, axis=0))
         snr_spaxel = signal / noise
@@ -587,6 +594,29 @@ def intrinsic_maps(cube, light: np.ndarray) -> dict:
 # Files
 
 
+# measure()'s settings as primary-header cards (8-character keywords).
+_FITS_INFO = {
+    "cube": ("CUBEFILE", "the measured cube"),
+    "library": ("SSPLIB", "SSP templates fitted"),
+    "redshift": ("REDSHIFT", "velocities are relative to it"),
+    "target_snr": ("TARGSNR", "Voronoi target S/N (vorbin)"),
+    "min_snr": ("MINSNR", "spaxels below it are not binned"),
+    "n_bins": ("NBINS", "Voronoi bins"),
+    "n_spaxels": ("NSPAXEL", "spaxels in the bins"),
+    "fit_lo": ("FITWMIN", "[Angstrom] fitted range, rest frame"),
+    "fit_hi": ("FITWMAX", "[Angstrom] fitted range, rest frame"),
+    "velscale_kms": ("VELSCALE", "[km/s] log-rebinned pixel"),
+    "degree": ("DEGREE", "pPXF additive polynomial degree"),
+    "mdegree": ("MDEGREE", "pPXF multiplicative polynomial degree"),
+    "moments": ("MOMENTS", "pPXF LOSVD moments"),
+    "covariance_alpha": ("COVALPHA", "noise x (1 + alpha log10 N) per bin"),
+    "processes": ("NPROC", "worker processes"),
+    "fit_seconds": ("FITSEC", "[s] time of the fits"),
+    "bins_per_second": ("BINSPSEC", "bins fitted per second"),
+    "failed_bins": ("NFAILED", "bins pPXF could not fit"),
+}
+
+
 def write_maps(maps: Maps, path: Union[str, os.PathLike], png_dir=None) -> None:
     """One FITS image extension per map (EXTNAME = its name, BUNIT, the cube's 2-D WCS), the
     fit's settings in the primary header; quick-look PNGs into png_dir. Written to a temporary
@@ -596,9 +626,16 @@ def write_maps(maps: Maps, path: Union[str, os.PathLike], png_dir=None) -> None:
     path = Path(path)
     header = maps.wcs.to_header() if maps.wcs is not None else fits.Header()
     primary = fits.PrimaryHDU()
-    primary.header["ORIGIN"] = "ifusim.analysis"
-    for k, value in maps.info.items():
-        primary.header["HIERARCH " + k.upper()] = json.dumps(value) if isinstance(value, list) else value
+    primary.header["ORIGIN"] = ("ifusim.analysis", "maps measured from an ifusim cube")
+    info = dict(maps.info)
+    if "fit_range_rest_angstrom" in info:
+        info["fit_lo"], info["fit_hi"] = info.pop("fit_range_rest_angstrom")
+    if "cube" in info:
+        info["cube"] = os.path.basename(str(info["cube"]))
+    for key, (card, comment) in _FITS_INFO.items():
+        value = info.get(key)
+        if value is not None and not (isinstance(value, float) and not math.isfinite(value)):
+            primary.header[card] = (value, comment)
     hdus = [primary]
     for key, values in maps.items():
         hdu = fits.ImageHDU(np.asarray(values), header=header.copy(), name=key.upper())

@@ -284,6 +284,8 @@ PYBIND11_MODULE(_core, m) {
   });
   // The folder of telescope presets; the pipeline presets are its sibling `pipelines`.
   m.def("telescope_preset_dir", [] { return telescope_preset_dir(); });
+  // The reference data folder ${IFUSIM_DATA_DIR} stands for in a cube's provenance.
+  m.def("data_dir", [] { return data_dir(); });
   m.def("cuda_device_count", [] { return runtime::cuda_device_count(); });
   m.def("set_log_level", [](const std::string& level) {
     const auto l = spdlog::level::from_str(level);
