@@ -38,9 +38,9 @@ DAP_MIN_SNR = 1.0
 # Emission lines are masked +-400 km/s (pPXF's determine_goodpixels, width 800 km/s, the same
 # list of lines as the DAP's stellar-kinematics mask).
 MASK_WIDTH_KMS = 800.0
-# The templates must reach past the fitted range by this much (a margin for the velocities
-# and the LOSVD's wings: 2000 km/s).
-TEMPLATE_MARGIN = 2000.0 / C_KMS
+# The templates must reach past the fitted range by this much: pPXF (9.x, set_lam_input) asks
+# for 2000 + 900 km/s beyond the starting velocity on either side.
+TEMPLATE_MARGIN = 3000.0 / C_KMS
 # Fewer fitted Angstrom than this is no fit: "the templates do not cover the cube".
 MIN_FIT_RANGE_ANGSTROM = 500.0
 
@@ -343,7 +343,7 @@ def measure(
         if w_lo < t_lo or w_hi > t_hi:
             raise AnalysisError(
                 f"wave_range_angstrom = [{w_lo:g}, {w_hi:g}]: the templates ({library.name}) "
-                f"cover {t_lo:.0f}-{t_hi:.0f} A at rest (less a 2000 km/s margin)")
+                f"cover {t_lo:.0f}-{t_hi:.0f} A at rest (less a 3000 km/s margin)")
         lo, hi = max(lo, w_lo), min(hi, w_hi)
     if hi - lo < MIN_FIT_RANGE_ANGSTROM:
         raise AnalysisError(
