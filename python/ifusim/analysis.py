@@ -210,6 +210,66 @@ def cube_fwhm_angstrom(cube, library: Library, redshift: float, prov: dict):
 
 _WORK: dict = {}
 
+# Emission lines fitted in the stellar fit's residual: rest wavelengths in vacuum, the engine's
+# list (docs/emission_lines.md: the SDSS line list, NIST data).
+EMISSION_LINES_VACUUM = {
+    "oii_3726": 3727.092, "oii_3729": 3729.875, "hdelta": 4102.892, "hgamma": 4341.684,
+    "hbeta": 4862.683, "oiii_4959": 4960.295, "oiii_5007": 5008.240, "oi_6300": 6302.046,
+    "nii_6548": 6549.86, "halpha": 6564.61, "nii_6584": 6585.27, "sii_6716": 6718.29,
+    "sii_6731": 6732.67,
+}
+# Pixels within this of a line enter its fit.
+LINE_WINDOW_KMS = 1500.0
+
+
+def _fit_lines(lam, resid, noise, v_start):
+    """Gaussian emission lines in a bin's residual spectrum (flux density, log-rebinned rest
+    wavelengths): one velocity and one intrinsic dispersion shared by every line (as the DAP ties
+    them), a flux per line, each Gaussian widened in quadrature by the cube's instrumental
+    sigma at the line and integrated over each pixel (erf). scipy's least_squares; errors from
+    its Jacobian scaled by sqrt(chi^2/DOF). Returns (v, sigma, fluxes, errors) or None."""
+    from scipy.optimize import least_squares
+    from scipy.special import erf
+
+    w = _WORK
+    lines, sig_inst = w["line_lambda"], w["line_sigma_inst_kms"]
+    half = 0.5 * (np.log(lam[1]) - np.log(lam[0]))
+    lo_edge, hi_edge = lam * math.exp(-half), lam * math.exp(half)
+    near = np.zeros(lam.size, bool)
+    for l0 in lines:
+        near |= np.abs(np.log(lam / l0)) * C_KMS < LINE_WINDOW_KMS
+    use = near & np.isfinite(resid) & np.isfinite(noise) & (noise > 0)
+    if use.sum() < 3 * len(lines) + 2:
+        return None
+    a, b, y, e = lo_edge[use], hi_edge[use], resid[use], noise[use]
+
+    def shapes(v, sigma):
+        cols = []
+        for l0, si in zip(lines, sig_inst):
+            centre = l0 * (1 + v / C_KMS)
+            s_l = centre * math.sqrt(sigma**2 + si**2) / C_KMS
+            z0, z1 = (a - centre) / (math.sqrt(2) * s_l), (b - centre) / (math.sqrt(2) * s_l)
+            cols.append(0.5 * (erf(z1) - erf(z0)) / (b - a))  # mean density per unit flux
+        return np.array(cols).T
+
+    def residual(p):
+        return (y - shapes(p[0], p[1]) @ p[2:]) / e
+
+    g = shapes(v_start, 50.0)
+    f0 = np.linalg.lstsq(g / e[:, None], y / e, rcond=None)[0]
+    p0 = np.concatenate([[v_start, 50.0], f0])
+    lower = np.concatenate([[v_start - 1000.0, 0.0], np.full(len(lines), -np.inf)])
+    upper = np.concatenate([[v_start + 1000.0, 1000.0], np.full(len(lines), np.inf)])
+    r = least_squares(residual, p0, bounds=(lower, upper), x_scale="jac")
+    dof = max(use.sum() - r.x.size, 1)
+    chi2 = float(np.sum(r.fun**2)) / dof
+    try:
+        cov = np.linalg.pinv(r.jac.T @ r.jac) * chi2
+        err = np.sqrt(np.clip(np.diag(cov), 0, None))
+    except np.linalg.LinAlgError:
+        err = np.full(r.x.size, np.nan)
+    return r.x[0], r.x[1], r.x[2:], err
+
 
 def _fit_bin(args):
     from ppxf.ppxf import ppxf
@@ -228,10 +288,28 @@ def _fit_bin(args):
                   moments=w["moments"], degree=w["degree"], mdegree=w["mdegree"],
                   goodpixels=good, lam=w["lam"], lam_temp=w["lam_temp"], quiet=True, plot=False)
     err = pp.error * math.sqrt(pp.chi2)  # formal errors scaled by sqrt(chi^2/DOF) (pPXF docs)
-    return index, (np.asarray(pp.sol, float), np.asarray(err, float), float(pp.chi2))
+    gas = None
+    if len(w["line_lambda"]):
+        fitted = _fit_lines(w["lam"], galaxy / scale - pp.bestfit, noise, float(pp.sol[0]))
+        if fitted is not None:
+            v, sigma, flux, ferr = fitted
+            gas = (v, sigma, flux * scale, ferr[0], ferr[1], ferr[2:] * scale)
+    return index, (np.asarray(pp.sol, float), np.asarray(err, float), float(pp.chi2), gas)
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def _line_flux_unit(cube_unit: str):
+    """(factor, unit): the cube's flux-density unit times Angstrom as erg/(s cm^2) when astropy
+    can read it, else the unit as it is times Angstrom."""
+    try:
+        import astropy.units as u
+
+        factor = (u.Unit(cube_unit) * u.AA).to(u.erg / u.s / u.cm**2)
+        return float(factor), "erg/(s*cm**2)"
+    except Exception:  # noqa: BLE001  (a unit astropy does not know: keep the cube's)
+        return 1.0, f"({cube_unit})*Angstrom"
 
 
 class Maps(dict):
@@ -273,6 +351,8 @@ def measure(
     variance=None,
     covariance_alpha: float = 0.0,
     mask_width_kms: float = MASK_WIDTH_KMS,
+    emission_lines: Optional[Sequence[str]] = ("hbeta", "oiii_5007", "nii_6548", "halpha",
+                                               "nii_6584", "sii_6716", "sii_6731"),
     processes: int = 2,
 ) -> Maps:
     """Voronoi bins and pPXF stellar kinematics of a cube (an ``ifusim.Cube`` or a FITS path).
@@ -444,8 +524,29 @@ def measure(
     lam_range_t = np.exp(ln_lam_t[[0, -1]])
     goodpixels = ppxf_util.determine_goodpixels(ln_lam, lam_range_t, 0, width=mask_width_kms)
 
+    # Emission lines in the fitted range, in the templates' medium, and the cube's
+    # instrumental sigma at each (its FWHM and its pixel's box: the engine deposits lines
+    # already widened to the templates' resolution, docs/emission_lines.md, so they end at the
+    # cube's FWHM as the stars do).
+    line_names, line_lambda, line_sigma = [], [], []
+    for line in emission_lines or ():
+        if line not in EMISSION_LINES_VACUUM:
+            raise AnalysisError(f"emission_lines: unknown line '{line}'; known: "
+                                f"{', '.join(EMISSION_LINES_VACUUM)}")
+        l0 = EMISSION_LINES_VACUUM[line]
+        if library.medium == "air":
+            l0 = float(ppxf_util.vac_to_air(np.array([l0]))[0])
+        if not (lo * math.exp(LINE_WINDOW_KMS / C_KMS) < l0 < hi * math.exp(-LINE_WINDOW_KMS / C_KMS)):
+            continue
+        fwhm_rest = float(np.interp(l0, lam_rest, cube_fwhm_angstrom(cube, library, z, prov))) / (1 + z)
+        sigma_a = math.sqrt((fwhm_rest * SIGMA_PER_FWHM) ** 2 + step_cube_rest**2 / 12.0)
+        line_names.append(line)
+        line_lambda.append(l0)
+        line_sigma.append(sigma_a / l0 * C_KMS)
+
     _WORK.clear()
-    _WORK.update(templates=temps_log, velscale=float(velscale), moments=moments, degree=degree,
+    _WORK.update(line_lambda=np.array(line_lambda), line_sigma_inst_kms=np.array(line_sigma),
+                 templates=temps_log, velscale=float(velscale), moments=moments, degree=degree,
                  mdegree=mdegree, goodpixels=np.asarray(goodpixels), lam=np.exp(ln_lam),
                  lam_temp=np.exp(ln_lam_t))
     tasks = [(b, gal_log[:, b], noise_log[:, b]) for b in range(n_bins)]
@@ -460,9 +561,14 @@ def measure(
     sol = np.full((n_bins, moments), np.nan)
     err = np.full((n_bins, moments), np.nan)
     chi2 = np.full(n_bins, np.nan)
+    n_lines = len(line_names)
+    gas_v, gas_s, gas_v_err, gas_s_err = (np.full(n_bins, np.nan) for _ in range(4))
+    gas_flux, gas_flux_err = np.full((n_bins, n_lines), np.nan), np.full((n_bins, n_lines), np.nan)
     for b, r in results:
         if r is not None:
-            sol[b], err[b], chi2[b] = r
+            sol[b], err[b], chi2[b], gas = r
+            if gas is not None:
+                gas_v[b], gas_s[b], gas_flux[b], gas_v_err[b], gas_s_err[b], gas_flux_err[b] = gas
     # pPXF's V is c ln(1 + v/c) (Cappellari 2017, eq. 8): back to v, relative to the redshift.
     v = C_KMS * np.expm1(sol[:, 0] / C_KMS)
     v_err = err[:, 0] * np.exp(sol[:, 0] / C_KMS)
@@ -494,6 +600,22 @@ def measure(
     maps.units["chi2"] = ""
     maps["snr_spaxel"] = snr_spaxel.reshape(ny, nx)
     maps.units["snr_spaxel"] = ""
+    if n_lines:
+        # Line fluxes: rest-frame integrals of the flux density, (1 + z) times that observed,
+        # in the cube's flux unit times Angstrom; a bin's flux shared equally by its spaxels
+        # (so the map sums to the bins' total).
+        flux_unit = _line_flux_unit(cube.unit)
+        per_spaxel = (1 + z) / counts
+        for k, line in enumerate(line_names):
+            maps[f"flux_{line}"] = paint(gas_flux[:, k] * per_spaxel * flux_unit[0])
+            maps[f"flux_{line}_err"] = paint(gas_flux_err[:, k] * per_spaxel * flux_unit[0])
+            maps.units[f"flux_{line}"] = maps.units[f"flux_{line}_err"] = flux_unit[1]
+        # The lines' centres are l0 (1 + v / c) at rest: v itself, relative to the redshift.
+        for key, values in (("velocity_gas_kms", gas_v), ("velocity_gas_err_kms", gas_v_err),
+                            ("sigma_gas_kms", gas_s), ("sigma_gas_err_kms", gas_s_err)):
+            maps[key] = paint(values)
+            maps.units[key] = "km/s"
+    maps.units["snr_spaxel"] = ""
     seconds = time.perf_counter() - start
     maps.info = dict(
         cube=name, library=library.name, redshift=z, target_snr=target_snr, min_snr=min_snr,
@@ -501,7 +623,7 @@ def measure(
         velscale_kms=float(velscale), degree=degree, mdegree=mdegree, moments=moments,
         covariance_alpha=covariance_alpha, processes=processes, fit_seconds=fit_seconds,
         seconds=seconds, bins_per_second=n_bins / fit_seconds if fit_seconds > 0 else float("inf"),
-        failed_bins=int(np.sum(~np.isfinite(chi2))))
+        failed_bins=int(np.sum(~np.isfinite(chi2))), emission_lines=line_names)
     try:
         maps.wcs = cube.wcs.celestial
     except Exception:  # noqa: BLE001  (astropy missing or a WCS it cannot read: maps still fine)
@@ -667,6 +789,10 @@ def quicklooks(maps: Maps, out_dir, intrinsic: Optional[dict] = None) -> list:
     out_dir.mkdir(parents=True, exist_ok=True)
     panels = [("velocity_kms", "RdBu_r", True), ("sigma_kms", "viridis", False),
               ("snr", "magma", False), ("bin_id", "tab20", False)]
+    for key in ("flux_halpha", "velocity_gas_kms"):
+        if key in maps:
+            panels.append((key, "RdBu_r" if key.startswith("velocity") else "inferno",
+                           key.startswith("velocity")))
     if intrinsic is not None and "velocity_light_psf_kms" in intrinsic:
         maps = dict(maps)
         maps["velocity_minus_intrinsic_kms"] = maps["velocity_kms"] - intrinsic["velocity_light_psf_kms"]
