@@ -372,11 +372,14 @@ def measure(
         multiplied by 1 + alpha log10(N) (Garcia-Benito et al. 2015, A&A 576, A135; MaNGA's
         alpha = 1.62, Westfall et al. 2019). ifusim's noise stage draws every voxel
         independently after the PSF, so its cubes have alpha = 0 (the default).
+    emission_lines: lines fitted as Gaussians in each bin's residual (one velocity and
+        dispersion for all; those outside the fitted range are skipped); () for none.
     processes: worker processes for the fits (multiprocessing over bins).
 
     Returns a ``Maps`` dict of (ny, nx) arrays: ``bin_id``, ``snr`` (the bin's), ``snr_spaxel``,
     ``velocity_kms``, ``velocity_err_kms``, ``sigma_kms``, ``sigma_err_kms`` (``h3``, ``h4`` and
-    their errors with moments=4), ``chi2``; NaN outside the bins. Raises AnalysisError (a
+    their errors with moments=4), ``chi2``, ``flux_<line>`` (erg/(s cm^2), a bin's flux shared
+    by its spaxels), ``velocity_gas_kms``, ``sigma_gas_kms`` and errors; NaN outside the bins. Raises AnalysisError (a
     ValueError) naming what is wrong: no variance, templates not covering the cube, a target
     S/N the whole cube cannot reach.
     """
