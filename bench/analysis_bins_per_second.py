@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """ifusim.analysis's speed (docs/benchmarks.md, issue 26): bins fitted per second, 1 and 2 worker
 processes, on the MaNGA disc of examples/observed_maps.py (a 2000 A slice, then MaNGA's whole
-range). Not run by ctest. PYTHONPATH=build/python OMP_NUM_THREADS=1 python3 bench/analysis_bins_per_second.py
+range). Not run by ctest.
+
+    PYTHONPATH=build/python OMP_NUM_THREADS=1 build/venv/bin/python \
+        bench/analysis_bins_per_second.py
 """
 import sys
 from pathlib import Path
