@@ -107,7 +107,8 @@ def read_library(path: Union[str, os.PathLike]) -> Library:
             with fits.open(f) as h:
                 hdr = h[0].header
                 spec = np.asarray(h[0].data, float).ravel()
-                w = hdr["CRVAL1"] + hdr["CDELT1"] * (np.arange(spec.size) + 1 - hdr.get("CRPIX1", 1))
+                pixel = np.arange(spec.size) + 1 - hdr.get("CRPIX1", 1)
+                w = hdr["CRVAL1"] + hdr["CDELT1"] * pixel
             wave = w if wave is None else wave
             flux.append(spec)
         # MILES: 2.51 A FWHM (Falcon-Barroso et al. 2011), in air.
@@ -120,9 +121,11 @@ def read_library(path: Union[str, os.PathLike]) -> Library:
             raise AnalysisError(f"{path}: expected a 2-D pyPipe3D image (n_ssp x n_pix)")
         ages, zs, flux = [], [], []
         for i in range(data.shape[0]):
-            m = re.match(r"^spec_ssp_([0-9.eE+-]+?)(Gyr|Myr)?_z([0-9]+)", str(hdr.get(f"NAME{i}", "")))
+            m = re.match(r"^spec_ssp_([0-9.eE+-]+?)(Gyr|Myr)?_z([0-9]+)",
+                         str(hdr.get(f"NAME{i}", "")))
             if not m or f"NORM{i}" not in hdr:
-                raise AnalysisError(f"{path}: header keywords NAME{i}/NORM{i} missing or unreadable")
+                raise AnalysisError(
+                    f"{path}: header keywords NAME{i}/NORM{i} missing or unreadable")
             ages.append(float(m.group(1)) * (1e-3 if m.group(2) == "Myr" else 1.0))
             zs.append(float("0." + m.group(3)))
             flux.append(data[i] * float(hdr[f"NORM{i}"]))
@@ -379,9 +382,9 @@ def measure(
     Returns a ``Maps`` dict of (ny, nx) arrays: ``bin_id``, ``snr`` (the bin's), ``snr_spaxel``,
     ``velocity_kms``, ``velocity_err_kms``, ``sigma_kms``, ``sigma_err_kms`` (``h3``, ``h4`` and
     their errors with moments=4), ``chi2``, ``flux_<line>`` (erg/(s cm^2), a bin's flux shared
-    by its spaxels), ``velocity_gas_kms``, ``sigma_gas_kms`` and errors; NaN outside the bins. Raises AnalysisError (a
-    ValueError) naming what is wrong: no variance, templates not covering the cube, a target
-    S/N the whole cube cannot reach.
+    by its spaxels), ``velocity_gas_kms``, ``sigma_gas_kms`` and errors; NaN outside the bins.
+    Raises AnalysisError (a ValueError) naming what is wrong: no variance, templates not
+    covering the cube, a target S/N the whole cube cannot reach.
     """
     from ppxf import ppxf_util
 
@@ -502,8 +505,8 @@ def measure(
     gvar_log = ppxf_util.log_rebin(lam_fit, gvar, velscale=velscale)[0]
     gal_log = gal_log.reshape(len(ln_lam), -1)
     noise_log = np.sqrt(np.clip(gvar_log.reshape(len(ln_lam), -1), 0, None))
-    fwhm_cube_rest = np.interp(library.wavelength_angstrom, lam_rest,
-                               cube_fwhm_angstrom(cube, library, z, prov)) / (1 + z)
+    fwhm_cube_obs = cube_fwhm_angstrom(cube, library, z, prov)
+    fwhm_cube_rest = np.interp(library.wavelength_angstrom, lam_rest, fwhm_cube_obs) / (1 + z)
     keep = ((library.wavelength_angstrom > lo * (1 - TEMPLATE_MARGIN) / 1.01) &
             (library.wavelength_angstrom < hi * (1 + TEMPLATE_MARGIN) * 1.01))
     lam_t = library.wavelength_angstrom[keep]
@@ -539,9 +542,10 @@ def measure(
         l0 = EMISSION_LINES_VACUUM[line]
         if library.medium == "air":
             l0 = float(ppxf_util.vac_to_air(np.array([l0]))[0])
-        if not (lo * math.exp(LINE_WINDOW_KMS / C_KMS) < l0 < hi * math.exp(-LINE_WINDOW_KMS / C_KMS)):
+        window = math.exp(LINE_WINDOW_KMS / C_KMS)
+        if not lo * window < l0 < hi / window:
             continue
-        fwhm_rest = float(np.interp(l0, lam_rest, cube_fwhm_angstrom(cube, library, z, prov))) / (1 + z)
+        fwhm_rest = float(np.interp(l0, lam_rest, fwhm_cube_obs)) / (1 + z)
         sigma_a = math.sqrt((fwhm_rest * SIGMA_PER_FWHM) ** 2 + step_cube_rest**2 / 12.0)
         line_names.append(line)
         line_lambda.append(l0)
@@ -798,7 +802,8 @@ def quicklooks(maps: Maps, out_dir, intrinsic: Optional[dict] = None) -> list:
                            key.startswith("velocity")))
     if intrinsic is not None and "velocity_light_psf_kms" in intrinsic:
         maps = dict(maps)
-        maps["velocity_minus_intrinsic_kms"] = maps["velocity_kms"] - intrinsic["velocity_light_psf_kms"]
+        maps["velocity_minus_intrinsic_kms"] = (maps["velocity_kms"]
+                                                - intrinsic["velocity_light_psf_kms"])
         panels.append(("velocity_minus_intrinsic_kms", "RdBu_r", True))
     files = []
     for key, cmap, symmetric in panels:

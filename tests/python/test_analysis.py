@@ -207,7 +207,8 @@ def test_halpha_flux_map_sums_to_the_cubes_halpha_within_2_percent():
     measured = maps["flux_halpha"][binned]
     assert np.all(np.isfinite(measured)) and np.all(maps["flux_halpha_err"][binned] > 0)
 
-    only = dict(config, pipeline=[s for s in DISC_GAS_STAGES if s not in ("stellar_spectra", "noise")])
+    only = dict(config,
+                pipeline=[s for s in DISC_GAS_STAGES if s not in ("stellar_spectra", "noise")])
     only["stages"] = {"flux": config["stages"]["flux"], "emission_lines": {"lines": ["halpha"]}}
     lines = ifusim.run(only)
     step = 1.04
