@@ -123,7 +123,8 @@ def test_disc_recovered_velocity_matches_intrinsic_psf_convolved(disc, tmp_path)
     assert np.all((err > 0) & (err < 50))
 
 
-def test_cli_writes_fits_maps_with_wcs_and_pngs(disc, tmp_path):
+def test_cli_writes_fits_maps_with_wcs_and_pngs(cli, disc, tmp_path):
+    """`ifusim analyse` (the C++ program handing over to python -m ifusim.analysis)."""
     from astropy.io import fits
     from astropy.wcs import WCS
 
@@ -131,9 +132,11 @@ def test_cli_writes_fits_maps_with_wcs_and_pngs(disc, tmp_path):
     path = tmp_path / "cube.fits"
     cube.to_fits(path)
     out, png = tmp_path / "maps.fits", tmp_path / "png"
-    r = subprocess.run([sys.executable, "-m", "ifusim.analysis", str(path), "--out", str(out),
-                        "--png", str(png), "--target-snr", "20"], capture_output=True, text=True)
+    env = dict(os.environ, IFUSIM_PYTHON=sys.executable)
+    r = subprocess.run([cli, "analyse", str(path), "--out", str(out), "--png", str(png),
+                        "--target-snr", "20"], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
+    assert "bins from" in r.stdout
     with fits.open(out) as h:
         names = [x.name for x in h[1:]]
         for name in ("BIN_ID", "SNR", "VELOCITY_KMS", "VELOCITY_ERR_KMS", "SIGMA_KMS"):
@@ -158,6 +161,14 @@ def test_no_variance_is_an_error_and_writes_nothing(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 1 and "no variance" in r.stderr
     assert sorted(os.listdir(tmp_path)) == ["noiseless.fits"]
+
+
+def test_ifusim_analyse_without_python_is_a_clear_error(cli, tmp_path):
+    env = dict(os.environ, IFUSIM_PYTHON=str(tmp_path / "no-such-python"))
+    r = subprocess.run([cli, "analyse", "cube.fits", "--out", str(tmp_path / "maps.fits")],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 1 and "IFUSIM_PYTHON" in r.stderr and "no-such-python" in r.stderr
+    assert os.listdir(tmp_path) == []
 
 
 def test_templates_not_covering_the_cube_is_an_error(tmp_path):
