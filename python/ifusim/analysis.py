@@ -194,18 +194,19 @@ def _telescope(config: dict) -> dict:
 def cube_fwhm_angstrom(cube, library: Library, redshift: float, prov: dict):
     """The cube's spectral FWHM at each observed wavelength: the lsf stage's instrument FWHM
     where the templates (observed, (1 + z) wider) are finer, the templates' own elsewhere or
-    when the run had no lsf stage (docs/post_stages.md, "lsf")."""
+    when the run had no lsf stage (docs/post_stages.md, "lsf"); and where the lsf stage
+    convolved (a boolean array)."""
     config = prov["CONFIG"]
     lam = np.asarray(cube.wavelength, float)
     own = library.fwhm_angstrom(lam / (1 + redshift)) * (1 + redshift)
     if "lsf" not in _pipeline_stages(config):
-        return own
+        return own, np.zeros(lam.size, bool)
     lsf_params = config.get("stages", {}).get("lsf", {})
     if "fwhm_angstrom" in lsf_params:
         tel = _curve(lsf_params["fwhm_angstrom"], "fwhm_angstrom")(lam)
     else:
         tel = _curve(_telescope(config)["lsf_fwhm_angstrom"], "fwhm_angstrom")(lam)
-    return np.maximum(tel, own)
+    return np.maximum(tel, own), tel > own
 
 
 # ---------------------------------------------------------------------------------------------
@@ -505,7 +506,7 @@ def measure(
     gvar_log = ppxf_util.log_rebin(lam_fit, gvar, velscale=velscale)[0]
     gal_log = gal_log.reshape(len(ln_lam), -1)
     noise_log = np.sqrt(np.clip(gvar_log.reshape(len(ln_lam), -1), 0, None))
-    fwhm_cube_obs = cube_fwhm_angstrom(cube, library, z, prov)
+    fwhm_cube_obs, lsf_convolved = cube_fwhm_angstrom(cube, library, z, prov)
     fwhm_cube_rest = np.interp(library.wavelength_angstrom, lam_rest, fwhm_cube_obs) / (1 + z)
     keep = ((library.wavelength_angstrom > lo * (1 - TEMPLATE_MARGIN) / 1.01) &
             (library.wavelength_angstrom < hi * (1 + TEMPLATE_MARGIN) * 1.01))
@@ -515,9 +516,12 @@ def measure(
     # ifusim resamples each template, read as a step function of its pixels, onto the cube's
     # pixels by exact integration: two boxes (a template pixel, a cube pixel at rest) that
     # widen every line by their variance, width^2 / 12, beyond the FWHM above (measured: sigma
-    # 40 km/s was fitted as 51 km/s on MaNGA pixels without them).
+    # 40 km/s was fitted as 51 km/s on MaNGA pixels without them). Where the lsf stage
+    # convolved, its kernel is integrated over the cube's pixels (erf differences,
+    # docs/post_stages.md): one more cube-pixel box.
     step_cube_rest = float(np.median(np.diff(lam_rest)))
-    sigma2_pixels = (step_t**2 + step_cube_rest**2) / 12.0
+    lsf_boxes = np.interp(lam_t, lam_rest, lsf_convolved.astype(float)) > 0.5
+    sigma2_pixels = (step_t**2 + step_cube_rest**2 * (1 + lsf_boxes)) / 12.0
     sigma_diff2 = np.clip(fwhm_diff2, 0, None) * SIGMA_PER_FWHM**2 + sigma2_pixels
     sigma_pix = np.sqrt(sigma_diff2) / step_t
     temps = library.flux[keep]
@@ -546,7 +550,8 @@ def measure(
         if not lo * window < l0 < hi / window:
             continue
         fwhm_rest = float(np.interp(l0, lam_rest, fwhm_cube_obs)) / (1 + z)
-        sigma_a = math.sqrt((fwhm_rest * SIGMA_PER_FWHM) ** 2 + step_cube_rest**2 / 12.0)
+        boxes = 1 + (np.interp(l0, lam_rest, lsf_convolved.astype(float)) > 0.5)
+        sigma_a = math.sqrt((fwhm_rest * SIGMA_PER_FWHM) ** 2 + boxes * step_cube_rest**2 / 12.0)
         line_names.append(line)
         line_lambda.append(l0)
         line_sigma.append(sigma_a / l0 * C_KMS)
