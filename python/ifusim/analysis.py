@@ -284,7 +284,9 @@ def _fit_bin(args):
     scale = np.median(galaxy[good])
     if not (np.isfinite(scale) and scale > 0):
         return index, None
-    noise = np.where(noise > 0, noise, np.inf) / scale
+    # pPXF wants finite positive noise everywhere; pixels without it are outside goodpixels.
+    ok = np.isfinite(noise) & (noise > 0)
+    noise = np.where(ok, noise, 1e10 * np.median(noise[good])) / scale
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pp = ppxf(w["templates"], np.nan_to_num(galaxy / scale), noise, w["velscale"],
@@ -836,6 +838,8 @@ def quicklooks(maps: Maps, out_dir, intrinsic: Optional[dict] = None) -> list:
 def main(argv=None) -> int:
     import argparse
 
+    from . import Error
+
     p = argparse.ArgumentParser(
         prog="python -m ifusim.analysis",
         description="Voronoi-bin a cube and fit its stellar kinematics with pPXF (issue 26)")
@@ -855,7 +859,7 @@ def main(argv=None) -> int:
                        mdegree=a.mdegree, moments=a.moments, ssp_library=a.ssp_library,
                        processes=a.processes)
         write_maps(maps, a.out, a.png)
-    except (AnalysisError, OSError) as e:
+    except (AnalysisError, OSError, Error) as e:  # Error: ifusim's (a cube it cannot read)
         print(f"ifusim analyse: {e}", file=__import__("sys").stderr)
         return 1
     info = maps.info
