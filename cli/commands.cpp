@@ -12,6 +12,7 @@ void register_commands(CLI::App& app, int& exit_code) {
   add_make_galaxy_command(app, exit_code);
   add_compare_command(app, exit_code);
   add_survey_command(app, exit_code);
+  add_analyse_command(app, exit_code);
 }
 
 CLI::Validator non_negative() {

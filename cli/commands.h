@@ -15,6 +15,7 @@ void add_run_command(CLI::App& app, int& exit_code);
 void add_plan_command(CLI::App& app, int& exit_code);
 void add_compare_command(CLI::App& app, int& exit_code);
 void add_survey_command(CLI::App& app, int& exit_code);
+void add_analyse_command(CLI::App& app, int& exit_code);
 
 void register_commands(CLI::App& app, int& exit_code);
 

@@ -18,5 +18,7 @@ if [ -n "${2:-}" ]; then
 fi
 start=$(date +%s)
 # Make, as the project's build folders use (scikit-build-core would otherwise fetch ninja).
-CMAKE_GENERATOR="Unix Makefiles" "$venv/bin/pip" install --quiet "${reuse[@]}" "$root"
+# With the extra "analysis": ppxf and vorbin from PyPI (not packaged by Debian) for
+# ifusim.analysis and its tests (scipy, astropy, matplotlib come from Debian, setup.sh).
+CMAKE_GENERATOR="Unix Makefiles" "$venv/bin/pip" install --quiet "${reuse[@]}" "$root[analysis]"
 echo "install-python: ifusim installed into $venv in $(($(date +%s) - start)) s"

@@ -10,6 +10,7 @@ packages=(
   python3-astropy python3-numpy python3-h5py
   python3-dev pybind11-dev python3-venv python3-pip   # the Python package (python/, pyproject.toml)
   python3-pytest python3-matplotlib python3-tqdm      # its tests and examples/quickstart.py
+  python3-scipy                         # ifusim.analysis (with ppxf, vorbin: install-python.sh)
   fitsverify                            # the FITS conformance test (HEASARC fitsverify)
   patchelf                              # the GPU bundle: relocatable binaries (scripts/gpu-bundle.sh)
   libopenmpi-dev openmpi-bin            # surveys across processes (mpirun), tests/mpi

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The second README command: installs what is missing, builds both backends (CUDA wherever nvcc
-# exists) and runs the whole test suite (the Python package's pytest suite among it), installs the
-# Python package into a fresh virtual environment and runs that suite against it, then an
-# ASan/UBSan build of the CPU tests, then the
-# fuzz targets on a fixed set of generated inputs (scripts/fuzz.sh, about 2 minutes).
+# exists), makes the swiftsimio/pynbody test environment, installs the Python package into a
+# fresh virtual environment (which ctest's Python tests then use), runs the whole test suite,
+# builds the GPU bundle and runs its check up to the no-GPU exit, runs the installed package's
+# pytest suite, then an ASan/UBSan build of the CPU tests, then the fuzz targets on a fixed set
+# of generated inputs (scripts/fuzz.sh, about 2 minutes).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh"
@@ -13,6 +14,10 @@ echo "== build (Release, CUDA backend where nvcc exists)"
 "$root/scripts/build.sh" "$root/build"
 echo "== the Python test environment of swiftsimio and pynbody (tests/python/requirements-simulations.txt)"
 "$root/scripts/python-test-env.sh" "$root/build/python-test-env"
+echo "== Python package: pip install . into a fresh virtual environment, reusing build/"
+# Before ctest: it configures build/ with the environment's interpreter, which has ppxf and
+# vorbin (PyPI) for ifusim.analysis's tests among ctest's pytest suite and examples.
+"$root/scripts/install-python.sh" "$root/build/venv" "$root/build"
 echo "== tests"
 ctest --test-dir "$root/build" --output-on-failure -j2
 
@@ -30,13 +35,13 @@ else
   echo "SKIPPED: GPU bundle: no nvcc, so no CUDA backend to bundle"
 fi
 
-echo "== Python package: pip install . into a fresh virtual environment, reusing build/"
-"$root/scripts/install-python.sh" "$root/build/venv" "$root/build"
+echo "== the installed package's pytest suite"
 # (test_simulation_libraries.py needs numpy >= 2, which Debian's packages that this environment
 # sees are not built for: ctest ran it in build/python-test-env.)
 IFUSIM_CLI="$root/build/ifusim" OMP_NUM_THREADS=4 \
   IFUSIM_SWIFTSIMIO_PYTHON="$root/build/python-test-env/bin/python" \
-  "$root/build/venv/bin/python" -m pytest -q -p no:cacheprovider --ignore="$root/tests/python/test_simulation_libraries.py" "$root/tests/python"
+  "$root/build/venv/bin/python" -m pytest -q -p no:cacheprovider \
+  --ignore="$root/tests/python/test_simulation_libraries.py" "$root/tests/python"
 
 echo "== build (ASan + UBSan, CPU backend)"
 "$root/scripts/build.sh" "$root/build-sanitize" -DCMAKE_BUILD_TYPE=RelWithDebInfo \

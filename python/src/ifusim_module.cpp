@@ -9,8 +9,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <array>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -26,8 +26,9 @@
 #include "io/host_galaxy.h"
 #include "io/rubix/rubix_galaxy.h"
 #include "io/run_config.h"
-#include "io/tng/tng_fields.h"
+#include "io/telescope.h"
 #include "io/tng/stellar_centre.h"
+#include "io/tng/tng_fields.h"
 #include "io/tng/tng_reader.h"
 #include "pipeline/devices.h"
 #include "pipeline/plan.h"
@@ -399,6 +400,19 @@ PYBIND11_MODULE(_core, m) {
     for (std::size_t d = 0; d < mesh->size(); ++d) out.push_back(mesh->device(d).description);
     return out;
   });
+  // A run config's `telescope` entry (preset name, object or preset with fields replaced) resolved
+  // as a run resolves it: ifusim.analysis reads the cube's resolution and PSF from it.
+  m.def("telescope", [](const std::string& entry_json) {
+    const Telescope t = parse_telescope_entry(nlohmann::json::parse(entry_json), "telescope");
+    return nlohmann::json{{"name", t.name},
+                          {"lsf_fwhm_angstrom", to_json(t.lsf_fwhm_angstrom, "fwhm_angstrom")},
+                          {"psf_fwhm_arcsec", to_json(t.psf_fwhm_arcsec, "fwhm_arcsec")}}
+        .dump();
+  });
+  // The folder of telescope presets; the pipeline presets are its sibling `pipelines`.
+  m.def("telescope_preset_dir", [] { return telescope_preset_dir(); });
+  // The reference data folder ${IFUSIM_DATA_DIR} stands for in a cube's provenance.
+  m.def("data_dir", [] { return data_dir(); });
   m.def("cuda_device_count", [] { return runtime::cuda_device_count(); });
   m.def("set_log_level", [](const std::string& level) {
     const auto l = spdlog::level::from_str(level);
