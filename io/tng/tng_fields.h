@@ -117,25 +117,26 @@ struct AttributePath {
 struct SnapshotFormat {
   const char* name;   // the input.format value: "tng", "swift", "eagle", "gadget"
   const char* title;  // for messages: "IllustrisTNG", "SWIFT", ...
-  const char* star_group;
-  const char* gas_group;
+  const char* star_group = "PartType4";
+  const char* gas_group = "PartType0";
   std::vector<FieldRule> fields;
-  UnitSource unit_source;
+  UnitSource unit_source = UnitSource::dataset_attributes;
   // dataset_attributes: the names of a dataset's attributes (physical cgs = value * a^a * h^h
   // * to_cgs).
-  const char* to_cgs_attribute;
-  const char* a_exponent_attribute;
-  const char* h_exponent_attribute;
+  const char* to_cgs_attribute = "";
+  const char* a_exponent_attribute = "";
+  const char* h_exponent_attribute = "";
   // A dimensionless dataset says to_cgs = 1 (SWIFT, EAGLE), besides TNG's 0.
-  bool unit_one_dimensionless;
+  bool unit_one_dimensionless = false;
   // A star whose formation time is <= 0 is a wind cell, dropped (TNG); elsewhere an error.
-  bool wind_cells;
+  bool wind_cells = false;
   // The header: scale factor, h (absent: 1, SWIFT has no h in its units), Omega_m,
   // Omega_Lambda, the box side (comoving, Coordinates' units), the redshift (absent: 1/a - 1).
-  std::vector<AttributePath> scale_factor, hubble, omega_matter, omega_lambda, box_size, redshift;
+  std::vector<AttributePath> scale_factor{}, hubble{}, omega_matter{}, omega_lambda{}, box_size{},
+      redshift{};
   // header_unit_system: the header's unit system, alternatives in order; absent: the default.
-  std::vector<AttributePath> unit_length_cm, unit_mass_g, unit_velocity_cm_s;
-  double default_unit_length_cm, default_unit_mass_g, default_unit_velocity_cm_s;
+  std::vector<AttributePath> unit_length_cm{}, unit_mass_g{}, unit_velocity_cm_s{};
+  double default_unit_length_cm = 0, default_unit_mass_g = 0, default_unit_velocity_cm_s = 0;
 
   // The table's rule for a dataset's target field of a species, or nullptr.
   const FieldRule* rule_for(Species species, std::string_view target) const;
