@@ -14,6 +14,8 @@
 #include "io/emission_line_table.h"
 #include "io/hdf5.h"
 #include "io/run_config.h"
+#include "io/ssp/ssp_library.h"
+#include "io/telescope.h"
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
 #include "ssp_fixture.h"
@@ -23,6 +25,7 @@
 #include "stages/spaxel_grid/spaxel_grid.h"
 #include "stages/stage.h"
 #include "stages/stellar_spectra/stellar_spectra.h"
+#include "tng_test_util.h"
 
 using namespace ifusim;
 namespace fs = std::filesystem;
@@ -97,7 +100,8 @@ struct Setup {
   std::string medium = "air";
   nlohmann::json grid{{"n_spaxels", 8}, {"spaxel_size_kpc", 2.0}};
   bool dust = false;
-  double template_fwhm_angstrom = 0.0;  // the SSP library's resolution (rest frame)
+  ResolutionCurve template_fwhm_angstrom = 0.0;    // the SSP library's resolution (rest frame)
+  ResolutionCurve instrument_fwhm_angstrom = 2.6;  // the telescope's LSF (observed frame)
   // Stages after the lines (and psum), by registry name, e.g. flux and lsf.
   std::vector<std::pair<std::string, nlohmann::json>> after;
   bool stars = false;  // stellar_spectra too (synthetic templates, the cell-free star)
@@ -119,7 +123,7 @@ LineRun run_lines(const Setup& s, const HostGasCells& gas, const nlohmann::json&
   state.observation.axes.wave_start_angstrom = s.wave_start_angstrom;
   state.observation.axes.wave_step_angstrom = s.wave_step_angstrom;
   state.observation.template_fwhm_angstrom = s.template_fwhm_angstrom;
-  state.observation.telescope_lsf_fwhm_angstrom = 2.6;
+  state.observation.telescope_lsf_fwhm_angstrom = s.instrument_fwhm_angstrom;
   state.observation.luminosity_distance_mpc = 100.0;
   run_stage(*make_spaxel_grid_stage(s.grid, "g"), state);
   state.spaxels.n_wave = s.n_wave;
@@ -197,11 +201,12 @@ TEST_CASE(
   CHECK(run.maps.at("dispersion_gas_kms").values[spaxel(4, 4)] == Approx(sigma_kms).epsilon(1e-6));
   CHECK(std::isnan(run.maps.at("velocity_gas_kms").values[spaxel(0, 0)]));
 
-  // With templates of 2.5 A FWHM at rest, the line is deposited that much broader (observed:
-  // 2.625 A), for the LSF stage to remove with the templates' resolution; the gas dispersion map
-  // keeps the cell's own width.
+  // With templates of 2.5 A FWHM at rest, finer than the instrument's 3 A, the line is deposited
+  // that much broader (observed: 2.625 A), for the LSF stage to remove with the templates'
+  // resolution; the gas dispersion map keeps the cell's own width.
   Setup coarse;
   coarse.template_fwhm_angstrom = 2.5;
+  coarse.instrument_fwhm_angstrom = 3.0;
   const LineRun broad =
       run_lines(coarse, gas, {{"lines", {"halpha"}}, {"turbulent_sigma_kms", turbulent}});
   double e0 = 0, e1 = 0, e2 = 0;
@@ -217,6 +222,68 @@ TEST_CASE(
             .epsilon(2e-3));
   CHECK(broad.maps.at("dispersion_gas_kms").values[spaxel(4, 4)] ==
         Approx(sigma_kms).epsilon(1e-6));
+}
+
+// A still cell's H-alpha after the lsf stage, as its second moment: sigma_instrument^2 +
+// sigma_thermal^2 + sigma_turbulent^2 + step^2 / 12, whether the templates are finer or coarser
+// than the instrument. Coarser templates once left the line with the templates' width (MUSE +
+// MaStar H-alpha 29% too broad): the lsf stage cannot sharpen.
+TEST_CASE(
+    "emission lines: after the lsf stage a line has the instrument's resolution, whether the "
+    "templates are finer or coarser than the instrument",
+    "[emission_lines]") {
+  HostGasCells gas;
+  gas.add(1.0f, 1.0f, 0.0f, 0.0f, 1.0f, 0.0134f);
+  const double turbulent = 10.0, redshift = 0.03, step = 1.25;
+  const double gas_sigma_kms =
+      std::sqrt(1.380649e-23 * 1e4 / (1.008 * 1.66053906660e-27) * 1e-6 + turbulent * turbulent);
+  const Telescope muse = load_telescope_preset("MUSE", "telescope");
+  const SspGrid mastar = load_ssp_library(ifusim::data_dir() + "/ssp/MaStar_CB19.12_1_5.fits.gz");
+  struct Case {
+    std::string what;
+    ResolutionCurve templates, instrument;
+  };
+  const std::vector<Case> cases = {{"MUSE (Bacon et al. 2017) + MaStar",
+                                    mastar.resolution_fwhm_angstrom, muse.lsf_fwhm_angstrom},
+                                   {"MaNGA (2.8 A) + MaStar", mastar.resolution_fwhm_angstrom, 2.8},
+                                   {"MaNGA + templates of 1 A, finer", 1.0, 2.8},
+                                   {"templates of 4 A, coarser than MaNGA", 4.0, 2.8}};
+  for (const Case& c : cases) {
+    INFO(c.what);
+    Setup s;
+    s.redshift = redshift;
+    s.medium = "air";
+    s.template_fwhm_angstrom = c.templates;
+    s.instrument_fwhm_angstrom = c.instrument;
+    s.after = {{"lsf", nlohmann::json::object()}};
+    const LineRun run =
+        run_lines(s, gas, {{"lines", {"halpha"}}, {"turbulent_sigma_kms", turbulent}});
+    const double first_edge = s.wave_start_angstrom - 0.5 * step;
+    double e0 = 0, e1 = 0, e2 = 0;
+    for (int k = 0; k < run.cube.shape.n_wave; ++k) {
+      const double lambda = first_edge + (k + 0.5) * step, e = run.cube.at(4, 4, k) * step;
+      REQUIRE(std::isfinite(e));
+      e0 += e;
+      e1 += e * lambda;
+      e2 += e * lambda * lambda;
+    }
+    REQUIRE(e0 > 0);
+    const double centre = e1 / e0;
+    const double instrument_sigma = c.instrument.at(centre) / 2.3548200450309493;
+    const double gas_sigma = centre * gas_sigma_kms / kSpeedOfLightKms;
+    // Where the templates are finer the lsf stage convolves, and its kernel, integrated over
+    // each pixel (stages/lsf/lsf.h), adds another step^2 / 12 to the deposit's.
+    const bool convolved = c.templates.at(6564.61) * (1 + redshift) < c.instrument.at(centre);
+    const double expected = std::sqrt(instrument_sigma * instrument_sigma + gas_sigma * gas_sigma +
+                                      (convolved ? 2.0 : 1.0) * step * step / 12);
+    const double measured = std::sqrt(e2 / e0 - centre * centre);
+    INFO("templates at H-alpha (observed): "
+         << c.templates.at(6564.61) * (1 + redshift) << " A FWHM, instrument "
+         << c.instrument.at(centre) << " A; second moment " << measured << " A vs " << expected);
+    // The LSF kernel is integrated over the bins and truncated at 1e-6 of its peak: 1%, inside
+    // the 3%.
+    CHECK(measured == Approx(expected).epsilon(0.01));
+  }
 }
 
 TEST_CASE("emission lines: a line narrower than a bin keeps its light, in the bins around it",

@@ -177,13 +177,25 @@ LineWindow line_window(int index, const EmissionLineParams& params, const Observ
       std::sqrt(kBoltzmannOverAmuKm2S2PerK * params.electron_temperature_k / line.atomic_mass_amu +
                 params.turbulent_sigma_kms * params.turbulent_sigma_kms);
   w.ratio_row = index;
-  // The templates' resolution at the line, in the observed frame, as a velocity width.
-  const double observed_vacuum = line.vacuum_angstrom * (1.0 + obs.redshift);
-  const double template_sigma_angstrom =
-      obs.template_fwhm_angstrom.at(line.vacuum_angstrom) * (1.0 + obs.redshift) / kFwhmPerSigma;
-  const double template_sigma_kms = kSpeedOfLightKms * template_sigma_angstrom / observed_vacuum;
-  w.profile_sigma_kms = std::hypot(w.sigma_kms, template_sigma_kms);
+  // The line is deposited broadened as the templates are (in the observed frame), so that the
+  // lsf stage, which convolves the whole cube by sqrt(FWHM_instrument^2 - FWHM_templates^2),
+  // takes lines and continuum alike to the instrument's resolution. Where the templates are
+  // coarser than the instrument the lsf stage cannot sharpen (it leaves those wavelengths), so
+  // the line is broadened only to the instrument's FWHM there: min(templates, instrument), and
+  // after the lsf stage lines have the instrument's LSF, the continuum max(templates,
+  // instrument). An instrument FWHM of 0 (none known) leaves the templates' width.
   const bool to_air = obs.telescope.wavelength_medium == "air";
+  const double observed_vacuum = line.vacuum_angstrom * (1.0 + obs.redshift);
+  const double template_fwhm_observed =
+      obs.template_fwhm_angstrom.at(line.vacuum_angstrom) * (1.0 + obs.redshift);
+  const double instrument_fwhm = obs.telescope_lsf_fwhm_angstrom.at(
+      to_air ? air_from_vacuum(observed_vacuum) : observed_vacuum);
+  const double deposit_fwhm = instrument_fwhm > 0.0
+                                  ? std::min(template_fwhm_observed, instrument_fwhm)
+                                  : template_fwhm_observed;
+  const double deposit_sigma_kms =
+      kSpeedOfLightKms * deposit_fwhm / kFwhmPerSigma / observed_vacuum;
+  w.profile_sigma_kms = std::hypot(w.sigma_kms, deposit_sigma_kms);
   auto observed = [&](double v) {
     const double vacuum =
         line.vacuum_angstrom * (1.0 + obs.redshift) * (1.0 + v / kSpeedOfLightKms);

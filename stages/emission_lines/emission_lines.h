@@ -41,7 +41,10 @@
 // rounding at any resolution. The lines are deposited already broadened by the templates' own
 // resolution at their wavelength (Observation::template_fwhm_angstrom, scaled by 1 + z), added in
 // quadrature: the LSF stage removes that from the instrument's before convolving the whole cube,
-// so lines and continuum both end with the instrument's resolution.
+// so lines and continuum both end with the instrument's resolution. Where the templates are
+// coarser than the instrument (which the LSF stage cannot sharpen), by the instrument's
+// (Observation::telescope_lsf_fwhm_angstrom) instead: min(templates, instrument), so that lines
+// always end at the instrument's resolution and the continuum at max(templates, instrument).
 //
 // Dust: with a dust stage, a cell's lines are dimmed by the gas in front of it (gas.dust_av, the
 // stars' screen) with the curve at the line's rest wavelength.
@@ -138,7 +141,7 @@ struct GasLineViews {
 struct LineWindow {
   double vacuum_angstrom = 0.0;
   double sigma_kms = 0.0;          // the cell's own width: thermal and turbulent
-  double profile_sigma_kms = 0.0;  // deposited: with the templates' resolution (see above)
+  double profile_sigma_kms = 0.0;  // deposited: with min(templates, instrument) (see above)
   double attenuation_ratio = 0.0;  // A_lambda / A_V at the rest wavelength
   int ratio_row = 0;               // row of LineRatioGrid
   int first_bin = 0, n_bins = 0;   // observed bins [first_bin, first_bin + n_bins)
