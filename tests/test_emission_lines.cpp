@@ -142,7 +142,9 @@ LineRun run_lines(const Setup& s, const HostGasCells& gas, const nlohmann::json&
 }
 
 double halpha_lsun(double sfr) {
-  return sfr * std::pow(10.0, 41.27) / kSolarLuminosityErgPerS;
+  // Chabrier IMF: Kennicutt & Evans' Kroupa 10^41.27, the SFR x 0.63 / 0.67 (Madau & Dickinson
+  // 2014).
+  return sfr * std::pow(10.0, 41.27) * 0.67 / 0.63 / kSolarLuminosityErgPerS;
 }
 
 double observed_air(double vacuum_rest, double redshift, double v_kms) {
@@ -168,7 +170,7 @@ TEST_CASE(
       run_lines(Setup{}, gas, {{"lines", {"halpha"}}, {"turbulent_sigma_kms", turbulent}});
   const Cube& cube = run.cube;
   const double step = 1.25, first_edge = 4700.0 - 0.5 * step;
-  // Total light: the H-alpha map, the cube's sum and L = SFR 10^41.27 erg/s agree.
+  // Total light: the H-alpha map, the cube's sum and L = SFR 10^41.297 erg/s agree.
   const double expected = halpha_lsun(sfr);
   CHECK(run.maps.at("flux_halpha").values[spaxel(4, 4)] == Approx(expected).epsilon(1e-12));
   CHECK(run.maps.at("flux_halpha").unit == "Lsun");
@@ -561,7 +563,7 @@ TEST_CASE("emission lines: the ratio table's path is resolved like the config's 
 
 TEST_CASE(
     "emission lines: lines-only flux after the flux and LSF stages is the cells' "
-    "SFR x 10^41.27 / (4 pi D_L^2), and each line's total is its calibration summed over "
+    "SFR x 10^41.297 / (4 pi D_L^2), and each line's total is its calibration summed over "
     "the cells",
     "[emission_lines]") {
   std::mt19937_64 rng(11);
@@ -593,7 +595,7 @@ TEST_CASE(
   CHECK(run.maps.at("flux_halpha").unit == "erg/(s*cm**2)");
   CHECK(
       map_total("halpha") ==
-      Approx(sfr_total * std::pow(10.0, 41.27) / kSolarLuminosityErgPerS * per_lsun).epsilon(1e-9));
+      Approx(halpha_lsun(sfr_total) * per_lsun).epsilon(1e-9));
   const EmissionLineParams params =
       EmissionLineParams::from_json(JsonParams(nlohmann::json::object(), "p"));
   double all_lines = 0;

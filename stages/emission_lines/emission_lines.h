@@ -6,8 +6,11 @@
 // state of the dense, cold ISM (Springel & Hernquist 2003), where H II regions form.
 //
 // Luminosities:
-// - L(H-alpha) = SFR x 10^41.27 erg/s (SFR in Msun/yr; Kennicutt & Evans 2012, ARA&A 50, 531,
-//   Table 1, Kroupa IMF).
+// - L(H-alpha) = SFR x 10^41.297 erg/s (SFR in Msun/yr) for the Chabrier (2003) IMF that TNG and
+//   both SSP libraries use: Kennicutt & Evans 2012 (ARA&A 50, 531, Table 1) give 10^41.27 for a
+//   Kroupa IMF, and the same light means 0.63 / 0.67 = 0.94 times the Kroupa SFR for Chabrier
+//   (Madau & Dickinson 2014, ARA&A 52, 415, section 3.1: Salpeter SFRs x 0.63 for Chabrier,
+//   x 0.67 for Kroupa), so 10^41.27 x 0.67 / 0.63.
 // - Other Balmer lines, Case B at T = 10^4 K and n_e = 100 cm^-3 (Osterbrock & Ferland 2006,
 //   Table 4.2): H-alpha / H-beta = 2.86, H-gamma / H-beta = 0.468, H-delta / H-beta = 0.259.
 // - Forbidden lines from the cell's oxygen abundance 12 + log(O/H): from GFM_Metals where the
@@ -73,8 +76,9 @@
 
 namespace ifusim {
 
-// L(H-alpha) per unit SFR: 10^41.27 erg/s per Msun/yr (Kennicutt & Evans 2012).
-inline constexpr double kHalphaErgPerSPerMsunPerYr = 1.8620871366628676e41;
+// L(H-alpha) per unit SFR, Chabrier IMF: 10^41.27 x 0.67 / 0.63 = 10^41.297 erg/s per Msun/yr
+// (Kennicutt & Evans 2012 for Kroupa, converted as Madau & Dickinson 2014; see above).
+inline constexpr double kHalphaErgPerSPerMsunPerYr = 1.8620871366628676e41 * 0.67 / 0.63;
 // Case B Balmer decrement and the calibrations' solar reference (see above).
 inline constexpr double kHalphaPerHbeta = 2.86;
 inline constexpr double kSolarOxygenAbundance = 8.69;  // 12 + log(O/H), Asplund et al. 2009
