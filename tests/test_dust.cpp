@@ -31,6 +31,7 @@ struct HostGas {
     mass_msun.push_back(m);
     metallicity.push_back(metals);
   }
+  std::vector<float> temperature_k, sfr_msun_per_yr;  // optional, as in the readers
 };
 
 // n gas cells of metallicity 0.02 spread over the test grid (Gaussian, 4 kpc), masses uniform in
@@ -53,6 +54,8 @@ Gas put_gas(const Mesh& mesh, const HostGas& h) {
   g.position_kpc = device_put(mesh, h.position_kpc, 3, sh);
   g.mass_msun = device_put(mesh, h.mass_msun, 1, sh);
   g.metallicity = device_put(mesh, h.metallicity, 1, sh);
+  if (!h.temperature_k.empty()) g.temperature_k = device_put(mesh, h.temperature_k, 1, sh);
+  if (!h.sfr_msun_per_yr.empty()) g.sfr_msun_per_yr = device_put(mesh, h.sfr_msun_per_yr, 1, sh);
   return g;
 }
 
@@ -209,6 +212,41 @@ TEST_CASE("dust: a star behind a gas sheet gets its analytic A_V, in front or el
   const DustRun none = run_dust(2, stars, HostGas{});
   REQUIRE(none.dust_av.size() == stars.size());
   for (float a : none.dust_av) CHECK(a == 0.0f);
+}
+
+// Hot gas that forms no stars holds no dust (its grains are sputtered): only star-forming cells
+// and cells colder than cold_temperature_k (8000 K) make the screen; "all" restores every cell.
+TEST_CASE("dust: hot gas that forms no stars holds no dust; star-forming or cold gas does",
+          "[dust]") {
+  HostGas gas;
+  // Four cells in front of a star in spaxel (4, 4): cold, hot and star-forming, hot and not,
+  // just at the cut.
+  gas.add(0.5f, 0.5f, -1.0f, 2e7f, 0.02f);
+  gas.add(1.0f, 1.0f, -1.5f, 3e7f, 0.015f);
+  gas.add(1.5f, 0.5f, -2.0f, 5e7f, 0.02f);
+  gas.add(0.5f, 1.5f, -2.5f, 7e7f, 0.01f);
+  gas.temperature_k = {5000.0f, 1e6f, 3e6f, 8000.0f};
+  gas.sfr_msun_per_yr = {0.0f, 0.3f, 0.0f, 0.0f};
+  const auto stars = stars_at({{1.0f, 1.0f, 1.0f}});
+  const double cold_and_star_forming =
+      2e7 * static_cast<double>(0.02f) + 3e7 * static_cast<double>(0.015f);
+  const double every_cell =
+      cold_and_star_forming + 5e7 * static_cast<double>(0.02f) + 7e7 * static_cast<double>(0.01f);
+  CHECK(run_dust(1, stars, gas).dust_av[0] ==
+        Approx(analytic_av(cold_and_star_forming)).epsilon(1e-6));
+  CHECK(run_dust(2, stars, gas, {{"carriers", "all"}}).dust_av[0] ==
+        Approx(analytic_av(every_cell)).epsilon(1e-6));
+  // A higher cut takes the 8000 K cell in; without temperatures every cell holds dust.
+  CHECK(
+      run_dust(1, stars, gas, {{"cold_temperature_k", 1e4}}).dust_av[0] ==
+      Approx(analytic_av(cold_and_star_forming + 7e7 * static_cast<double>(0.01f))).epsilon(1e-6));
+  HostGas no_temperatures = gas;
+  no_temperatures.temperature_k.clear();
+  CHECK(run_dust(1, stars, no_temperatures).dust_av[0] ==
+        Approx(analytic_av(every_cell)).epsilon(1e-6));
+  CHECK_THROWS_WITH(run_dust(1, stars, gas, {{"cold_temperature_k", -5}}),
+                    Catch::Contains("cold_temperature_k"));
+  CHECK_THROWS_WITH(run_dust(1, stars, gas, {{"carriers", "warm"}}), Catch::Contains("carriers"));
 }
 
 TEST_CASE("dust: A_V matches the brute-force sum and is identical for 1, 2 and 5 devices",

@@ -23,6 +23,13 @@ DustParams DustParams::from_json(JsonParams p) {
   out.curve.r_v = p.number("r_v", curve == "calzetti00" ? 4.05 : 3.1);
   p.require(out.curve.r_v >= 1.0 && out.curve.r_v <= 10.0, "r_v", "a number from 1 to 10",
             out.curve.r_v);
+  out.carriers =
+      p.choice("carriers", {"cold_or_star_forming", "all"}, "cold_or_star_forming") == "all"
+          ? DustCarriers::all
+          : DustCarriers::cold_or_star_forming;
+  out.cold_temperature_k = p.number("cold_temperature_k", out.cold_temperature_k);
+  p.require(out.cold_temperature_k > 0.0 && std::isfinite(out.cold_temperature_k),
+            "cold_temperature_k", "a temperature > 0 (K)", out.cold_temperature_k);
   out.dust_to_metals = p.number("dust_to_metals", 0.4);
   p.require(out.dust_to_metals > 0.0 && out.dust_to_metals <= 1.0, "dust_to_metals",
             "a number > 0 and <= 1 (the fraction of metals in dust)", out.dust_to_metals);
@@ -165,9 +172,30 @@ class DustStage final : public Stage {
       footprint.spaxel_index = spaxel.data();
     }
     add_dust_deposits(deposits_, n_gas_seen_, static_cast<std::size_t>(grid.n_side) * grid.n_side,
-                      footprint, z, gas.mass_msun.to_host(), gas.metallicity.to_host());
+                      footprint, z, dust_carrying_mass(gas), gas.metallicity.to_host());
     n_gas_seen_ += n;
   }
+  // The cells' masses, 0 for a cell that holds no dust (DustCarriers).
+  std::vector<float> dust_carrying_mass(const Gas& gas) {
+    std::vector<float> mass = gas.mass_msun.to_host();
+    if (params_.carriers == DustCarriers::all) return mass;
+    const std::size_t n = mass.size();
+    if (gas.temperature_k.rows() != n) {
+      if (!warned_no_temperature_)
+        spdlog::warn(
+            "dust: the gas has no temperatures (InternalEnergy and ElectronAbundance), so every "
+            "cell holds dust, hot halo gas too (stages.dust.carriers)");
+      warned_no_temperature_ = true;
+      return mass;
+    }
+    const std::vector<float> temperature = gas.temperature_k.to_host();
+    std::vector<float> sfr(n, 0.0f);
+    if (gas.sfr_msun_per_yr.rows() == n) sfr = gas.sfr_msun_per_yr.to_host();
+    for (std::size_t i = 0; i < n; ++i)
+      if (!(sfr[i] > 0.0f) && !(temperature[i] < params_.cold_temperature_k)) mass[i] = 0.0f;
+    return mass;
+  }
+
   void end_pass(RunState& state) override {
     const SpaxelGrid& grid = state.products.get<SpaxelGrid>("spaxels");
     const std::size_t n_spaxels = static_cast<std::size_t>(grid.n_side) * grid.n_side;
@@ -231,6 +259,7 @@ class DustStage final : public Stage {
   // The pass: the deposits of the gas seen so far, then the screens they make.
   std::vector<DustDeposit> deposits_;
   std::size_t n_gas_seen_ = 0;
+  bool warned_no_temperature_ = false;
   std::optional<DeviceScreens> screens_;
   double av_bound_mag_ = 0.0;
 };

@@ -19,6 +19,7 @@
 //   the A_V that dims its V-band light in the field by as much as the spaxels do together,
 //   10^(-0.4 A_V) = sum_s w_s 10^(-0.4 A_V,s) / sum_s w_s (the spectral stage applies one A_V a
 //   star: exact at V, an approximation at other wavelengths where the A_V,s differ).
+// - Which gas: star-forming or colder than cold_temperature_k (8000 K), see DustCarriers.
 // - Dust-to-gas ratio. DGR = f_dm * Z_gas: a fixed fraction of the metals is in dust (Dwek 1998,
 //   ApJ 501, 643; Remy-Ruyer et al. 2014, A&A 563, A31 find DGR roughly proportional to Z
 //   near solar metallicity). Default f_dm = 0.4: DGR = 0.0054 at Z = 0.0134 (Asplund et al.
@@ -60,8 +61,17 @@ namespace ifusim {
 // 1 Msun / kpc^2 in g / cm^2 (the nominal solar mass and the parsec of core/constants.h).
 inline constexpr double kMsunPerKpc2InGPerCm2 = kSolarMassG / (kCmPerKpc * kCmPerKpc);
 
+// Which gas cells hold dust: cold_or_star_forming (default) leaves out cells that form no stars
+// and are at least cold_temperature_k hot (hot halo gas: dust is sputtered there), as mocks of
+// EAGLE with SKIRT do with 8000 K (Trayford et al. 2017, MNRAS 470, 771; Camps et al. 2016,
+// MNRAS 462, 1057); all: every cell (RUBIX's screen). Without temperatures in the input every
+// cell holds dust (the stage says so).
+enum class DustCarriers { cold_or_star_forming, all };
+
 struct DustParams {
   DustCurve curve{DustCurveKind::ccm89, 3.1};
+  DustCarriers carriers = DustCarriers::cold_or_star_forming;
+  double cold_temperature_k = 8000.0;
   double dust_to_metals = 0.4;        // f_dm: dust mass / metal mass
   double kappa_v_cm2_per_g = 2.62e4;  // V-band extinction cross-section per gram of dust
   static DustParams from_json(JsonParams params);
