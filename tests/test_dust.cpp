@@ -216,7 +216,7 @@ TEST_CASE("dust: a star behind a gas sheet gets its analytic A_V, in front or el
 
 // Hot gas that forms no stars holds no dust (its grains are sputtered): only star-forming cells
 // and cells colder than cold_temperature_k (8000 K) make the screen; "all" restores every cell.
-TEST_CASE("dust: hot gas that forms no stars holds no dust; star-forming or cold gas does",
+TEST_CASE("dust: hot gas that forms no stars holds no dust, star-forming or cold gas does",
           "[dust]") {
   HostGas gas;
   // Four cells in front of a star in spaxel (4, 4): cold, hot and star-forming, hot and not,
