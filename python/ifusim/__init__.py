@@ -440,7 +440,14 @@ def read_tng(
     """An IllustrisTNG cutout, or a subhalo of a snapshot folder (with ``snapshot``), read by the
     CLI's reader: centred, in physical units, wind cells dropped. ``${IFUSIM_DATA_DIR}`` in the
     path is expanded."""
-    return Galaxy(_core.read_tng(os.fspath(path), subhalo, snapshot, read_gas, drop_nonfinite))
+    return read(
+        path,
+        "tng",
+        subhalo=subhalo,
+        snapshot=snapshot,
+        read_gas=read_gas,
+        drop_nonfinite=drop_nonfinite,
+    )
 
 
 def read(

@@ -157,24 +157,6 @@ py::tuple plan(const std::string& config, bool is_path, const std::vector<std::s
   return py::make_tuple(p.report, p.problems);
 }
 
-std::shared_ptr<const HostGalaxy> read_tng_galaxy(const std::string& path,
-                                                  std::optional<long long> subhalo,
-                                                  std::optional<int> snapshot, bool read_gas,
-                                                  bool drop_nonfinite) {
-  TngReadOptions o;
-  o.path = resolve_path(path, "");
-  o.subhalo_id = subhalo;
-  o.snapshot = snapshot;
-  o.read_gas = read_gas;
-  o.drop_nonfinite = drop_nonfinite;
-  py::gil_scoped_release release;
-  const auto mesh = make_mesh(Backend::cpu, 1);
-  const GalaxyData data = read_tng(*mesh, o);
-  std::string source = "IllustrisTNG " + provenance_path(o.path);
-  if (subhalo) source += " subhalo " + std::to_string(*subhalo);
-  return std::make_shared<const HostGalaxy>(host_galaxy_of(data, std::move(source)));
-}
-
 // ifusim.read: any format the CLI reads (input.format), by the same readers.
 std::shared_ptr<const HostGalaxy> read_snapshot_galaxy(
     const std::string& path, const std::string& format, std::optional<long long> subhalo,
@@ -376,8 +358,6 @@ PYBIND11_MODULE(_core, m) {
         py::arg("redshift"), py::arg("source"));
   m.def("stellar_centre", &stellar_centre, py::arg("positions_kpc"), py::arg("masses_msun"),
         py::arg("velocities_kms"), py::arg("box_kpc"));
-  m.def("read_tng", &read_tng_galaxy, py::arg("path"), py::arg("subhalo"), py::arg("snapshot"),
-        py::arg("read_gas"), py::arg("drop_nonfinite"));
   m.def("read", &read_snapshot_galaxy, py::arg("path"), py::arg("format"), py::arg("subhalo"),
         py::arg("snapshot"), py::arg("read_gas"), py::arg("drop_nonfinite"), py::arg("region"),
         py::arg("particle_ids"), py::arg("subfind_group"));
