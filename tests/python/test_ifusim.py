@@ -342,8 +342,10 @@ def test_compare_finds_a_difference(muse_cube):
 
 def test_ctrl_c_raises_keyboard_interrupt_and_leaves_no_output(tmp_path):
     out = tmp_path / "out"
-    # SIGINT comes 0.2 s into making 1e7 stars (seconds of work with the GIL released), so it is
-    # pending when the engine next checks, before the first stage.
+    # The "input" step is reported once the 1e7 stars are made; SIGINT comes 0.01 s later, while
+    # the particle stages work on them with the GIL released, and is pending when the engine next
+    # checks. (The stages from orient to stellar_spectra's start take ~0.15 s here, so the 0.2 s
+    # this test once waited let the run reach a fourth step.)
     script = textwrap.dedent(
         f"""
         import os, signal, sys, threading, ifusim
@@ -354,7 +356,7 @@ def test_ctrl_c_raises_keyboard_interrupt_and_leaves_no_output(tmp_path):
         def progress(done, total, step):
             steps.append(step)
             if step == "input":
-                threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+                threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT)).start()
         try:
             ifusim.run({str(ROOT / "configs/examples/muse_synthetic.json")!r}, out={str(out)!r},
                        overrides={{"input.synthetic.stars": 10000000}}, progress=progress)
