@@ -183,6 +183,21 @@ TEST_CASE("exposure noise: the 5577 A airglow line's excess variance is the sky 
   CHECK(excess == Approx(expected).epsilon(0.03));
   CHECK(emp_excess == Approx(expected).epsilon(0.10));  // 400 spaxels a bin
   CHECK(peak > 10.0);
+  // The line's profile in the variance is the LSF's Gaussian (FWHM 2.5 A) seen through 1.25 A
+  // bins: second moment sigma^2 + step^2 / 12 (the sky file's own lines are ~0.1 A wide).
+  // Within 5 sigma of the line, where the continuum's slope weighs little.
+  double m0 = 0.0, m1 = 0.0, m2 = 0.0;
+  for (int k = first; k <= last; ++k) {
+    const double x = obs.axes.wavelength_angstrom(k), e = cube.variance[k] / var_cont - 1.0;
+    if (std::abs(x - 5577.34) > 5.5) continue;
+    m0 += e;
+    m1 += e * x;
+    m2 += e * x * x;
+  }
+  const double centre = m1 / m0, second = m2 / m0 - centre * centre;
+  const double sigma_lsf = 2.5 / (2.0 * std::sqrt(2.0 * std::log(2.0)));
+  CHECK(centre == Approx(5577.34).margin(0.1));  // the O I line's air wavelength
+  CHECK(second == Approx(sigma_lsf * sigma_lsf + 1.25 * 1.25 / 12.0).epsilon(0.05));
   // The sky dominates nothing else here: the continuum's counts are the sky's.
   CHECK(bins.sky_electrons[static_cast<std::size_t>(first - 20)] > 1.0);
 }
