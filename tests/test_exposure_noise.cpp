@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <numbers>
 #include <string>
 #include <vector>
@@ -127,6 +128,39 @@ std::string run_error(std::vector<std::string> overrides, const fs::path& out) {
 }
 
 }  // namespace
+
+TEST_CASE("sky files: PypeIt's Paranal sky and extinction tables read as their README says",
+          "[noise][exposure]") {
+  // ../shared/data/sky/README.md: 3000-10000 A every 0.05 A (140001 values), vacuum, the
+  // 5577.34 A air line peaking at 5578.9 A; Paranal's extinction (Patat et al. 2011) in A.
+  const SkySpectrum& sky = paranal_sky();
+  REQUIRE(sky.flux.size() == 140001);
+  CHECK(sky.wavelength_vacuum_angstrom.front() == Approx(3000.0));
+  CHECK(sky.wavelength_vacuum_angstrom.back() == Approx(10000.0));
+  std::size_t peak = 0;
+  for (std::size_t j = 0; j < sky.flux.size(); ++j) {
+    const double w = sky.wavelength_vacuum_angstrom[j];
+    if (w > 5570.0 && w < 5590.0 && (peak == 0 || sky.flux[j] > sky.flux[peak])) peak = j;
+  }
+  CHECK(sky.wavelength_vacuum_angstrom[peak] == Approx(5578.9).margin(0.1));
+  const ExtinctionCurve& ext = paranal_extinction();
+  CHECK(ext.wavelength_angstrom.front() == 3100.0);
+  CHECK(ext.mag_per_airmass.front() == Approx(1.53));
+  CHECK(ext.at(5000.0) > 0.1);
+  CHECK(ext.at(5000.0) < 0.2);
+  const ExtinctionCurve kpno = read_extinction_curve(data_dir() + "/sky/kpnoextinct.dat");
+  CHECK(kpno.wavelength_angstrom.front() == 3200.0);  // its trailing comment lines are skipped
+  // A broken table: the file and the line named.
+  TempDir dir;
+  fs::create_directories(dir.path);
+  const std::string bad = (dir.path / "bad.dat").string();
+  {
+    std::ofstream out(bad);
+    out << "# wavelength extinction\n4000 0.3\n5000 0.2 0.1\n";
+  }
+  CHECK_THROWS_WITH(read_extinction_curve(bad), Catch::Contains(bad) && Catch::Contains("line 3"));
+  CHECK_THROWS_WITH(read_sky_spectrum(bad), Catch::Contains(bad));
+}
 
 TEST_CASE("exposure noise: the 5577 A airglow line's excess variance is the sky file's",
           "[noise][exposure]") {
