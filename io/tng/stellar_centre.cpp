@@ -305,7 +305,7 @@ StellarCentre find_stellar_centre(const VisitStarBlocks& visit, double box_size,
     }
   };
   // A large galaxy: the wide spheres, which hold most stars and cost most of the steps, run on
-  // the subsample (whose centres of mass there are good to ~ r / sqrt(subsample_stars / 10)),
+  // the subsample (whose centres of mass there are good to ~ r / sqrt(subsample_stars / 10), 1.4 % of r),
   // until a sphere would hold fewer than a tenth of it; the narrow ones, which decide the
   // centre, on every star from there.
   if (stride >= 2) {
