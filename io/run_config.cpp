@@ -265,7 +265,35 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
     c.synthetic = parse_synthetic(input.object("synthetic"), c.redshift, c.cosmology);
   if (!c.galaxy) input.finish();
 
-  c.telescope = parse_telescope_entry(root.raw("telescope"), "telescope");
+  const nlohmann::json& telescope = root.raw("telescope");
+  if (telescope.is_array()) {
+    // Arms: each a telescope entry; their names name their files (cube_<name>.fits), so they
+    // must be distinct and safe in a file name.
+    if (telescope.size() < 2)
+      throw ConfigError(
+          "telescope: a list names the arms of one spectrograph: expected at least "
+          "two entries, got " +
+          std::to_string(telescope.size()));
+    for (std::size_t i = 0; i < telescope.size(); ++i) {
+      const std::string path = "telescope[" + std::to_string(i) + "]";
+      Telescope arm = parse_telescope_entry(telescope[i], path);
+      const bool safe = !arm.name.empty() && arm.name.find_first_not_of(
+                                                 "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstu"
+                                                 "vwxyz0123456789._-") == std::string::npos;
+      if (!safe)
+        throw ConfigError(path +
+                          ".name: an arm's name names its files: expected letters, digits, "
+                          "'.', '_' or '-', got \"" +
+                          arm.name + "\"");
+      for (const Telescope& other : c.arms)
+        if (other.name == arm.name)
+          throw ConfigError(path + ".name: \"" + arm.name + "\" is already an arm's name");
+      c.arms.push_back(std::move(arm));
+    }
+    c.telescope = c.arms.front();
+  } else {
+    c.telescope = parse_telescope_entry(telescope, "telescope");
+  }
 
   JsonParams ssp = root.object("ssp");
   c.ssp_library = resolve_path(ssp.string("library"), config_path);

@@ -61,6 +61,9 @@ struct RunConfig {
   Cosmology cosmology;
 
   Telescope telescope;
+  // A spectrograph with several arms (`telescope` given as a list, e.g. ["SAMI", "SAMI-red"]):
+  // one cube for each, in the list's order; `telescope` is the first. Empty for one telescope.
+  std::vector<Telescope> arms;
 
   // templates
   std::string ssp_library;

@@ -113,11 +113,27 @@ void draw_progress(std::size_t done, std::size_t total, const std::string& label
 // the registry may draw, every file a run may write into its output folder (an earlier run's
 // that this one does not write are removed).
 const std::vector<std::string> kCubeOutputs = {"cube.fits", "cube.h5", "white_light.png",
-                                               "spectrum.png", "summary.json"};
-std::vector<std::string> run_outputs() {
-  std::vector<std::string> out = kCubeOutputs;
+                                               "spectrum.png"};
+
+// A cube file's name for an arm: "cube.fits" becomes "cube_SAMI-red.fits" (the run's only cube
+// keeps its name: `arm` empty).
+std::string arm_file(const std::string& file, const std::string& arm) {
+  if (arm.empty()) return file;
+  const std::size_t dot = file.find('.');
+  return file.substr(0, dot) + "_" + arm + file.substr(dot);
+}
+
+// Every file a run of `c` may write: each arm's cube files and pictures, and summary.json.
+std::vector<std::string> run_outputs(const RunConfig& c) {
+  std::vector<std::string> names;
   for (const StageEntry& entry : stage_registry())
-    for (const QuickLook& q : entry.quicklooks) out.push_back(q.file);
+    for (const QuickLook& q : entry.quicklooks) names.push_back(q.file);
+  names.insert(names.begin(), kCubeOutputs.begin(), kCubeOutputs.end());
+  std::vector<std::string> out;
+  if (c.arms.empty()) out = names;
+  for (const Telescope& arm : c.arms)
+    for (const std::string& name : names) out.push_back(arm_file(name, arm.name));
+  out.push_back("summary.json");
   return out;
 }
 
@@ -372,18 +388,20 @@ class ParticleLoop {
 
 // The quick-look pictures: the cube's white light and integrated spectrum, and every map a
 // stage of the run declared a quick-look for (the first of its maps the run made).
-void draw_quicklooks(const Cube& cube, const std::vector<RunStage>& stages, OutputFolder& out) {
+void draw_quicklooks(const Cube& cube, const std::vector<RunStage>& stages, const std::string& arm,
+                     OutputFolder& out) {
   const int nx = cube.shape.nx, ny = cube.shape.ny;
-  write_map_png(out.path("white_light.png"), cube.maps.at("white_light").values, nx, ny,
-                {"White light (band mean)", Colormap::viridis, false, true, cube.unit});
-  write_spectrum_png(out.path("spectrum.png"), wavelength_angstrom(cube), integrated_spectrum(cube),
-                     "Wavelength (Angstrom)", cube.unit, "Integrated spectrum");
+  write_map_png(out.path(arm_file("white_light.png", arm)), cube.maps.at("white_light").values, nx,
+                ny, {"White light (band mean)", Colormap::viridis, false, true, cube.unit});
+  write_spectrum_png(out.path(arm_file("spectrum.png", arm)), wavelength_angstrom(cube),
+                     integrated_spectrum(cube), "Wavelength (Angstrom)", cube.unit,
+                     "Integrated spectrum");
   for (const RunStage& s : stages)
     for (const QuickLook& q : s.entry->quicklooks)
       for (const auto& [map, title] : q.maps) {
         const auto it = cube.maps.find(map);
         if (it == cube.maps.end()) continue;
-        write_map_png(out.path(q.file), it->second.values, nx, ny,
+        write_map_png(out.path(arm_file(q.file, arm)), it->second.values, nx, ny,
                       {title, q.diverging ? Colormap::diverging : Colormap::viridis, q.diverging,
                        q.log_scale, it->second.unit});
         break;
@@ -485,73 +503,141 @@ nlohmann::json run_summary(const RunConfig& c, const RunReport& report, const Cu
   return summary;
 }
 
-// The cube's files and quick-looks (into the staging folder).
+// The cube's files and quick-looks (into the staging folder), named for `arm` (arm_file).
 void write_cube_files(const RunConfig& c, const Cube& cube, const std::vector<RunStage>& stages,
-                      OutputFolder& out) {
-  if (c.write_fits) write_cube_fits(cube, out.path("cube.fits"));
-  if (c.write_hdf5) write_cube_hdf5(cube, out.path("cube.h5"));
-  if (c.write_png) draw_quicklooks(cube, stages, out);
+                      const std::string& arm, OutputFolder& out) {
+  if (c.write_fits) write_cube_fits(cube, out.path(arm_file("cube.fits", arm)));
+  if (c.write_hdf5) write_cube_hdf5(cube, out.path(arm_file("cube.h5", arm)));
+  if (c.write_png) draw_quicklooks(cube, stages, arm, out);
 }
 
-}  // namespace
-
-RunPlan plan_pipeline(const RunConfig& c, const RunOptions& options) {
-  RunSetup setup = set_up(c, options);
-  return plan_run(c, *setup.mesh, stage_pointers(setup.stages), *setup.resources.ssp,
-                  setup.read_gas, setup.margin);
-}
-
-RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
+// One cube of the run: the galaxy read, its particles through the stages, the reduced cube and
+// its files (into `out`, named for `arm`, when given). `setup` was checked before any output.
+RunReport run_cube(const RunConfig& c, RunSetup& setup, const RunOptions& options,
+                   const std::string& arm, OutputFolder* out) {
   const auto start = std::chrono::steady_clock::now();
   RunReport report;
   auto on_progress = options.on_progress;
   if (!on_progress && options.progress && ::isatty(STDERR_FILENO)) on_progress = draw_progress;
-
-  // 1. Everything that can be checked is checked before any particle is read.
-  RunSetup setup = set_up(c, options);
-  check_plan(c, setup);
   const Mesh& mesh = *setup.mesh;
   for (std::size_t d = 0; d < mesh.size(); ++d)
     report.devices.push_back(mesh.device(d).description);
-  std::optional<OutputFolder> out;
-  if (options.write_outputs && mesh.process_rank() == 0) {  // process 0 writes the outputs
-    report.output_dir = options.output_dir.value_or(c.output_dir);
-    out.emplace(report.output_dir, run_outputs());
-  }
   for (const RunStage& r : setup.stages) report.stages.push_back({r.entry->name, 0.0, 0, 0});
   StageTimer timed(mesh.backend(), report.stages);
 
-  // 2. The galaxy opened: its record and star bounds (and a held galaxy's particles).
+  // The galaxy opened: its record and star bounds (and a held galaxy's particles).
   RunState state(mesh);
   open_galaxy(c, setup, state);
   std::size_t step = 0, n_steps = 0;
+  const std::string label_prefix = arm.empty() ? "" : arm + ": ";
   const Progress progress = [&](const std::string& label) {
-    if (on_progress) on_progress(step++, n_steps, label);
+    if (on_progress) on_progress(step++, n_steps, label_prefix + label);
   };
   ParticleLoop particles(state, setup.stages, setup.reduction, *setup.source, timed, progress);
   n_steps = 1 + particles.steps() + (setup.stages.size() - setup.reduction);
   progress("input");
 
-  // 3. The passes, then every block deposited by the particle stages.
+  // The passes, then every block deposited by the particle stages.
   report.stars_per_device.assign(mesh.size(), 0);
   std::size_t n_gas = 0;  // the gas cells deposited (this process's)
   particles.run(report.stars_per_device, n_gas);
 
-  // 4. The reduction, then the cube stages.
+  // The reduction, then the cube stages.
   run_cube_stages(setup, state, timed, progress);
-  for (const auto& r : report.stages) spdlog::info("{:<16} {:8.3f} s", r.name, r.seconds);
+  for (const auto& r : report.stages)
+    spdlog::info("{}{:<16} {:8.3f} s", label_prefix, r.name, r.seconds);
   step = n_steps;
   progress("done");
 
-  // 5. Outputs: the cube with its maps and quick-looks, then summary.json (the last file moved
-  // into the output folder: it marks a complete set).
+  // The cube with its maps and quick-looks.
   report.cube = finished_cube(c, setup, state);
-  if (out) write_cube_files(c, report.cube, setup.stages, *out);
+  if (out) write_cube_files(c, report.cube, setup.stages, arm, *out);
   report.total_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.summary =
       run_summary(c, report, report.cube, mesh.backend(), state.data.star_bounds->count, n_gas);
+  return report;
+}
+
+}  // namespace
+
+RunPlan plan_pipeline(const RunConfig& c, const RunOptions& options) {
+  if (c.arms.empty()) {
+    RunSetup setup = set_up(c, options);
+    return plan_run(c, *setup.mesh, stage_pointers(setup.stages), *setup.resources.ssp,
+                    setup.read_gas, setup.margin);
+  }
+  // Arms run one after the other: each arm's plan, the run fitting where each fits.
+  RunPlan plan;
+  for (const Telescope& arm : c.arms) {
+    RunConfig arm_config = c;
+    arm_config.telescope = arm;
+    RunSetup setup = set_up(arm_config, options);
+    const RunPlan p = plan_run(arm_config, *setup.mesh, stage_pointers(setup.stages),
+                               *setup.resources.ssp, setup.read_gas, setup.margin);
+    plan.report += "arm " + arm.name + ":\n" + p.report;
+    for (const std::string& problem : p.problems)
+      plan.problems.push_back(arm.name + ": " + problem);
+  }
+  return plan;
+}
+
+RunReport run_pipeline(const RunConfig& c, const RunOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  // 1. Everything that can be checked is checked before any particle is read: every arm's
+  // stages and plan, so that no arm's cube is made for a run that would fail on the next.
+  std::vector<RunConfig> configs;
+  for (const Telescope& arm : c.arms) {
+    configs.push_back(c);
+    configs.back().telescope = arm;
+    // Each arm is its own detector: its noise must not repeat the first arm's draws (the noise
+    // stream is indexed by voxel, and mixes its seed first, so seed + k is an unrelated stream).
+    // The first arm keeps the run's seed; an explicit stages.noise.seed is every arm's.
+    configs.back().seed = c.seed + (configs.size() - 1);
+  }
+  if (configs.empty()) configs.push_back(c);
+  std::vector<RunSetup> setups;
+  for (const RunConfig& arm : configs) {
+    try {
+      setups.push_back(set_up(arm, options));
+      check_plan(arm, setups.back());
+    } catch (const ConfigError& e) {
+      if (c.arms.empty()) throw;
+      throw ConfigError("telescope arm " + arm.telescope.name + ": " + e.what());
+    }
+  }
+  std::optional<OutputFolder> out;
+  if (options.write_outputs && setups.front().mesh->process_rank() == 0)  // process 0 writes
+    out.emplace(options.output_dir.value_or(c.output_dir), run_outputs(c));
+
+  // 2. Each arm's cube (the run's one cube without arms).
+  RunReport report;
+  if (c.arms.empty()) {
+    report = run_cube(c, setups.front(), options, "", out ? &*out : nullptr);
+  } else {
+    for (std::size_t a = 0; a < configs.size(); ++a) {
+      RunReport arm =
+          run_cube(configs[a], setups[a], options, c.arms[a].name, out ? &*out : nullptr);
+      arm.summary["telescope"] = c.arms[a].name;
+      report.summary["arms"].push_back(std::move(arm.summary));
+      if (a == 0) {
+        report.devices = arm.devices;
+        report.stars_per_device = arm.stars_per_device;
+        report.stages = arm.stages;
+        report.cube = arm.cube;
+      }
+      report.arms.push_back(std::move(arm.cube));
+    }
+    report.summary["ifusim_version"] = IFUSIM_VERSION;
+    report.summary["config"] = c.config_path;
+  }
+  report.total_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.summary["total_seconds"] = report.total_seconds;
+
+  // 3. summary.json, the last file moved into the output folder: it marks a complete set.
   if (out) {
+    report.output_dir = options.output_dir.value_or(c.output_dir);
     write_json_file(out->path("summary.json"), report.summary);
     report.files = out->commit();
   }

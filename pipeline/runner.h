@@ -42,7 +42,8 @@ struct RunReport {
   std::vector<StageReport> stages;
   double total_seconds = 0.0;
   nlohmann::json summary;  // summary.json: devices, stages' timings and memory, the cube's shape
-  Cube cube;               // the final cube (also on disk)
+  Cube cube;               // the final cube (also on disk); with arms, the first arm's
+  std::vector<Cube> arms;  // with arms (RunConfig::arms), every arm's cube in order
 };
 
 RunReport run_pipeline(const RunConfig& config, const RunOptions& options);

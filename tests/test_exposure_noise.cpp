@@ -17,6 +17,7 @@
 #include "data/wavelength.h"
 #include "io/run_config.h"
 #include "io/sky/sky_tables.h"
+#include "io/telescope.h"
 #include "pipeline/runner.h"
 #include "stages/noise/exposure.h"
 #include "stages/noise/noise.h"
@@ -128,6 +129,33 @@ std::string run_error(std::vector<std::string> overrides, const fs::path& out) {
 }
 
 }  // namespace
+
+TEST_CASE("exposure noise: the presets' areas and throughputs recomputed from their sources",
+          "[noise][exposure][telescopes]") {
+  // The VLT UT's 8.0 m entrance pupil less M2's 1.116 m; ESO's MUSE overview: WFM throughput 14%
+  // at 480 nm, 35% at 750 nm, 14% at 930 nm. The Sloan 2.5 m primary less its 1.08 m secondary
+  // (Gunn et al. 2006).
+  const double vlt = std::numbers::pi / 4.0 * (8.0 * 8.0 - 1.116 * 1.116);
+  for (const char* name : {"MUSE", "MUSE-WFM", "MUSE-WFM-N", "MUSE-WFM-E"}) {
+    INFO(name);
+    const Telescope t = load_telescope_preset(name, "telescope");
+    CHECK(t.collecting_area_m2 == Approx(vlt).epsilon(1e-3));
+    REQUIRE(t.has_throughput());
+    CHECK(t.throughput.at(4800.0) == Approx(0.14));
+    CHECK(t.throughput.at(7500.0) == Approx(0.35));
+    CHECK(t.throughput.at(9300.0) == Approx(0.14));
+    CHECK(t.site == "paranal");
+  }
+  for (const char* name : {"MaNGA-12", "MaNGA-32"}) {
+    INFO(name);
+    const Telescope t = load_telescope_preset(name, "telescope");
+    CHECK(t.collecting_area_m2 ==
+          Approx(std::numbers::pi / 4.0 * (2.5 * 2.5 - 1.08 * 1.08)).epsilon(1e-3));
+    CHECK_FALSE(t.has_throughput());  // not yet: a run must give telescope.throughput
+    CHECK(t.site == "apo");
+  }
+  CHECK_FALSE(load_telescope_preset("SAMI", "telescope").has_throughput());
+}
 
 TEST_CASE("sky files: PypeIt's Paranal sky and extinction tables read as their README says",
           "[noise][exposure]") {

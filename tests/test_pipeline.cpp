@@ -13,6 +13,7 @@
 #include "data/wavelength.h"
 #include "io/cube/cube_io.h"
 #include "io/cube/quicklook.h"
+#include "io/json_file.h"
 #include "io/run_config.h"
 #include "io/telescope.h"
 #include "io/tng/synthetic_files.h"
@@ -502,4 +503,66 @@ TEST_CASE("a stage's parameters inherit the run config's keys its entry names", 
   bad_own.push_back(R"(stages.orient.orientation={"alpha_deg": "sixty"})");
   CHECK_THROWS_WITH(run(load_run_config(config, bad_own), 1, dir.path / "d"),
                     Catch::StartsWith("stages.orient.orientation.alpha_deg:"));
+}
+
+TEST_CASE("a spectrograph's arms: one cube each from one run, each the one-arm run's cube",
+          "[pipeline][arms]") {
+  // SAMI's blue and red arms (telescope given as a list): the first arm keeps the run's seed,
+  // the second draws its noise from seed + 1, so each cube is bitwise the run of that arm alone.
+  const std::vector<std::string> small = {"input.synthetic.stars=4000", "input.synthetic.gas=400"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), small.begin(), small.end());
+    return load_run_config(example("muse_synthetic"), more);
+  };
+  TempDir both_dir, blue_dir, red_dir;
+  const RunReport both = run(with({R"(telescope=["SAMI", "SAMI-red"])"}), 1, both_dir.path);
+  const RunReport blue = run(with({"telescope=\"SAMI\""}), 1, blue_dir.path);
+  const RunReport red = run(with({"telescope=\"SAMI-red\"", "seed=43"}), 1, red_dir.path);
+
+  REQUIRE(both.arms.size() == 2);
+  for (const char* file : {"cube_SAMI.fits", "cube_SAMI-red.fits", "white_light_SAMI-red.png",
+                           "spectrum_SAMI.png", "summary.json"})
+    CHECK(fs::exists(both_dir.path / file));
+  CHECK_FALSE(fs::exists(both_dir.path / "cube.fits"));
+  const Cube& blue_arm = both.arms[0];
+  const Cube& red_arm = both.arms[1];
+  CHECK(blue_arm.shape.n_wave == 1924);
+  CHECK(red_arm.shape.n_wave == 1930);
+  CHECK(red_arm.axes.wavelength_angstrom(0) == 6300.0);
+  double red_light = 0;
+  for (double v : red_arm.data)
+    if (!std::isnan(v)) red_light += v;
+  CHECK(red_light > 0);  // the red arm sees light (H-alpha's band at z = 0.05 and continuum)
+  auto same = [](const Cube& a, const Cube& b) {
+    REQUIRE(a.data.size() == b.data.size());
+    REQUIRE(a.variance.size() == b.variance.size());
+    return std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(double)) == 0 &&
+           std::memcmp(a.variance.data(), b.variance.data(), a.variance.size() * sizeof(double)) ==
+               0;
+  };
+  CHECK(same(blue_arm, blue.cube));
+  CHECK(same(red_arm, red.cube));
+  CHECK(both.cube.shape == blue.cube.shape);
+
+  const nlohmann::json summary =
+      read_json_file((both_dir.path / "summary.json").string(), "summary");
+  REQUIRE(summary.at("arms").size() == 2);
+  CHECK(summary["arms"][1]["telescope"] == "SAMI-red");
+  CHECK(summary["arms"][1]["cube"]["n_wave"] == 1930);
+
+  // Errors name the key; an arm whose run would not fit stops the run before any output.
+  CHECK_THROWS_WITH(with({R"(telescope=["SAMI"])"}),
+                    Catch::Contains("telescope: a list names the arms") &&
+                        Catch::Contains("at least two entries, got 1"));
+  CHECK_THROWS_WITH(with({R"(telescope=["SAMI", "SAMI"])"}),
+                    Catch::Contains("telescope[1].name: \"SAMI\" is already an arm's name"));
+  CHECK_THROWS_WITH(with({R"(telescope=["SAMI", {"preset": "SAMI", "name": "red/arm"}])"}),
+                    Catch::Contains("telescope[1].name: an arm's name names its files"));
+  TempDir refused;
+  CHECK_THROWS_WITH(
+      run(with({R"(telescope=["SAMI", {"preset": "SAMI-red", "spaxel_arcsec": 0.02}])",
+                "devices.memory_limit_gb=0.5"}),
+          1, refused.path),
+      Catch::Contains("telescope arm SAMI-red: the run does not fit in memory"));
+  CHECK_FALSE(fs::exists(refused.path));
 }

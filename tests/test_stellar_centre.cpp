@@ -135,3 +135,33 @@ TEST_CASE("stellar centre: stars at one point", "[tng][centre]") {
     CHECK(c.bulk_velocity_kms[1] == Approx(2.0 * kVelFactor));
   }
 }
+
+TEST_CASE("stellar centre: a large galaxy's wide spheres on a subsample, the same for any block",
+          "[tng][centre]") {
+  // 1e5 stars, the wide spheres on every 10th (subsample_stars 1e4): the result's bits depend on
+  // neither block size nor budget, it lies within the final sphere's noise of the all-star
+  // path's centre, and the spheres test a fraction of the stars the all-star path tests.
+  const std::size_t n = 100000, subsample = 10000;
+  const Stars stars = make_stars(n);
+  const tng::StellarCentre all =
+      tng::find_stellar_centre(visit(stars, n), kBox, kPosFactor, kVelFactor, n, 0);
+  const tng::StellarCentre sub =
+      tng::find_stellar_centre(visit(stars, n), kBox, kPosFactor, kVelFactor, n, subsample);
+  for (const std::size_t block : {1000, 33333})
+    for (const std::size_t budget : {500, 40000}) {
+      INFO("block " << block << ", budget " << budget);
+      CHECK(same_bits(sub, tng::find_stellar_centre(visit(stars, block), kBox, kPosFactor,
+                                                    kVelFactor, budget, subsample)));
+    }
+  // The final sphere holds ~1000 stars within ~1.2 code units of the centre (Plummer a = 4):
+  // its centre of mass is good to ~1.2 / sqrt(1000) ~ 0.04; both paths end there.
+  for (int k = 0; k < 3; ++k) {
+    CHECK(std::abs(offset(sub.center_code[k] - all.center_code[k])) < 0.1);
+    CHECK(std::abs(offset(sub.center_code[k] - (k == 0 ? 999.0 : k == 1 ? 500.0 : 0.5))) < 0.3);
+  }
+  CHECK(sub.halfmass_radius_kpc == Approx(all.halfmass_radius_kpc).epsilon(1e-3));
+  CHECK(sub.sphere_visits < all.sphere_visits / 3);
+  // Below twice the subsample's size every sphere runs on every star: the bits of no subsample.
+  CHECK(same_bits(
+      all, tng::find_stellar_centre(visit(stars, n), kBox, kPosFactor, kVelFactor, n, n / 2 + 1)));
+}

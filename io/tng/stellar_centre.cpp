@@ -205,7 +205,8 @@ double crossing_radius(std::vector<RadiusMass>& stars, std::uint64_t below, std:
 }  // namespace
 
 StellarCentre find_stellar_centre(const VisitStarBlocks& visit, double box_size, double pos_factor,
-                                  double vel_factor, std::size_t budget) {
+                                  double vel_factor, std::size_t budget,
+                                  std::size_t subsample_stars) {
   StellarCentre out;
   budget = std::max<std::size_t>(budget, 1);
   // Offsets from the first star, unwrapped in the periodic box.
@@ -240,14 +241,19 @@ StellarCentre find_stellar_centre(const VisitStarBlocks& visit, double box_size,
       n, std::min(kShrinkStopMax,
                   std::max(kShrinkStopFloor, static_cast<std::size_t>(std::ceil(0.01 * n)))));
 
-  // Pass 2: the radius that holds them all, and the stars nearest the centre.
+  // Pass 2: the radius that holds them all, the stars nearest the centre and, for a large
+  // galaxy, every stride-th star (by row: the same stars for any block size and budget).
+  const std::size_t stride = subsample_stars > 0 ? n / subsample_stars : 0;
   double radius = 0;
   NearStars near(c, budget);
+  NearStars subsample(c, n);  // holds every star offered
+  std::size_t row = 0;
   pass(false, [&](const CentreBlock& b, std::size_t i) {
     double d[3];
     offset(b.coordinates + 3 * i, d);
     radius = std::max(radius, distance(d, c));
     near.add(d, b.masses[i]);
+    if (stride >= 2 && row++ % stride == 0) subsample.add(d, b.masses[i]);
   });
   near.trim();
 
@@ -257,42 +263,63 @@ StellarCentre find_stellar_centre(const VisitStarBlocks& visit, double box_size,
   // centre, so that a step costs about the stars its sphere holds rather than all those held
   // (a galaxy held at once holds all its stars: 240 steps over 1e6 stars were 80 % of the
   // reading). A step sums over the narrowest level that holds its sphere: the same stars in the
-  // same row order as a pass, so the same bits.
-  std::vector<NearStars> narrower;  // each inside the one before, the first inside `near`
-  for (;;) {
-    const double shrunk = kShrinkFactor * radius;
-    // Stars at one point (radius 0) would never leave the sphere: stop there too.
-    if (!(shrunk > 0.0)) break;
-    CentreOfMass next{c, shrunk};
-    while (!narrower.empty() && !narrower.back().holds(c, shrunk)) narrower.pop_back();
-    const NearStars* used = nullptr;
-    if (!narrower.empty()) {
-      used = &narrower.back();
-    } else if (near.holds(c, shrunk)) {
-      used = &near;
+  // same row order as a pass, so the same bits. The steps stop before the sphere holds fewer
+  // than `stop` of the stars `root` is drawn from.
+  auto shrink = [&](NearStars& root, std::size_t stop) {
+    std::vector<NearStars> narrower;  // each inside the one before, the first inside `root`
+    for (;;) {
+      const double shrunk = kShrinkFactor * radius;
+      // Stars at one point (radius 0) would never leave the sphere: stop there too.
+      if (!(shrunk > 0.0)) break;
+      CentreOfMass next{c, shrunk};
+      while (!narrower.empty() && !narrower.back().holds(c, shrunk)) narrower.pop_back();
+      const NearStars* used = nullptr;
+      if (!narrower.empty()) {
+        used = &narrower.back();
+      } else if (root.holds(c, shrunk)) {
+        used = &root;
+      }
+      if (used) {
+        used->add_to(next);
+        out.sphere_visits += used->size();
+      } else {
+        out.sphere_visits += n;
+        NearStars fresh(c, budget);
+        pass(false, [&](const CentreBlock& b, std::size_t i) {
+          double d[3];
+          offset(b.coordinates + 3 * i, d);
+          next.add(d, b.masses[i]);
+          fresh.add(d, b.masses[i]);
+        });
+        fresh.trim();
+        root = std::move(fresh);
+        used = &root;
+      }
+      if (next.count < stop) break;
+      c = next.centre();
+      radius = shrunk;
+      // A level much larger than the sphere's stars: narrow it around the new centre.
+      const double slack_radius = kNarrowSlack * radius;
+      if (used->size() > kNarrowRatio * next.count && used->holds(c, slack_radius))
+        narrower.push_back(used->narrowed(c, slack_radius));
     }
-    if (used) {
-      used->add_to(next);
-    } else {
-      NearStars fresh(c, budget);
-      pass(false, [&](const CentreBlock& b, std::size_t i) {
-        double d[3];
-        offset(b.coordinates + 3 * i, d);
-        next.add(d, b.masses[i]);
-        fresh.add(d, b.masses[i]);
-      });
-      fresh.trim();
-      near = std::move(fresh);
-      used = &near;
-    }
-    if (next.count < n_stop) break;
-    c = next.centre();
-    radius = shrunk;
-    // A level much larger than the sphere's stars: narrow it around the new centre.
-    const double slack_radius = kNarrowSlack * radius;
-    if (used->size() > kNarrowRatio * next.count && used->holds(c, slack_radius))
-      narrower.push_back(used->narrowed(c, slack_radius));
+  };
+  // A large galaxy: the wide spheres, which hold most stars and cost most of the steps, run on
+  // the subsample (whose centres of mass there are good to ~ r / sqrt(subsample_stars / 10), 1.4 % of r),
+  // until a sphere would hold fewer than a tenth of it; the narrow ones, which decide the
+  // centre, on every star from there.
+  if (stride >= 2) {
+    shrink(subsample, std::max<std::size_t>(subsample.size() / 10, 1));
+    subsample = NearStars(c, 1);
+    near = NearStars(c, budget);
+    pass(false, [&](const CentreBlock& b, std::size_t i) {
+      double d[3];
+      offset(b.coordinates + 3 * i, d);
+      near.add(d, b.masses[i]);
+    });
+    near.trim();
   }
+  shrink(near, n_stop);
   for (int k = 0; k < 3; ++k) {
     const double p = origin[k] + c[k];
     out.center_code[k] = p - box_size * std::floor(p / box_size);

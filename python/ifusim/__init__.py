@@ -14,7 +14,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 # An installed package carries the telescope and pipeline presets in its own folder; a build
 # tree's module finds them in the source tree it was built from.
@@ -359,7 +359,7 @@ def run(
     galaxy: Optional[Galaxy] = None,
     out: Optional[Union[str, os.PathLike]] = None,
     progress: Progress = None,
-) -> Cube:
+) -> Union[Cube, Dict[str, Cube]]:
     """Simulates a cube, as ``ifusim run`` does.
 
     config: a run config file (JSON, docs/config.md) or a dict of the same schema.
@@ -372,13 +372,17 @@ def run(
     progress: a callable (done, total, step), True for a tqdm bar (when tqdm is installed),
         False for none; by default a bar in interactive sessions and notebooks only.
 
+    Returns the cube; for a spectrograph's arms (``telescope`` a list, e.g. ["SAMI",
+    "SAMI-red"]) a dict of one cube per arm, keyed by the arm's telescope name, in the list's
+    order.
+
     The GIL is released while the engine runs. Ctrl-C stops the run between steps with
     KeyboardInterrupt and leaves no output behind.
     """
     text, is_path, assignments = _config_args(config, overrides)
     callback, bar = _progress_callback(progress)
     try:
-        core, summary, _out_dir, _files = _core.run(
+        core, summary, _out_dir, _files, arms = _core.run(
             text,
             is_path,
             assignments,
@@ -391,7 +395,13 @@ def run(
     finally:
         if bar is not None:
             bar.close()
-    return Cube(core, json.loads(summary))
+    summary = json.loads(summary)
+    if arms:
+        return {
+            arm_summary["telescope"]: Cube(arm, arm_summary)
+            for arm, arm_summary in zip(arms, summary["arms"])
+        }
+    return Cube(core, summary)
 
 
 class Plan:

@@ -144,7 +144,9 @@ py::tuple run(const std::string& config, bool is_path, const std::vector<std::st
     report = run_pipeline(run_config, options);
   }
   auto cube = std::make_shared<Cube>(std::move(report->cube));
-  return py::make_tuple(cube, report->summary.dump(), report->output_dir, report->files);
+  std::vector<std::shared_ptr<Cube>> arms;  // a spectrograph's arms, each its own cube
+  for (Cube& arm : report->arms) arms.push_back(std::make_shared<Cube>(std::move(arm)));
+  return py::make_tuple(cube, report->summary.dump(), report->output_dir, report->files, arms);
 }
 
 py::tuple plan(const std::string& config, bool is_path, const std::vector<std::string>& overrides,

@@ -340,6 +340,21 @@ def test_compare_finds_a_difference(muse_cube):
     assert incomparable.status == 2 and "shapes differ" in str(incomparable)
 
 
+def test_arms_give_one_cube_each(tmp_path):
+    # SAMI's blue and red arms in one run: a dict of cubes by arm, each the one-arm run's.
+    galaxy = ifusim.Galaxy.from_arrays(one_star(v_los_kms=100.0), redshift=0.05)
+    arms = ifusim.run(small_config(telescope=["SAMI", "SAMI-red"]), galaxy=galaxy, out=tmp_path / "o")
+    assert list(arms) == ["SAMI", "SAMI-red"]
+    blue = ifusim.run(small_config(telescope="SAMI"), galaxy=galaxy)
+    assert np.array_equal(arms["SAMI"].data, blue.data)
+    red = arms["SAMI-red"]
+    assert_has_light(red)
+    assert red.wavelength[0] == 6300.0 and np.allclose(np.diff(red.wavelength), 0.57)
+    assert red.summary["telescope"] == "SAMI-red"
+    assert (tmp_path / "o" / "cube_SAMI-red.fits").exists()
+    assert not (tmp_path / "o" / "cube.fits").exists()
+
+
 def test_ctrl_c_raises_keyboard_interrupt_and_leaves_no_output(tmp_path):
     out = tmp_path / "out"
     # The "input" step is reported once the 1e7 stars are made; SIGINT comes 0.01 s later, while

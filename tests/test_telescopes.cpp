@@ -1,0 +1,75 @@
+// The telescope presets against the instruments' published numbers (each preset's description
+// cites its sources); the numbers here are recomputed from those sources, not read from the code.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "io/telescope.h"
+
+using namespace ifusim;
+
+TEST_CASE("telescope presets: every preset loads with a band, a resolution and a PSF",
+          "[telescopes]") {
+  const std::vector<std::string> names = telescope_preset_names();
+  REQUIRE(names.size() >= 15);
+  for (const std::string& name : names) {
+    INFO(name);
+    const Telescope t = load_telescope_preset(name, "telescope");
+    CHECK(t.name == name);
+    CHECK(t.n_wave() > 100);
+    CHECK(t.n_spaxels_side() > 0);
+    const double mid = t.wave_start_angstrom + 0.5 * t.n_wave() * t.wave_step_angstrom;
+    CHECK(t.lsf_fwhm_angstrom.at(mid) > t.wave_step_angstrom);  // sampled at least once a FWHM
+    CHECK(t.psf_fwhm_arcsec.at(mid) > 0.0);
+  }
+}
+
+TEST_CASE("telescope presets: MUSE's nominal and extended modes as its pipeline samples them",
+          "[telescopes]") {
+  // ESO's MUSE overview: 480-930 nm nominal, 465-930 nm extended; pipeline cubes step 1.25 A on
+  // a grid through 4749.75 A (3681 planes to 9349.75 A in the nominal mode).
+  const Telescope nominal = load_telescope_preset("MUSE-WFM-N", "telescope");
+  const Telescope extended = load_telescope_preset("MUSE-WFM-E", "telescope");
+  CHECK(nominal.n_wave() == 3681);
+  CHECK(nominal.wave_start_angstrom == 4749.75);
+  CHECK(nominal.wave_start_angstrom + (nominal.n_wave() - 1) * 1.25 == 9349.75);
+  CHECK(extended.n_wave() == 3681 + 120);  // 150 A more in the blue
+  CHECK(extended.wave_start_angstrom == 4749.75 - 150.0);
+  for (const Telescope* t : {&nominal, &extended}) {
+    CHECK(t->wave_step_angstrom == 1.25);
+    CHECK(t->wavelength_medium == "air");
+    CHECK(t->n_spaxels_side() == 300);
+    // Resolving power 1770 at 480 nm and 3590 at 930 nm (ESO's overview) against the LSF curve.
+    CHECK(4800.0 / t->lsf_fwhm_angstrom.at(4800.0) == Approx(1770).epsilon(0.1));
+    CHECK(9300.0 / t->lsf_fwhm_angstrom.at(9300.0) == Approx(3590).epsilon(0.1));
+  }
+}
+
+TEST_CASE("telescope presets: NIRSpec's PSF is JWST's diffraction limit at each wavelength",
+          "[telescopes]") {
+  // FWHM ~ lambda / D for the 6.5 m primary: 0.0317 arcsec at 1 um, 0.159 arcsec at 5 um.
+  constexpr double kArcsecPerRadian = 180.0 / M_PI * 3600.0;
+  for (const char* grating : {"G140H", "G140M", "G235H", "G235M", "G395H", "G395M"}) {
+    const Telescope t = load_telescope_preset(std::string("JWST-NIRSpec-") + grating, "telescope");
+    INFO(grating);
+    for (double f : {0.0, 0.37, 1.0}) {
+      const double lambda = t.wave_start_angstrom + f * (t.n_wave() - 1) * t.wave_step_angstrom;
+      CHECK(t.psf_fwhm_arcsec.at(lambda) ==
+            Approx(lambda * 1e-10 / 6.5 * kArcsecPerRadian).epsilon(1e-3));
+    }
+  }
+}
+
+TEST_CASE("telescope presets: SAMI's red arm beside its blue one", "[telescopes]") {
+  // Croom et al. (2021): blue 370-570 nm at R = 1808, red 630-740 nm at R = 4304; the DR3 cubes
+  // step 1.04 A (blue) and 0.57 A (red).
+  const Telescope blue = load_telescope_preset("SAMI", "telescope");
+  const Telescope red = load_telescope_preset("SAMI-red", "telescope");
+  CHECK(red.wave_step_angstrom == 0.57);
+  CHECK(red.wave_start_angstrom == 6300.0);
+  CHECK(red.wave_start_angstrom + red.n_wave() * red.wave_step_angstrom == Approx(7400).margin(1));
+  CHECK(6850.0 / red.lsf_fwhm_angstrom.at(6850.0) == Approx(4304).epsilon(0.05));
+  CHECK(4750.0 / blue.lsf_fwhm_angstrom.at(4750.0) == Approx(1808).epsilon(0.05));
+  CHECK(red.fov_arcsec == blue.fov_arcsec);
+  CHECK(red.spaxel_arcsec == blue.spaxel_arcsec);
+}
