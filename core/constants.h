@@ -7,7 +7,8 @@
 // with their code.
 //
 // Sources:
-// - CODATA 2018: Tiesinga et al. 2021, Rev. Mod. Phys. 93, 025010 (c, k_B exact since SI 2019).
+// - CODATA 2018: Tiesinga et al. 2021, Rev. Mod. Phys. 93, 025010 (c, h, k_B exact since SI
+//   2019).
 // - IAU 2012 Resolution B2: the astronomical unit, exactly 149 597 870 700 m.
 // - IAU 2015 Resolution B2: the parsec, exactly 648 000 / pi au.
 // - IAU 2015 Resolution B3: nominal solar values (L_sun, GM_sun).
@@ -34,6 +35,10 @@ inline constexpr double kKmPerMpc = kMPerParsec * 1e3;
 inline constexpr double kSolarMassG = 1.98841e33;
 // Nominal solar luminosity (IAU 2015 Resolution B3): 3.828e26 W.
 inline constexpr double kSolarLuminosityErgPerS = 3.828e33;
+
+// Planck constant (CODATA 2018, exact since SI 2019): 6.62607015e-34 J s.
+inline constexpr double kPlanckJS = 6.62607015e-34;
+inline constexpr double kPlanckErgS = kPlanckJS * 1e7;
 
 // Boltzmann constant (CODATA 2018, exact since SI 2019).
 inline constexpr double kBoltzmannJPerK = 1.380649e-23;

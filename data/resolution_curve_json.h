@@ -15,6 +15,11 @@ namespace ifusim {
 // wavelengths strictly increasing and values > 0. Errors name the key's path.
 ResolutionCurve parse_resolution_curve(JsonParams& p, const std::string& key,
                                        const std::string& value_key, bool allow_zero);
+// A fraction (a throughput) that may vary with wavelength, at `key` of `p`: a number in [0, 1] or
+// {"wavelength_angstrom": [...], "<value_key>": [...]} with at least two points, wavelengths
+// strictly increasing and values in [0, 1]. Errors name the key's path.
+ResolutionCurve parse_fraction_curve(JsonParams& p, const std::string& key,
+                                     const std::string& value_key);
 // The same back as JSON (a number for a constant).
 nlohmann::json to_json(const ResolutionCurve& curve, const std::string& value_key);
 

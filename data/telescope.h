@@ -29,6 +29,15 @@ struct Telescope {
   ResolutionCurve lsf_fwhm_angstrom;  // line-spread function (observed frame)
   ResolutionCurve psf_fwhm_arcsec;    // typical seeing or diffraction limit, used when a run's PSF
                                       // stage gives none
+  // For the noise stage's exposure model (stages/noise/exposure.h); 0 / empty where the preset has
+  // no such data. The telescope's unobstructed collecting area (m^2); the end-to-end throughput
+  // (telescope + instrument + detector, no atmosphere: a fraction in [0, 1]) against observed
+  // wavelength (a ResolutionCurve as a plain piecewise-linear curve: `fwhm` holds the fractions);
+  // the observatory's site ("paranal", "kpno", "apo") for its atmospheric extinction.
+  double collecting_area_m2 = 0.0;
+  ResolutionCurve throughput = ResolutionCurve(-1.0);  // fwhm < 0: none given
+  std::string site;
+  bool has_throughput() const { return throughput.min() >= 0.0; }
 
   // Spaxels per side: fov / spaxel, rounded when it is within 1e-6 of an integer, else up.
   int n_spaxels_side() const {

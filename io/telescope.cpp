@@ -53,6 +53,16 @@ Telescope parse_telescope(const nlohmann::json& object, const std::string& path)
   t.lsf_fwhm_angstrom = parse_resolution_curve(p, "lsf_fwhm_angstrom", "fwhm_angstrom", true);
   if (p.has("psf_fwhm_arcsec"))
     t.psf_fwhm_arcsec = parse_resolution_curve(p, "psf_fwhm_arcsec", "fwhm_arcsec", true);
+  // The exposure model's data (stages/noise/exposure.h checks them again where it uses them).
+  if (p.has("collecting_area_m2")) {
+    t.collecting_area_m2 = p.number("collecting_area_m2");
+    p.require(t.collecting_area_m2 > 0, "collecting_area_m2", "an area > 0 (m^2)",
+              t.collecting_area_m2);
+  }
+  if (p.has("throughput")) {
+    t.throughput = parse_fraction_curve(p, "throughput", "throughput");
+  }
+  t.site = p.string("site", "");
   p.finish();
   if (t.fov_arcsec / t.spaxel_arcsec > kMaxSpaxelsSide)
     throw ConfigError(path + ": fov_arcsec / spaxel_arcsec = " +

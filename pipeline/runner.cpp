@@ -18,6 +18,8 @@
 #include "io/emission_line_table.h"
 #include "io/json_file.h"
 #include "io/output_folder.h"
+#include "io/run_config.h"
+#include "io/sky/sky_tables.h"
 #include "io/ssp/ssp_library.h"
 #include "io/telescope.h"
 #include "pipeline/devices.h"
@@ -49,6 +51,12 @@ nlohmann::json run_context(const RunConfig& c) {
   nlohmann::json context = {{"galaxy", {{"orientation", c.orientation}}}, {"ssp", c.ssp_params}};
   if (c.telescope.psf_fwhm_arcsec.max() > 0)
     context["telescope"]["psf_fwhm_arcsec"] = to_json(c.telescope.psf_fwhm_arcsec, "fwhm_arcsec");
+  // The noise stage's exposure model (stages/noise/exposure.h).
+  if (c.telescope.collecting_area_m2 > 0)
+    context["telescope"]["collecting_area_m2"] = c.telescope.collecting_area_m2;
+  if (c.telescope.has_throughput())
+    context["telescope"]["throughput"] = to_json(c.telescope.throughput, "throughput");
+  if (!c.telescope.site.empty()) context["telescope"]["site"] = c.telescope.site;
   return context;
 }
 
@@ -181,6 +189,12 @@ void check_margin(const std::vector<RunStage>& stages, const Observation& obs,
                     " after them, which crops it");
 }
 
+// A data file a stage names: absolute, "${IFUSIM_DATA_DIR}/...", or relative to the data folder.
+std::string data_file(const std::string& file) {
+  const std::filesystem::path p(resolve_path(file, ""));
+  return p.is_absolute() ? p.string() : (std::filesystem::path(data_dir()) / p).string();
+}
+
 RunSetup set_up(const RunConfig& c, const RunOptions& options) {
   RunSetup s;
   const Backend backend = options.backend.value_or(c.backend);
@@ -197,6 +211,16 @@ RunSetup set_up(const RunConfig& c, const RunOptions& options) {
   s.resources.load_line_ratio_table = [](const std::string& file, const std::string& key_path) {
     spdlog::info("{}: line ratios from {}", key_path, file);
     return std::make_shared<const LineRatioTable>(read_line_ratio_table(file));
+  };
+  s.resources.load_sky_spectrum = [](const std::string& file, const std::string& key_path) {
+    const std::string path = data_file(file);
+    spdlog::info("{}: night-sky spectrum from {}", key_path, path);
+    return std::make_shared<const SkySpectrum>(read_sky_spectrum(path));
+  };
+  s.resources.load_extinction_curve = [](const std::string& file, const std::string& key_path) {
+    const std::string path = data_file(file);
+    spdlog::info("{}: atmospheric extinction from {}", key_path, path);
+    return std::make_shared<const ExtinctionCurve>(read_extinction_curve(path));
   };
   const nlohmann::json context = run_context(c);
   for (const auto& st : c.stages) {

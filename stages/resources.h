@@ -6,6 +6,7 @@
 #include <string>
 
 #include "data/line_ratio_table.h"
+#include "data/sky.h"
 #include "data/ssp_grid.h"
 
 namespace ifusim {
@@ -17,6 +18,15 @@ struct StageResources {
   std::function<std::shared_ptr<const LineRatioTable>(const std::string& file,
                                                       const std::string& key_path)>
       load_line_ratio_table;
+  // Read the night-sky spectrum and an atmospheric extinction table (noise's exposure model):
+  // `file` is absolute or relative to the data folder ($IFUSIM_DATA_DIR); `key_path` is the config
+  // key that named it. Unset where the caller loads no files.
+  std::function<std::shared_ptr<const SkySpectrum>(const std::string& file,
+                                                   const std::string& key_path)>
+      load_sky_spectrum;
+  std::function<std::shared_ptr<const ExtinctionCurve>(const std::string& file,
+                                                       const std::string& key_path)>
+      load_extinction_curve;
 };
 
 }  // namespace ifusim

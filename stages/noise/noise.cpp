@@ -8,11 +8,30 @@
 #include <stdexcept>
 
 #include "data/host_memory.h"
+#include "stages/noise/random.h"
 
 namespace ifusim {
 
 NoiseParams NoiseParams::from_json(JsonParams p) {
   NoiseParams out;
+  out.exposure_model = p.choice("model", {"snr", "exposure"}, "snr") == "exposure";
+  if (out.exposure_model) {
+    out.exposure = ExposureParams::from_json(p);
+  } else {
+    // What the telescope gives the exposure model (inherited from the run config): no part of
+    // this one.
+    for (const char* key : {"collecting_area_m2", "throughput", "site"})
+      if (p.has(key)) p.raw(key);
+  }
+  if (p.has("seed")) {
+    const long long s = p.integer("seed");
+    p.require(s >= 0, "seed", "an integer >= 0", s);
+    out.seed = static_cast<std::uint64_t>(s);
+  }
+  if (out.exposure_model) {
+    p.finish();
+    return out;
+  }
   out.snr = p.number("snr");
   p.require(out.snr > 0.0, "snr", "a number > 0", out.snr);
   out.per_angstrom = p.choice("per", {"pixel", "angstrom"}, "pixel") == "angstrom";
@@ -27,49 +46,12 @@ NoiseParams NoiseParams::from_json(JsonParams p) {
   out.reference_threshold = p.number("reference_threshold", 0.1);
   p.require(out.reference_threshold >= 0.0 && out.reference_threshold <= 1.0, "reference_threshold",
             "a number in [0, 1]", out.reference_threshold);
-  if (p.has("seed")) {
-    const long long s = p.integer("seed");
-    p.require(s >= 0, "seed", "an integer >= 0", s);
-    out.seed = static_cast<std::uint64_t>(s);
-  }
   p.finish();
   return out;
 }
 
-namespace {
-
-constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
-
-// SplitMix64's output function (Steele, Lea & Flood 2014).
-std::uint64_t mix64(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-// Uniform in (0, 1): 53 random bits, offset by half a step so that log() never sees 0.
-double to_unit(std::uint64_t bits) {
-  return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53;
-}
-
-}  // namespace
-
-namespace {
-
-// counter_normal with the seed already mixed (state = mix64(seed)): the cube's loop mixes it once,
-// not once per voxel.
-double counter_normal_of_state(std::uint64_t state, std::uint64_t index) {
-  const double u1 = to_unit(mix64(state + (2 * index + 1) * kGolden));
-  const double u2 = to_unit(mix64(state + (2 * index + 2) * kGolden));
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
-}
-
-}  // namespace
-
 double counter_normal(std::uint64_t seed, std::uint64_t index) {
-  // The n-th output of SplitMix64 seeded with s is mix64(s + (n + 1) * golden); the seed is
-  // mixed first so that nearby seeds give unrelated streams.
-  return counter_normal_of_state(mix64(seed), index);
+  return counter_normal_of_state(counter_state(seed), index);
 }
 
 double noise_reference_level(const Cube& cube, double threshold) {
@@ -126,7 +108,7 @@ double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::ui
                 std::sqrt(var_bg));
   // In huge pages: 2.7 GB of 4 kB pages on MUSE-WFM is ~650,000 page faults (data/host_memory.h).
   cube.variance = large_vector<double>(cube.data.size());
-  const std::uint64_t state = mix64(seed);
+  const std::uint64_t state = counter_state(seed);
   const long long n = static_cast<long long>(cube.data.size());
 #pragma omp parallel for schedule(static)
   for (long long i = 0; i < n; ++i) {
@@ -145,9 +127,18 @@ namespace {
 
 class NoiseStage final : public Stage {
  public:
-  NoiseStage(NoiseParams params, std::string path) : params_(params), path_(std::move(path)) {}
+  NoiseStage(NoiseParams params, std::string path, std::shared_ptr<const SkySpectrum> sky,
+             std::shared_ptr<const ExtinctionCurve> extinction)
+      : params_(std::move(params)),
+        path_(std::move(path)),
+        sky_(std::move(sky)),
+        extinction_(std::move(extinction)) {}
   std::string name() const override { return "noise"; }
-  std::vector<std::string> needs() const override { return {"cube"}; }
+  std::vector<std::string> needs() const override {
+    // The exposure model counts photons of a flux cube.
+    if (params_.exposure_model) return {"cube", "cube_flux"};
+    return {"cube"};
+  }
   std::vector<Provided> provides() const override {
     return {{"variance", "(cube unit)^2", "the variance of every voxel (the noise drawn)"}};
   }
@@ -158,6 +149,22 @@ class NoiseStage final : public Stage {
   void run(RunState& state) override {
     if (!state.cube) throw std::logic_error("noise: no cube (psum must run first)");
     const std::uint64_t seed = params_.seed.value_or(state.observation.seed);
+    if (params_.exposure_model) {
+      if (!sky_ || !extinction_)
+        throw std::logic_error("noise (" + path_ +
+                               "): the exposure model was made without its sky files' loaders");
+      const ExposureParams& e = params_.exposure;
+      const ExposureBins bins =
+          apply_exposure_noise(e, *sky_, *extinction_, state.observation, seed, *state.cube, path_);
+      const std::size_t mid = bins.sky_electrons.size() / 2;
+      spdlog::info(
+          "noise: {} x {} s at airmass {}, sky V = {} mag/arcsec^2: at {:.0f} A a spaxel gets "
+          "{:.3g} "
+          "sky electrons per bin, {:.3g} electrons per {} (seed {})",
+          e.n_exposures, e.exposure_s, e.airmass, e.sky_mag_arcsec2, bins.wavelength_angstrom[mid],
+          bins.sky_electrons[mid], bins.electrons_per_unit[mid], state.cube->unit, seed);
+      return;
+    }
     const double s_ref =
         apply_noise(params_, state.observation.axes.wave_step_angstrom, seed, *state.cube, path_);
     spdlog::info("noise: S/N {} per {} at the reference level {} {} (seed {})", params_.snr,
@@ -167,20 +174,49 @@ class NoiseStage final : public Stage {
  private:
   NoiseParams params_;
   std::string path_;
+  std::shared_ptr<const SkySpectrum> sky_;             // the exposure model's
+  std::shared_ptr<const ExtinctionCurve> extinction_;  // the exposure model's
 };
 
 }  // namespace
 
-std::unique_ptr<Stage> make_noise_stage(const nlohmann::json& params, const std::string& path) {
-  return std::make_unique<NoiseStage>(NoiseParams::from_json(JsonParams(params, path)), path);
+std::unique_ptr<Stage> make_noise_stage(const nlohmann::json& params, const std::string& path,
+                                        const StageResources& resources) {
+  NoiseParams p = NoiseParams::from_json(JsonParams(params, path));
+  std::shared_ptr<const SkySpectrum> sky;
+  std::shared_ptr<const ExtinctionCurve> extinction;
+  if (p.exposure_model && resources.load_sky_spectrum && resources.load_extinction_curve) {
+    sky = resources.load_sky_spectrum(p.exposure.sky_file, p.exposure.sky_file_key);
+    extinction =
+        resources.load_extinction_curve(p.exposure.extinction_file, p.exposure.extinction_key);
+  }
+  return std::make_unique<NoiseStage>(std::move(p), path, std::move(sky), std::move(extinction));
 }
 
 StageEntry noise_stage() {
-  return {.name = "noise",
-          .summary = "add seeded Gaussian noise for a target S/N, fill the variance",
-          .kind = StageKind::cube,
-          .make = &from_params<&make_noise_stage>,
-          .examples = {{{"snr", 20}, {"reference", 1.0}, {"seed", 1}}}};
+  return {
+      .name = "noise",
+      .summary =
+          "add seeded noise (a target S/N, or an exposure's photon counts with the night "
+          "sky), fill the variance",
+      .kind = StageKind::cube,
+      .make =
+          [](const nlohmann::json& params, const std::string& path,
+             const StageResources& resources) { return make_noise_stage(params, path, resources); },
+      .inherits = {{"collecting_area_m2", "telescope.collecting_area_m2"},
+                   {"throughput", "telescope.throughput"},
+                   {"site", "telescope.site"}},
+      .examples = {{{"snr", 20}, {"reference", 1.0}, {"seed", 1}},
+                   {{"model", "exposure"},
+                    {"exposure_s", 900},
+                    {"collecting_area_m2", 49.3},
+                    {"throughput", 0.3},
+                    {"site", "paranal"}},
+                   {{"model", "exposure"},
+                    {"exposure_s", 900},
+                    {"collecting_area_m2", 49.3},
+                    {"throughput", 0.3},
+                    {"extinction", "sky/kpnoextinct.dat"}}}};
 }
 
 }  // namespace ifusim

@@ -28,6 +28,10 @@
 // of the seed, jumped to position 2 * voxel (two uniforms, Box & Muller 1958), so the cube is
 // the same for any number of threads and any schedule. The seed is `seed` if given, else the
 // observation's.
+//
+// That is the default model, `"model": "snr"`, for presets without exposure data. `"model":
+// "exposure"` counts photons instead: exposure time, telescope area and throughput, the site's
+// extinction, the night sky, dark current and read noise (stages/noise/exposure.h).
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -36,11 +40,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_params.h"
+#include "stages/noise/exposure.h"
 #include "stages/stage.h"
 
 namespace ifusim {
 
 struct NoiseParams {
+  bool exposure_model = false;  // "model": "exposure" (else "snr")
+  ExposureParams exposure;      // the exposure model's
   double snr = 0.0;
   bool per_angstrom = false;
   double background_fraction = 0.5;
@@ -63,6 +70,9 @@ double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::ui
                    Cube& cube, const std::string& path = "noise");
 
 StageEntry noise_stage();
-std::unique_ptr<Stage> make_noise_stage(const nlohmann::json& params, const std::string& path);
+// The exposure model reads its sky spectrum and extinction table with the resources' loaders
+// when they are set (a run's); without them it is made, and refuses to run.
+std::unique_ptr<Stage> make_noise_stage(const nlohmann::json& params, const std::string& path,
+                                        const StageResources& resources = {});
 
 }  // namespace ifusim
