@@ -403,12 +403,15 @@ Cube read_cube_fits(const std::string& path) {
   if (ctype1 != "RA---TAN" || ctype2 != "DEC--TAN")
     throw InputError(path + ": CTYPE1/CTYPE2 are '" + ctype1 + "'/'" + ctype2 +
                      "', expected 'RA---TAN'/'DEC--TAN'");
-  if (ctype3 == "AWAV")
+  const bool log_axis = ctype3 == "AWAV-LOG" || ctype3 == "WAVE-LOG";
+  if (ctype3 == "AWAV" || ctype3 == "AWAV-LOG")
     cube.axes.wavelength_medium = "air";
-  else if (ctype3 == "WAVE")
+  else if (ctype3 == "WAVE" || ctype3 == "WAVE-LOG")
     cube.axes.wavelength_medium = "vacuum";
   else
-    throw InputError(path + ": CTYPE3 is '" + ctype3 + "', expected 'AWAV' or 'WAVE' (linear)");
+    throw InputError(path + ": CTYPE3 is '" + ctype3 +
+                     "', expected 'AWAV' or 'WAVE' (linear) or 'AWAV-LOG' or 'WAVE-LOG' "
+                     "(logarithmic)");
   for (const char* key : {"CUNIT1", "CUNIT2"}) {
     std::string u;
     if (read_string(raw, path, key, u) && u != "deg")
@@ -466,9 +469,20 @@ Cube read_cube_fits(const std::string& path) {
   const double step3 = axis_step(raw, path, 3);
   if (!(step3 > 0))
     throw InputError(path + ": wavelength step " + std::to_string(step3) + " should be positive");
-  cube.axes.wave_step_angstrom = step3 * to_angstrom;
-  cube.axes.wave_start_angstrom =
-      crpix3 == 1 ? crval3 * to_angstrom : (crval3 + (1 - crpix3) * step3) * to_angstrom;
+  if (log_axis) {
+    // lambda(p) = CRVAL3 exp(CDELT3 (p - CRPIX3) / CRVAL3) (Greisen et al. 2006, table 3).
+    if (!(crval3 > 0))
+      throw InputError(path + ": CRVAL3 = " + std::to_string(crval3) + " for CTYPE3 '" + ctype3 +
+                       "': expected a wavelength > 0");
+    cube.axes.wave_log10_step = step3 / (crval3 * std::numbers::ln10);
+    cube.axes.wave_start_angstrom =
+        crpix3 == 1 ? crval3 * to_angstrom
+                    : crval3 * std::exp(step3 * (1 - crpix3) / crval3) * to_angstrom;
+  } else {
+    cube.axes.wave_step_angstrom = step3 * to_angstrom;
+    cube.axes.wave_start_angstrom =
+        crpix3 == 1 ? crval3 * to_angstrom : (crval3 + (1 - crpix3) * step3) * to_angstrom;
+  }
 
   read_string(raw, path, "BUNIT", cube.unit);
   read_image(raw, path, cube.shape, "DATA", cube.data);
@@ -509,6 +523,20 @@ std::vector<FitsCard> cube_wcs_cards(const Cube& cube, int naxis) {
       {"RADESYS", "ICRS", ""}};
   if (naxis < 3) return cards;
   const bool air = a.wavelength_medium == "air";
+  if (a.is_log()) {
+    // Logarithmic sampling, Greisen et al. 2006 (paper III), sec. 3.2 and table 3 ("-LOG"):
+    // lambda = CRVAL3 exp(w / CRVAL3), w = CDELT3 (p - CRPIX3), so a step of log10_step
+    // decades is CDELT3 = CRVAL3 ln(10) log10_step (MaNGA's LOGCUBE writes the same CTYPE3;
+    // its CD3_3 is 3621.596 x ln(10) x 1e-4 = 0.8339 A).
+    cards.push_back({"CTYPE3", air ? "AWAV-LOG" : "WAVE-LOG",
+                     air ? "wavelength in air, logarithmic" : "wavelength in vacuum, logarithmic"});
+    cards.push_back({"CUNIT3", "Angstrom", ""});
+    cards.push_back({"CRPIX3", 1.0, ""});
+    cards.push_back({"CRVAL3", a.wave_start_angstrom, "[Angstrom] centre of the first pixel"});
+    cards.push_back({"CDELT3", a.wave_start_angstrom * std::numbers::ln10 * a.wave_log10_step,
+                     "[Angstrom] CRVAL3 ln(10) dlog10(lambda)"});
+    return cards;
+  }
   cards.push_back(
       {"CTYPE3", air ? "AWAV" : "WAVE", air ? "wavelength in air" : "wavelength in vacuum"});
   cards.push_back({"CUNIT3", "Angstrom", ""});

@@ -180,9 +180,16 @@ void validate_cube(const Cube& cube, const std::string& what) {
          std::to_string(s.n_voxels()) + " (or none)");
   if (!(cube.axes.spaxel_arcsec > 0) || !std::isfinite(cube.axes.spaxel_arcsec))
     fail("spaxel size must be positive and finite, is " + std::to_string(cube.axes.spaxel_arcsec));
-  if (!(cube.axes.wave_step_angstrom > 0) || !std::isfinite(cube.axes.wave_start_angstrom) ||
-      !std::isfinite(cube.axes.wave_step_angstrom))
+  if (cube.axes.is_log()) {
+    if (!(cube.axes.wave_start_angstrom > 0) || !std::isfinite(cube.axes.wave_start_angstrom) ||
+        !std::isfinite(cube.axes.wave_log10_step) || cube.axes.wave_step_angstrom != 0)
+      fail(
+          "a logarithmic wavelength axis needs a finite start > 0, a finite log10 step > 0 and "
+          "no linear step");
+  } else if (!(cube.axes.wave_step_angstrom > 0) || !std::isfinite(cube.axes.wave_start_angstrom) ||
+             !std::isfinite(cube.axes.wave_step_angstrom)) {
     fail("wavelength step must be positive and finite, start finite");
+  }
   if (cube.axes.wavelength_medium != "air" && cube.axes.wavelength_medium != "vacuum")
     fail("wavelength medium must be \"air\" or \"vacuum\", is \"" + cube.axes.wavelength_medium +
          "\"");
