@@ -72,9 +72,13 @@ struct Cube {
   CubeAxes axes;
   // Key / value pairs written into file headers: the run's config, version, snapshot, ...
   std::vector<std::pair<std::string, std::string>> provenance;
-  std::vector<double> data;      // n_voxels, spaxel-major
-  std::vector<double> variance;  // empty until a noise stage fills it
-  std::string unit;              // BUNIT, e.g. "Msun" or "10**(-20)*erg/(s*cm**2*Angstrom)"
+  std::vector<double> data;          // n_voxels, spaxel-major
+  std::vector<double> variance;      // empty until a noise stage fills it
+  std::string unit;                  // BUNIT, e.g. "Msun" or "10**(-20)*erg/(s*cm**2*Angstrom)"
+  std::string fits_layout = "muse";  // Telescope::fits_layout
+  // The instrument's LSF FWHM (Angstrom) at each plane's centre, n_wave values or none: the
+  // "manga" layout writes it as SPECRES (lambda / FWHM).
+  std::vector<double> lsf_fwhm_angstrom;
   // By name (lower case, the HDF5 dataset's; the FITS EXTNAME is its upper case):
   // "white_light", "velocity_light_kms", ...
   std::map<std::string, SkyMap> maps;

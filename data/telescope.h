@@ -28,6 +28,9 @@ struct Telescope {
   double wave_step_angstrom = 0.0;   // linear sampling; 0 when log10_step is given
   double wave_log10_step = 0.0;      // > 0: logarithmic sampling, dlog10(lambda) per pixel
   std::string wavelength_medium = "air";
+  // How the FITS cube is laid out (docs/outputs.md): "muse" (DATA, STAT: the ESO MUSE
+  // pipeline's DATACUBE) or "manga" (FLUX, IVAR, MASK, WAVE, SPECRES: the MaNGA DRP's LOGCUBE).
+  std::string fits_layout = "muse";
   ResolutionCurve lsf_fwhm_angstrom;  // line-spread function (observed frame)
   ResolutionCurve psf_fwhm_arcsec;    // typical seeing or diffraction limit, used when a run's PSF
                                       // stage gives none

@@ -65,6 +65,7 @@ Telescope parse_telescope(const nlohmann::json& object, const std::string& path)
   }
   t.wavelength_medium = w.choice("medium", {"air", "vacuum"}, "air");
   w.finish();
+  t.fits_layout = p.choice("fits_layout", {"muse", "manga"}, "muse");
   t.lsf_fwhm_angstrom = parse_resolution_curve(p, "lsf_fwhm_angstrom", "fwhm_angstrom", true);
   if (p.has("psf_fwhm_arcsec"))
     t.psf_fwhm_arcsec = parse_resolution_curve(p, "psf_fwhm_arcsec", "fwhm_arcsec", true);

@@ -409,6 +409,14 @@ Cube finished_cube(const RunConfig& c, const RunSetup& setup, RunState& state) {
   Cube cube = std::move(*state.cube);
   const Mesh& mesh = *setup.mesh;
   cube.axes = state.observation.axes;
+  cube.fits_layout = c.telescope.fits_layout;
+  if (cube.fits_layout == "manga") {
+    // SPECRES: the instrument's resolution at each plane (MaNGA's DRP: Law et al. 2016).
+    const ResolutionCurve& lsf = state.observation.telescope_lsf_fwhm_angstrom;
+    if (lsf.min() > 0.0)
+      for (int k = 0; k < cube.shape.n_wave; ++k)
+        cube.lsf_fwhm_angstrom.push_back(lsf.at(cube.axes.wavelength_angstrom(k)));
+  }
   cube.provenance = {
       {"IFUSIM_VERSION", IFUSIM_VERSION},
       {"CONFIG_FILE", c.config_path},
@@ -429,9 +437,10 @@ Cube finished_cube(const RunConfig& c, const RunSetup& setup, RunState& state) {
                               white_light_image(cube)};
   const auto& white = cube.maps["white_light"].values;
   if (std::none_of(white.begin(), white.end(), [](double v) { return v != 0 && !std::isnan(v); }))
-    spdlog::warn("the cube holds no light: no star fell in the {:.3g} kpc field (positions must "
-                 "be relative to the galaxy's centre; is the galaxy centred, the redshift right?)",
-                 state.observation.kpc_per_arcsec * c.telescope.fov_arcsec);
+    spdlog::warn(
+        "the cube holds no light: no star fell in the {:.3g} kpc field (positions must "
+        "be relative to the galaxy's centre; is the galaxy centred, the redshift right?)",
+        state.observation.kpc_per_arcsec * c.telescope.fov_arcsec);
   return cube;
 }
 

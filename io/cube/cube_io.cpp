@@ -87,6 +87,14 @@ bool parse_factor(const std::string& text, char op, UnitFactor& f) {
 }  // namespace
 
 std::string squared_unit(const std::string& unit) {
+  return powered_unit(unit, 2);
+}
+
+std::string inverse_squared_unit(const std::string& unit) {
+  return powered_unit(unit, -2);
+}
+
+std::string powered_unit(const std::string& unit, int exponent) {
   if (unit.empty()) return unit;
   std::vector<UnitFactor> factors;
   bool ok = true;
@@ -132,12 +140,21 @@ std::string squared_unit(const std::string& unit) {
     }
   }
   flush();
-  if (!ok || in_denominator || factors.empty() || factors.front().op == '/')
-    return "(" + unit + ")**2";
+  if (!ok || in_denominator || factors.empty() || factors.front().op == '/') {
+    std::string out = "(" + unit;
+    out += ")**";
+    if (exponent < 0) out += '(';
+    out += std::to_string(exponent);
+    if (exponent < 0) out += ')';
+    return out;
+  }
   // Written in the FITS standard's form with a single solidus (section 4.3 of FITS 4.0, which
   // astropy's FITS format parses without warning): numerator, then the denominator grouped.
-  auto power = [](const UnitFactor& f) {
-    const long p = 2 * f.power;
+  // A negative exponent swaps numerator and denominator: every power below is then positive.
+  const bool inverse = exponent < 0;
+  auto power = [&](const UnitFactor& f) {
+    // The number's own power keeps its sign ("10**(-20)" to the -2 is "10**40").
+    const long p = (f.name == "10" ? exponent : std::abs(exponent)) * f.power;
     // Appended piece by piece: GCC 12 misreports a temporary concatenation here (-Wrestrict).
     std::string out = f.name;
     out += "**";
@@ -149,12 +166,14 @@ std::string squared_unit(const std::string& unit) {
   std::string numerator, denominator;
   std::size_t n_denominator = 0;
   for (const auto& f : factors) {
-    std::string& side = f.op == '/' ? denominator : numerator;
+    const bool below = f.name == "10" ? f.op == '/' : (f.op == '/') != inverse;
+    std::string& side = below ? denominator : numerator;
     if (!side.empty()) side += '*';
     side += power(f);
-    n_denominator += f.op == '/';
+    n_denominator += below;
   }
   if (n_denominator == 0) return numerator;
+  if (numerator.empty()) numerator = "1";
   return numerator + (n_denominator == 1 ? "/" + denominator : "/(" + denominator + ")");
 }
 
@@ -190,6 +209,13 @@ void validate_cube(const Cube& cube, const std::string& what) {
              !std::isfinite(cube.axes.wave_step_angstrom)) {
     fail("wavelength step must be positive and finite, start finite");
   }
+  if (cube.fits_layout != "muse" && cube.fits_layout != "manga")
+    fail("FITS layout must be \"muse\" or \"manga\", is \"" + cube.fits_layout + "\"");
+  if (!cube.lsf_fwhm_angstrom.empty() &&
+      (cube.lsf_fwhm_angstrom.size() != static_cast<std::size_t>(s.n_wave) ||
+       !std::all_of(cube.lsf_fwhm_angstrom.begin(), cube.lsf_fwhm_angstrom.end(),
+                    [](double f) { return f > 0 && std::isfinite(f); })))
+    fail("the LSF FWHM needs one finite value > 0 per wavelength plane (or none)");
   if (cube.axes.wavelength_medium != "air" && cube.axes.wavelength_medium != "vacuum")
     fail("wavelength medium must be \"air\" or \"vacuum\", is \"" + cube.axes.wavelength_medium +
          "\"");
