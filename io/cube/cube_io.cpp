@@ -173,8 +173,13 @@ std::string powered_unit(const std::string& unit, int exponent) {
     n_denominator += below;
   }
   if (n_denominator == 0) return numerator;
-  if (numerator.empty()) numerator = "1";
-  return numerator + (n_denominator == 1 ? "/" + denominator : "/(" + denominator + ")");
+  // Built piece by piece (GCC 12's bogus -Wrestrict on temporary concatenations).
+  std::string out = numerator.empty() ? std::string(1, '1') : numerator;
+  out += '/';
+  if (n_denominator > 1) out += '(';
+  out += denominator;
+  if (n_denominator > 1) out += ')';
+  return out;
 }
 
 bool fits_in_float32(const std::vector<double>& values) {
