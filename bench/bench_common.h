@@ -106,6 +106,7 @@ inline void observe(RunState& state, const Telescope& telescope) {
   obs.axes.spaxel_arcsec = telescope.spaxel_arcsec;
   obs.axes.wave_start_angstrom = telescope.wave_start_angstrom;
   obs.axes.wave_step_angstrom = telescope.wave_step_angstrom;
+  obs.axes.wave_log10_step = telescope.wave_log10_step;
   obs.axes.wavelength_medium = telescope.wavelength_medium;
   obs.telescope_lsf_fwhm_angstrom = telescope.lsf_fwhm_angstrom;
 }

@@ -8,6 +8,7 @@
 
 #include "data/fixed_point.h"
 #include "data/sharded_array.h"
+#include "data/wavelength_axis.h"
 
 namespace ifusim {
 
@@ -29,15 +30,31 @@ struct PartialCube {
 };
 
 // Where a cube's pixels lie: on the sky (a tangent-plane grid of square spaxels centred on the
-// reference position) and in wavelength (a linear grid in the observed frame).
+// reference position) and in wavelength (a linear or logarithmic grid in the observed frame,
+// data/wavelength_axis.h).
 struct CubeAxes {
   double spaxel_arcsec = 0.0;
-  double wave_start_angstrom = 0.0;  // centre of the first wavelength pixel
-  double wave_step_angstrom = 0.0;
+  double wave_start_angstrom = 0.0;       // centre of the first wavelength pixel
+  double wave_step_angstrom = 0.0;        // linear grids; 0 on a logarithmic one
+  double wave_log10_step = 0.0;           // > 0: a logarithmic grid, dlog10(lambda) per pixel
   std::string wavelength_medium = "air";  // FITS AWAV for air, WAVE for vacuum
   double ra_deg = 0.0;                    // sky position of the cube's centre
   double dec_deg = 0.0;
-  double wavelength_angstrom(int k) const { return wave_start_angstrom + k * wave_step_angstrom; }
+  bool is_log() const { return wave_log10_step > 0.0; }
+  // Centre of pixel k (k < 0 or beyond the band: the run's margin).
+  double wavelength_angstrom(int k) const {
+    return is_log() ? log_grid_centre(wave_start_angstrom, wave_log10_step, k)
+                    : wave_start_angstrom + k * wave_step_angstrom;
+  }
+  // Lower edge of pixel k (its upper edge is edge_angstrom(k + 1)), see wavelength_axis.h.
+  double edge_angstrom(int k) const {
+    return is_log() ? log_grid_edge(wave_start_angstrom, wave_log10_step, k)
+                    : wave_start_angstrom - 0.5 * wave_step_angstrom + k * wave_step_angstrom;
+  }
+  // Width of pixel k in Angstrom: the step of a linear grid.
+  double width_angstrom(int k) const {
+    return is_log() ? edge_angstrom(k + 1) - edge_angstrom(k) : wave_step_angstrom;
+  }
 };
 
 // An image of the cube's field: one value per spaxel (ny * nx, spaxel order iy * nx + ix), NaN
@@ -55,9 +72,13 @@ struct Cube {
   CubeAxes axes;
   // Key / value pairs written into file headers: the run's config, version, snapshot, ...
   std::vector<std::pair<std::string, std::string>> provenance;
-  std::vector<double> data;      // n_voxels, spaxel-major
-  std::vector<double> variance;  // empty until a noise stage fills it
-  std::string unit;              // BUNIT, e.g. "Msun" or "10**(-20)*erg/(s*cm**2*Angstrom)"
+  std::vector<double> data;          // n_voxels, spaxel-major
+  std::vector<double> variance;      // empty until a noise stage fills it
+  std::string unit;                  // BUNIT, e.g. "Msun" or "10**(-20)*erg/(s*cm**2*Angstrom)"
+  std::string fits_layout = "muse";  // Telescope::fits_layout
+  // The instrument's LSF FWHM (Angstrom) at each plane's centre, n_wave values or none: the
+  // "manga" layout writes it as SPECRES (lambda / FWHM).
+  std::vector<double> lsf_fwhm_angstrom;
   // By name (lower case, the HDF5 dataset's; the FITS EXTNAME is its upper case):
   // "white_light", "velocity_light_kms", ...
   std::map<std::string, SkyMap> maps;

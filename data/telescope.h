@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "data/resolution_curve.h"
+#include "data/wavelength_axis.h"
 
 namespace ifusim {
 
@@ -24,8 +25,12 @@ struct Telescope {
   ApertureShape aperture = ApertureShape::square;
   double wave_start_angstrom = 0.0;  // centre of the first pixel
   double wave_end_angstrom = 0.0;    // the grid stops before this (exclusive, as numpy.arange)
-  double wave_step_angstrom = 0.0;
+  double wave_step_angstrom = 0.0;   // linear sampling; 0 when log10_step is given
+  double wave_log10_step = 0.0;      // > 0: logarithmic sampling, dlog10(lambda) per pixel
   std::string wavelength_medium = "air";
+  // How the FITS cube is laid out (docs/outputs.md): "muse" (DATA, STAT: the ESO MUSE
+  // pipeline's DATACUBE) or "manga" (FLUX, IVAR, MASK, WAVE, SPECRES: the MaNGA DRP's LOGCUBE).
+  std::string fits_layout = "muse";
   ResolutionCurve lsf_fwhm_angstrom;  // line-spread function (observed frame)
   ResolutionCurve psf_fwhm_arcsec;    // typical seeing or diffraction limit, used when a run's PSF
                                       // stage gives none
@@ -46,8 +51,8 @@ struct Telescope {
                                               : static_cast<int>(std::ceil(r));
   }
   int n_wave() const {
-    return static_cast<int>(
-        std::ceil((wave_end_angstrom - wave_start_angstrom) / wave_step_angstrom - 1e-9));
+    return wavelength_grid_size(wave_start_angstrom, wave_end_angstrom, wave_step_angstrom,
+                                wave_log10_step);
   }
 };
 

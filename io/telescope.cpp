@@ -1,6 +1,7 @@
 #include "io/telescope.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -41,15 +42,30 @@ Telescope parse_telescope(const nlohmann::json& object, const std::string& path)
   JsonParams w = p.object("wavelength");
   t.wave_start_angstrom = w.number("start_angstrom");
   t.wave_end_angstrom = w.number("end_angstrom");
-  t.wave_step_angstrom = w.number("step_angstrom");
   w.require(t.wave_start_angstrom > 0, "start_angstrom", "a wavelength > 0", t.wave_start_angstrom);
   w.require(t.wave_end_angstrom > t.wave_start_angstrom, "end_angstrom",
             "a wavelength above start_angstrom", t.wave_end_angstrom);
-  w.require(t.wave_step_angstrom > 0 &&
-                t.wave_step_angstrom < t.wave_end_angstrom - t.wave_start_angstrom,
-            "step_angstrom", "a step > 0 and smaller than the range", t.wave_step_angstrom);
+  // Linear (step_angstrom) or logarithmic (log10_step, as MaNGA's LOGCUBE) sampling: one of
+  // the two.
+  if (w.has("log10_step")) {
+    if (w.has("step_angstrom"))
+      throw ConfigError(w.key_path("step_angstrom") +
+                        ": give step_angstrom (linear sampling) or log10_step (logarithmic), "
+                        "not both");
+    t.wave_log10_step = w.number("log10_step");
+    w.require(t.wave_log10_step > 0 &&
+                  t.wave_log10_step < std::log10(t.wave_end_angstrom / t.wave_start_angstrom),
+              "log10_step", "a step in log10(lambda) > 0 and smaller than the range",
+              t.wave_log10_step);
+  } else {
+    t.wave_step_angstrom = w.number("step_angstrom");
+    w.require(t.wave_step_angstrom > 0 &&
+                  t.wave_step_angstrom < t.wave_end_angstrom - t.wave_start_angstrom,
+              "step_angstrom", "a step > 0 and smaller than the range", t.wave_step_angstrom);
+  }
   t.wavelength_medium = w.choice("medium", {"air", "vacuum"}, "air");
   w.finish();
+  t.fits_layout = p.choice("fits_layout", {"muse", "manga"}, "muse");
   t.lsf_fwhm_angstrom = parse_resolution_curve(p, "lsf_fwhm_angstrom", "fwhm_angstrom", true);
   if (p.has("psf_fwhm_arcsec"))
     t.psf_fwhm_arcsec = parse_resolution_curve(p, "psf_fwhm_arcsec", "fwhm_arcsec", true);

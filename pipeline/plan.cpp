@@ -94,6 +94,7 @@ Observation observation_of(const RunConfig& c, const SspGrid& ssp) {
   o.axes.spaxel_arcsec = c.telescope.spaxel_arcsec;
   o.axes.wave_start_angstrom = c.telescope.wave_start_angstrom;
   o.axes.wave_step_angstrom = c.telescope.wave_step_angstrom;
+  o.axes.wave_log10_step = c.telescope.wave_log10_step;
   o.axes.wavelength_medium = c.telescope.wavelength_medium;
   o.axes.ra_deg = c.ra_deg;
   o.axes.dec_deg = c.dec_deg;

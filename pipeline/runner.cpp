@@ -451,6 +451,14 @@ Cube finished_cube(const RunConfig& c, const RunSetup& setup, RunState& state) {
   Cube cube = std::move(*state.cube);
   const Mesh& mesh = *setup.mesh;
   cube.axes = state.observation.axes;
+  cube.fits_layout = c.telescope.fits_layout;
+  if (cube.fits_layout == "manga") {
+    // SPECRES: the instrument's resolution at each plane (MaNGA's DRP: Law et al. 2016).
+    const ResolutionCurve& lsf = state.observation.telescope_lsf_fwhm_angstrom;
+    if (lsf.min() > 0.0)
+      for (int k = 0; k < cube.shape.n_wave; ++k)
+        cube.lsf_fwhm_angstrom.push_back(lsf.at(cube.axes.wavelength_angstrom(k)));
+  }
   cube.provenance = {
       {"IFUSIM_VERSION", IFUSIM_VERSION},
       {"CONFIG_FILE", c.config_path},

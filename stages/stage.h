@@ -70,6 +70,10 @@ struct Observation {
   double simulated_wave_start_angstrom() const {
     return axes.wavelength_angstrom(-margin.wavelengths);
   }
+  // The simulated band's bins (margin included; bin 0 is the first simulated one).
+  WaveGrid simulated_grid() const {
+    return WaveGrid{simulated_wave_start_angstrom(), axes.wave_step_angstrom, axes.wave_log10_step};
+  }
 };
 
 // What stages make for later stages besides particle fields and maps: the spaxel grid the stars

@@ -411,9 +411,9 @@ TEST_CASE("exposure noise: bad input names the key, and a failed run writes noth
   CHECK_THAT(error(with("snr", 10)), Catch::Contains("stages.noise.snr"));  // not this model's
 
   // A sky file that does not reach the band: named by its key.
-  CHECK_THROWS_WITH(
-      sky_in_bins(paranal_sky(), 21.7, 9500.0, 1.25, 800, "air", 2.5, "stages.noise.sky_file"),
-      Catch::Contains("stages.noise.sky_file") && Catch::Contains("band"));
+  CHECK_THROWS_WITH(sky_in_bins(paranal_sky(), 21.7, WaveGrid{9500.0, 1.25, 0.0}, 800, "air", 2.5,
+                                "stages.noise.sky_file"),
+                    Catch::Contains("stages.noise.sky_file") && Catch::Contains("band"));
 
   // Whole runs: each error names the key the user wrote, and no output folder is left behind.
   TempDir out;

@@ -46,21 +46,37 @@ summary = [line for line in verify.stdout.splitlines() if "Verification found" i
 check(verify.returncode == 0 and summary == ["**** Verification found 0 warning(s) and 0 error(s). ****"],
       f"fitsverify: {summary}")
 
+# The preset's layout (docs/outputs.md): MUSE's DATA and STAT, or MaNGA's LOGCUBE extensions
+# FLUX, IVAR, MASK, WAVE, SPECRES (Law et al. 2016; the MaNGA DRP data model).
+manga = preset.get("fits_layout", "muse") == "manga"
+band = preset["wavelength"]
+log_step = band.get("log10_step", 0.0)
+
+
+def survey_wavelength(k):
+    """Pixel k's centre as the survey defines its grid (Angstrom)."""
+    if log_step:
+        return band["start_angstrom"] * 10 ** (k * log_step)
+    return band["start_angstrom"] + k * band["step_angstrom"]
+
+
 maps = ["DISPERSION_LIGHT_KMS", "DISPERSION_MASS_KMS", "VELOCITY_LIGHT_KMS", "VELOCITY_MASS_KMS",
         "WHITE_LIGHT"]
 warnings.simplefilter("error", fits.verify.VerifyWarning)
 with fits.open(cube_fits) as hdul, h5py.File(f"{directory}/cube.h5", "r") as h5:
     hdul.verify("exception")
     names = [h.name for h in hdul]
-    check(names == ["PRIMARY", "DATA", "STAT"] + maps, f"HDUs {names}")
-    data, stat = hdul["DATA"], hdul["STAT"]
+    cube_hdus = ["FLUX", "IVAR", "MASK", "WAVE", "SPECRES"] if manga else ["DATA", "STAT"]
+    check(names == ["PRIMARY"] + cube_hdus + maps, f"HDUs {names}")
+    data, stat = hdul[cube_hdus[0]], hdul[cube_hdus[1]]
 
     # Units: DATA in 1e-20 erg/s/cm2/A (the flux stage's default), STAT its square, the maps'.
     unit = fits_unit(data.header["BUNIT"])
     flux = u.erg / u.s / u.cm**2 / u.AA
     check(unit.is_equivalent(flux) and math.isclose(unit.to(flux), 1e-20, rel_tol=1e-12),
           f"DATA BUNIT '{data.header['BUNIT']}' -> {unit}")
-    check(fits_unit(stat.header["BUNIT"]) == unit**2, f"STAT BUNIT '{stat.header['BUNIT']}'")
+    check(fits_unit(stat.header["BUNIT"]) == unit**(-2 if manga else 2),
+          f"{stat.name} BUNIT '{stat.header['BUNIT']}'")
     for name in maps:
         want = unit if name == "WHITE_LIGHT" else u.km / u.s
         check(fits_unit(hdul[name].header["BUNIT"]) == want,
@@ -68,22 +84,38 @@ with fits.open(cube_fits) as hdul, h5py.File(f"{directory}/cube.h5", "r") as h5:
 
     # WCS: the centre of the field at the galaxy's RA/Dec, the spectral axis the preset's, every
     # map on the same sky grid as the cube.
-    w = WCS(data.header)
+    with warnings.catch_warnings(record=True) as caught:  # astropy's WCS reads it as it is
+        warnings.simplefilter("always")
+        w = WCS(data.header)
+    check(not caught, f"WCS of {data.name} read without warnings: {[str(c.message) for c in caught]}")
     nx, ny, n_wave = data.header["NAXIS1"], data.header["NAXIS2"], data.header["NAXIS3"]
     ra0, dec0 = config["galaxy"]["ra_deg"], config["galaxy"]["dec_deg"]
     ra, dec, lam = w.pixel_to_world_values((nx - 1) / 2, (ny - 1) / 2, 0)
     check(abs(float(ra) - ra0) < 1e-10 and abs(float(dec) - dec0) < 1e-10,
           f"field centre at RA, Dec = {float(ra)}, {float(dec)}")
-    band = preset["wavelength"]
-    for k in (0, n_wave - 1):
-        _, _, lam = w.pixel_to_world_values(0, 0, k)
-        want = (band["start_angstrom"] + k * band["step_angstrom"]) * 1e-10
-        check(math.isclose(float(lam), want, rel_tol=1e-12), f"wavelength of pixel {k}")
-    check(w.wcs.ctype[2] == ("AWAV" if band.get("medium", "air") == "air" else "WAVE"),
-          f"CTYPE3 {w.wcs.ctype[2]}")
+    # Every pixel's wavelength from astropy's WCS against the survey's grid: 1e-12 relative for
+    # a linear grid (the header holds the numbers themselves), 1e-6 for a logarithmic one (the
+    # issue's target for MaNGA; measured: a few 1e-16).
+    k = np.arange(n_wave)
+    lam = w.pixel_to_world_values(np.zeros(n_wave), np.zeros(n_wave), k)[2] * 1e10
+    want = np.array([survey_wavelength(i) for i in k])
+    worst = float(np.max(np.abs(lam / want - 1)))
+    check(worst < (1e-6 if log_step else 1e-12),
+          f"astropy's WCS gives every wavelength to {worst:.2e} relative")
+    ctype = ("AWAV" if band.get("medium", "air") == "air" else "WAVE") + ("-LOG" if log_step else "")
+    check(w.wcs.ctype[2] == ctype, f"CTYPE3 {w.wcs.ctype[2]} == {ctype}")
+    if manga:
+        # MaNGA's LOGCUBE: 4563 pixels from 3621.6 to 10353.8 A (Law et al. 2016).
+        check(n_wave == 4563 and abs(want[0] - 3621.6) < 0.01 and abs(want[-1] - 10353.8) < 0.01,
+              f"MaNGA's grid: {n_wave} pixels, {want[0]:.3f}-{want[-1]:.3f} A")
+        check(np.allclose(hdul["WAVE"].data, want, rtol=1e-12, atol=0), "WAVE holds the centres")
+        fwhm = preset["lsf_fwhm_angstrom"]
+        check(np.allclose(hdul["SPECRES"].data, want / fwhm, rtol=1e-12, atol=0),
+              f"SPECRES is lambda / FWHM ({fwhm} A)")
+        check(hdul["MASK"].data.dtype.kind == "i", f"MASK integer: {hdul['MASK'].data.dtype}")
     step_deg = preset["spaxel_arcsec"] / 3600
     check(math.isclose(abs(w.wcs.cdelt[0]), step_deg, rel_tol=1e-12), "spaxel size")
-    check(WCS(stat.header).wcs.compare(w.wcs), "STAT has the WCS of DATA")
+    check(WCS(stat.header).wcs.compare(w.wcs), f"{stat.name} has the WCS of {data.name}")
     for name in maps:
         mw = WCS(hdul[name].header)
         same = mw.naxis == 2 and all(
@@ -105,10 +137,18 @@ with fits.open(cube_fits) as hdul, h5py.File(f"{directory}/cube.h5", "r") as h5:
     else:
         inside = np.ones((ny, nx), bool)
     d, s = data.data, stat.data
+    if manga:
+        # IVAR: > 0 inside, 0 outside (no measurement); MASK: 0 inside, NOCOV | DONOTUSE outside.
+        check(bool(np.all(s[:, inside] > 0)) and bool(np.all(s[:, ~inside] == 0)),
+              "IVAR > 0 inside the aperture, 0 outside")
+        m = hdul["MASK"].data
+        check(bool(np.all(m[:, inside] == 0)) and bool(np.all(m[:, ~inside] == 1 | 1024)),
+              "MASK 0 inside, NOCOV | DONOTUSE (1025) outside")
+        s = np.where(s > 0, 1 / np.where(s > 0, s, 1), np.nan)  # the variance, to compare below
     check(bool(np.all(np.isfinite(d[:, inside]))) and bool(np.all(np.isfinite(s[:, inside]))),
-          f"DATA and STAT finite in the {int(inside.sum())} spaxels inside the {shape} aperture")
+          f"data and variance finite in the {int(inside.sum())} spaxels inside the {shape} aperture")
     check(bool(np.all(np.isnan(d[:, ~inside]))) and bool(np.all(np.isnan(s[:, ~inside]))),
-          f"DATA and STAT NaN in the {int((~inside).sum())} spaxels outside it")
+          f"data and variance NaN in the {int((~inside).sum())} spaxels outside it")
     check(bool(np.all(np.isnan(hdul["WHITE_LIGHT"].data[~inside]))), "WHITE_LIGHT NaN outside")
     check(float(np.nanmax(d)) > 0 and float(np.nanmax(hdul["WHITE_LIGHT"].data)) > 0,
           "the cube holds light")
@@ -117,7 +157,12 @@ with fits.open(cube_fits) as hdul, h5py.File(f"{directory}/cube.h5", "r") as h5:
     def same(a, b):
         return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=True))
     check(same(np.asarray(h5["data"]), d), "cube.h5 /data == DATA")
-    check(same(np.asarray(h5["variance"]), s), "cube.h5 /variance == STAT")
+    if manga:  # 1 / (1 / v) in float32: within a few float32 roundings
+        v5 = np.asarray(h5["variance"])
+        check(bool(np.allclose(v5, s, rtol=1e-6, atol=0, equal_nan=True)),
+              "cube.h5 /variance == 1 / IVAR")
+    else:
+        check(same(np.asarray(h5["variance"]), s), "cube.h5 /variance == STAT")
     for name in maps:
         check(same(np.asarray(h5["maps"][name.lower()]), hdul[name].data),
               f"cube.h5 /maps/{name.lower()} == {name}")

@@ -95,20 +95,27 @@ CubeComparison compare_cubes(const Cube& a, const Cube& b, double rtol, double a
   // Wavelength grids: same medium, start within 1e-6 pixel and step within 1e-9 relative (the
   // files store them in decimal text or double, either way far below these).
   const auto &wa = a.axes, &wb = b.axes;
-  const double step = wb.wave_step_angstrom;
-  if (wa.wavelength_medium != wb.wavelength_medium ||
+  // A logarithmic grid: the same sampling, its step within 1e-9 relative too.
+  const double step = wb.width_angstrom(0);
+  if (wa.wavelength_medium != wb.wavelength_medium || wa.is_log() != wb.is_log() ||
       std::abs(wa.wave_start_angstrom - wb.wave_start_angstrom) > 1e-6 * step ||
-      std::abs(wa.wave_step_angstrom - wb.wave_step_angstrom) > 1e-9 * step) {
+      std::abs(wa.wave_step_angstrom - wb.wave_step_angstrom) > 1e-9 * step ||
+      std::abs(wa.wave_log10_step - wb.wave_log10_step) > 1e-9 * wb.wave_log10_step) {
     result.error = format(
-        "wavelength axes differ: A starts at %.10g Angstrom with step %.10g (%s), B at %.10g "
-        "with step %.10g (%s)",
-        wa.wave_start_angstrom, wa.wave_step_angstrom, wa.wavelength_medium.c_str(),
-        wb.wave_start_angstrom, wb.wave_step_angstrom, wb.wavelength_medium.c_str());
+        "wavelength axes differ: A starts at %.10g Angstrom with step %.10g (log10 step %.10g, "
+        "%s), B at %.10g with step %.10g (log10 step %.10g, %s)",
+        wa.wave_start_angstrom, wa.wave_step_angstrom, wa.wave_log10_step,
+        wa.wavelength_medium.c_str(), wb.wave_start_angstrom, wb.wave_step_angstrom,
+        wb.wave_log10_step, wb.wavelength_medium.c_str());
     return result;
   }
   std::ostringstream out;
-  out << "shape " << describe(a) << ", wavelength " << wa.wave_start_angstrom << " + k * "
-      << wa.wave_step_angstrom << " Angstrom (" << wa.wavelength_medium << ")\n";
+  if (wa.is_log())
+    out << "shape " << describe(a) << ", wavelength " << wa.wave_start_angstrom << " x 10^(k * "
+        << wa.wave_log10_step << ") Angstrom (" << wa.wavelength_medium << ")\n";
+  else
+    out << "shape " << describe(a) << ", wavelength " << wa.wave_start_angstrom << " + k * "
+        << wa.wave_step_angstrom << " Angstrom (" << wa.wavelength_medium << ")\n";
   if (std::abs(wa.spaxel_arcsec - wb.spaxel_arcsec) > 1e-9 * wb.spaxel_arcsec ||
       std::abs(wa.ra_deg - wb.ra_deg) > 1e-9 || std::abs(wa.dec_deg - wb.dec_deg) > 1e-9)
     out << "note: the sky grids differ (spaxel " << wa.spaxel_arcsec << " vs " << wb.spaxel_arcsec

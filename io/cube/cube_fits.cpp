@@ -160,6 +160,75 @@ void write_image(fitsfile* f, const std::string& file, const Cube& cube,
       });
 }
 
+// A 1-D image extension of one value per wavelength plane (MaNGA's WAVE, SPECRES).
+void write_spectrum_extension(fitsfile* f, const std::string& file, const std::string& extname,
+                              const std::vector<double>& values, const std::string& unit,
+                              const char* description) {
+  long n = static_cast<long>(values.size());
+  int status = 0;
+  fits_create_img(f, DOUBLE_IMG, 1, &n, &status);
+  check(status, file, "cannot create extension " + extname);
+  Writer w(f, file);
+  w.str("EXTNAME", extname, description);
+  if (!unit.empty()) w.str("BUNIT", unit, "");
+  long first = 1;
+  fits_write_pix(f, TDOUBLE, &first, n, const_cast<double*>(values.data()), &status);
+  check(status, file, "cannot write the pixels of " + extname);
+}
+
+// MaNGA's DRP bits used here (MANGA_DRP3PIXMASK, SDSS-IV DR17 bitmasks): NOCOV (bit 0, no
+// coverage) and DONOTUSE (bit 10).
+constexpr std::int32_t kMangaNoCoverage = 1, kMangaDoNotUse = 1 << 10;
+
+// The MaNGA DRP's LOGCUBE layout (Law et al. 2016, AJ 152, 83, sec. 9; the DRP data model):
+// FLUX, IVAR (1 / variance, 0 where there is no measurement), MASK (NOCOV | DONOTUSE where
+// there is none: outside the aperture), WAVE (the planes' centres) and SPECRES (lambda / FWHM
+// of the LSF, as the DAP reads it: Westfall et al. 2019, AJ 158, 231). Unlike MaNGA's files, FLUX
+// stays NaN where there is no measurement (MaNGA writes 0 there and relies on the mask).
+void write_manga_extensions(fitsfile* f, const std::string& file, const Cube& cube) {
+  write_image(f, file, cube, cube.data, "FLUX", cube.unit, "flux");
+  if (!cube.variance.empty()) {
+    std::vector<double> ivar(cube.variance.size());
+    for (std::size_t i = 0; i < ivar.size(); ++i) {
+      const double v = cube.variance[i];
+      ivar[i] = v > 0 && std::isfinite(v) && !std::isnan(cube.data[i]) ? 1.0 / v : 0.0;
+    }
+    write_image(f, file, cube, ivar, "IVAR", inverse_squared_unit(cube.unit),
+                "inverse variance of FLUX");
+  }
+  {
+    const auto& s = cube.shape;
+    long naxes[3] = {s.nx, s.ny, s.n_wave};
+    int status = 0;
+    fits_create_img(f, LONG_IMG, 3, naxes, &status);
+    check(status, file, "cannot create extension MASK");
+    Writer w(f, file);
+    w.str("EXTNAME", "MASK", "MANGA_DRP3PIXMASK bits: 1 NOCOV, 1024 DONOTUSE");
+    write_wcs(w, cube, 3);
+    std::vector<double> mask(cube.data.size());
+    for (std::size_t i = 0; i < mask.size(); ++i)
+      mask[i] = std::isnan(cube.data[i]) ? kMangaNoCoverage | kMangaDoNotUse : 0;
+    detail::for_each_plane_block<double>(
+        s, mask, kChunkElements, [&](int k0, int k1, double* block) {
+          long first[3] = {1, 1, k0 + 1};
+          fits_write_pix(f, TDOUBLE, first, static_cast<LONGLONG>((k1 - k0) * s.n_spaxels()), block,
+                         &status);
+          check(status, file, "cannot write the pixels of MASK");
+        });
+  }
+  std::vector<double> wave(static_cast<std::size_t>(cube.shape.n_wave));
+  for (int k = 0; k < cube.shape.n_wave; ++k) wave[k] = cube.axes.wavelength_angstrom(k);
+  write_spectrum_extension(
+      f, file, "WAVE", wave, "Angstrom",
+      cube.axes.wavelength_medium == "air" ? "wavelength in air" : "wavelength in vacuum");
+  if (!cube.lsf_fwhm_angstrom.empty()) {
+    std::vector<double> r(wave.size());
+    for (std::size_t k = 0; k < r.size(); ++k) r[k] = wave[k] / cube.lsf_fwhm_angstrom[k];
+    write_spectrum_extension(f, file, "SPECRES", r, "",
+                             "spectral resolution lambda / FWHM of the LSF");
+  }
+}
+
 // A map as a 2-D image extension (NAXIS1 = x, NAXIS2 = y) with the cube's celestial WCS.
 void write_map(fitsfile* f, const std::string& file, const Cube& cube, const std::string& extname,
                const SkyMap& map) {
@@ -337,10 +406,14 @@ void write_cube_fits(const Cube& cube, const std::string& path) {
       w.longstr(provenance_key("V", i), escape(cube.provenance[i].second), "provenance value");
     }
 
-    write_image(raw, path, cube, cube.data, "DATA", cube.unit, "flux");
-    if (!cube.variance.empty())
-      write_image(raw, path, cube, cube.variance, "STAT", squared_unit(cube.unit),
-                  "variance of DATA");
+    if (cube.fits_layout == "manga")
+      write_manga_extensions(raw, path, cube);
+    else {
+      write_image(raw, path, cube, cube.data, "DATA", cube.unit, "flux");
+      if (!cube.variance.empty())
+        write_image(raw, path, cube, cube.variance, "STAT", squared_unit(cube.unit),
+                    "variance of DATA");
+    }
     for (const auto& [name, map] : cube.maps) write_map(raw, path, cube, upper(name), map);
 
     FitsPtr::pointer released = f.release();
@@ -376,14 +449,24 @@ Cube read_cube_fits(const std::string& path) {
     cube.provenance.emplace_back(unescape(key), unescape(value));
   }
 
-  // The flux: extension DATA, else the primary HDU.
+  // The flux: extension DATA (MUSE layout), FLUX (MaNGA layout), else the primary HDU.
+  const char* flux_extension = "DATA";
   fits_movnam_hdu(raw, IMAGE_HDU, const_cast<char*>("DATA"), 0, &status);
   if (status == BAD_HDU_NUM) {
     status = 0;
     fits_clear_errmsg();
+    fits_movnam_hdu(raw, IMAGE_HDU, const_cast<char*>("FLUX"), 0, &status);
+    flux_extension = "FLUX";
+    cube.fits_layout = "manga";
+  }
+  if (status == BAD_HDU_NUM) {
+    status = 0;
+    fits_clear_errmsg();
+    flux_extension = "DATA";
+    cube.fits_layout = "muse";
     fits_movabs_hdu(raw, 1, nullptr, &status);
   }
-  check(status, path, "cannot find the flux (extension DATA or the primary HDU)");
+  check(status, path, "cannot find the flux (extension DATA or FLUX, or the primary HDU)");
   int naxis = 0;
   long naxes[3] = {0, 0, 0};
   fits_get_img_dim(raw, &naxis, &status);
@@ -403,12 +486,15 @@ Cube read_cube_fits(const std::string& path) {
   if (ctype1 != "RA---TAN" || ctype2 != "DEC--TAN")
     throw InputError(path + ": CTYPE1/CTYPE2 are '" + ctype1 + "'/'" + ctype2 +
                      "', expected 'RA---TAN'/'DEC--TAN'");
-  if (ctype3 == "AWAV")
+  const bool log_axis = ctype3 == "AWAV-LOG" || ctype3 == "WAVE-LOG";
+  if (ctype3 == "AWAV" || ctype3 == "AWAV-LOG")
     cube.axes.wavelength_medium = "air";
-  else if (ctype3 == "WAVE")
+  else if (ctype3 == "WAVE" || ctype3 == "WAVE-LOG")
     cube.axes.wavelength_medium = "vacuum";
   else
-    throw InputError(path + ": CTYPE3 is '" + ctype3 + "', expected 'AWAV' or 'WAVE' (linear)");
+    throw InputError(path + ": CTYPE3 is '" + ctype3 +
+                     "', expected 'AWAV' or 'WAVE' (linear) or 'AWAV-LOG' or 'WAVE-LOG' "
+                     "(logarithmic)");
   for (const char* key : {"CUNIT1", "CUNIT2"}) {
     std::string u;
     if (read_string(raw, path, key, u) && u != "deg")
@@ -466,20 +552,61 @@ Cube read_cube_fits(const std::string& path) {
   const double step3 = axis_step(raw, path, 3);
   if (!(step3 > 0))
     throw InputError(path + ": wavelength step " + std::to_string(step3) + " should be positive");
-  cube.axes.wave_step_angstrom = step3 * to_angstrom;
-  cube.axes.wave_start_angstrom =
-      crpix3 == 1 ? crval3 * to_angstrom : (crval3 + (1 - crpix3) * step3) * to_angstrom;
+  if (log_axis) {
+    // lambda(p) = CRVAL3 exp(CDELT3 (p - CRPIX3) / CRVAL3) (Greisen et al. 2006, table 3).
+    if (!(crval3 > 0))
+      throw InputError(path + ": CRVAL3 = " + std::to_string(crval3) + " for CTYPE3 '" + ctype3 +
+                       "': expected a wavelength > 0");
+    cube.axes.wave_log10_step = step3 / (crval3 * std::numbers::ln10);
+    cube.axes.wave_start_angstrom =
+        crpix3 == 1 ? crval3 * to_angstrom
+                    : crval3 * std::exp(step3 * (1 - crpix3) / crval3) * to_angstrom;
+  } else {
+    cube.axes.wave_step_angstrom = step3 * to_angstrom;
+    cube.axes.wave_start_angstrom =
+        crpix3 == 1 ? crval3 * to_angstrom : (crval3 + (1 - crpix3) * step3) * to_angstrom;
+  }
 
   read_string(raw, path, "BUNIT", cube.unit);
-  read_image(raw, path, cube.shape, "DATA", cube.data);
+  read_image(raw, path, cube.shape, flux_extension, cube.data);
 
-  fits_movnam_hdu(raw, IMAGE_HDU, const_cast<char*>("STAT"), 0, &status);
+  // The variance: STAT, or the inverse of the MaNGA layout's IVAR (0 there: no measurement,
+  // NaN here).
+  const bool manga = cube.fits_layout == "manga";
+  const char* variance_extension = manga ? "IVAR" : "STAT";
+  fits_movnam_hdu(raw, IMAGE_HDU, const_cast<char*>(variance_extension), 0, &status);
   if (status == BAD_HDU_NUM) {
     status = 0;
     fits_clear_errmsg();
   } else {
-    check(status, path, "cannot open extension STAT");
-    read_image(raw, path, cube.shape, "STAT", cube.variance);
+    check(status, path, std::string("cannot open extension ") + variance_extension);
+    read_image(raw, path, cube.shape, variance_extension, cube.variance);
+    if (manga)
+      for (double& v : cube.variance) v = v > 0 ? 1.0 / v : std::nan("");
+  }
+  if (manga) {
+    // SPECRES (lambda / FWHM) back to the LSF's FWHM.
+    fits_movnam_hdu(raw, IMAGE_HDU, const_cast<char*>("SPECRES"), 0, &status);
+    if (status == BAD_HDU_NUM) {
+      status = 0;
+      fits_clear_errmsg();
+    } else {
+      check(status, path, "cannot open extension SPECRES");
+      long n = 0;
+      int naxis1 = 0, any_null = 0;
+      fits_get_img_dim(raw, &naxis1, &status);
+      fits_get_img_size(raw, 1, &n, &status);
+      check(status, path, "cannot read the size of SPECRES");
+      if (naxis1 != 1 || n != cube.shape.n_wave)
+        throw InputError(path + ": extension SPECRES should hold one value per wavelength (" +
+                         std::to_string(cube.shape.n_wave) + ")");
+      std::vector<double> r(static_cast<std::size_t>(n));
+      long first = 1;
+      fits_read_pix(raw, TDOUBLE, &first, n, nullptr, r.data(), &any_null, &status);
+      check(status, path, "cannot read the pixels of SPECRES");
+      for (int k = 0; k < cube.shape.n_wave; ++k)
+        cube.lsf_fwhm_angstrom.push_back(cube.axes.wavelength_angstrom(k) / r[k]);
+    }
   }
   read_maps(raw, path, cube);
   try {
@@ -509,6 +636,20 @@ std::vector<FitsCard> cube_wcs_cards(const Cube& cube, int naxis) {
       {"RADESYS", "ICRS", ""}};
   if (naxis < 3) return cards;
   const bool air = a.wavelength_medium == "air";
+  if (a.is_log()) {
+    // Logarithmic sampling, Greisen et al. 2006 (paper III), sec. 3.2 and table 3 ("-LOG"):
+    // lambda = CRVAL3 exp(w / CRVAL3), w = CDELT3 (p - CRPIX3), so a step of log10_step
+    // decades is CDELT3 = CRVAL3 ln(10) log10_step (MaNGA's LOGCUBE writes the same CTYPE3;
+    // its CD3_3 is 3621.596 x ln(10) x 1e-4 = 0.8339 A).
+    cards.push_back({"CTYPE3", air ? "AWAV-LOG" : "WAVE-LOG",
+                     air ? "wavelength in air, logarithmic" : "wavelength in vacuum, logarithmic"});
+    cards.push_back({"CUNIT3", "Angstrom", ""});
+    cards.push_back({"CRPIX3", 1.0, ""});
+    cards.push_back({"CRVAL3", a.wave_start_angstrom, "[Angstrom] centre of the first pixel"});
+    cards.push_back({"CDELT3", a.wave_start_angstrom * std::numbers::ln10 * a.wave_log10_step,
+                     "[Angstrom] CRVAL3 ln(10) dlog10(lambda)"});
+    return cards;
+  }
   cards.push_back(
       {"CTYPE3", air ? "AWAV" : "WAVE", air ? "wavelength in air" : "wavelength in vacuum"});
   cards.push_back({"CUNIT3", "Angstrom", ""});

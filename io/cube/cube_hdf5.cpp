@@ -1,6 +1,7 @@
 // HDF5 cubes: the layout is documented in docs/outputs.md. Arrays are (n_wave, ny, nx), C order,
 // i.e. the FITS cube's axes reversed, so h5py/numpy and astropy see the same array.
 #include <cmath>
+#include <variant>
 
 #include "core/config_error.h"
 #include "io/cube/cube_io.h"
@@ -62,11 +63,14 @@ void write_wcs_attributes(const h5::Location& f, const Cube& cube, const std::st
   f.set_attribute<double>("CDELT1", -a.spaxel_arcsec / 3600.0, dataset);
   f.set_attribute<double>("CDELT2", a.spaxel_arcsec / 3600.0, dataset);
   if (naxis < 3) return;
-  f.set_string_attribute("CTYPE3", a.wavelength_medium == "air" ? "AWAV" : "WAVE", dataset);
-  f.set_string_attribute("CUNIT3", "Angstrom", dataset);
-  f.set_attribute<double>("CRPIX3", 1.0, dataset);
-  f.set_attribute<double>("CRVAL3", a.wave_start_angstrom, dataset);
-  f.set_attribute<double>("CDELT3", a.wave_step_angstrom, dataset);
+  // The FITS writer's wavelength cards (a logarithmic axis as WAVE-LOG / AWAV-LOG).
+  for (const auto& card : cube_wcs_cards(cube, 3)) {
+    if (card.key.back() != '3') continue;
+    if (const auto* text = std::get_if<std::string>(&card.value))
+      f.set_string_attribute(card.key, *text, dataset);
+    else
+      f.set_attribute<double>(card.key, std::get<double>(card.value), dataset);
+  }
 }
 
 std::string unit_attribute(const h5::Location& f, const std::string& dataset) {
@@ -89,6 +93,8 @@ void write_cube_hdf5(const Cube& cube, const std::string& path) {
     f.set_attribute<double>("spaxel_arcsec", cube.axes.spaxel_arcsec);
     f.set_attribute<double>("wave_start_angstrom", cube.axes.wave_start_angstrom);
     f.set_attribute<double>("wave_step_angstrom", cube.axes.wave_step_angstrom);
+    // Only on a logarithmic grid (linear files stay as they were).
+    if (cube.axes.is_log()) f.set_attribute<double>("wave_log10_step", cube.axes.wave_log10_step);
     f.set_string_attribute("wavelength_medium", cube.axes.wavelength_medium);
     f.set_attribute<double>("ra_deg", cube.axes.ra_deg);
     f.set_attribute<double>("dec_deg", cube.axes.dec_deg);
@@ -148,6 +154,8 @@ Cube read_cube_hdf5(const std::string& path) {
   cube.axes.spaxel_arcsec = f.attribute<double>("spaxel_arcsec");
   cube.axes.wave_start_angstrom = f.attribute<double>("wave_start_angstrom");
   cube.axes.wave_step_angstrom = f.attribute<double>("wave_step_angstrom");
+  if (f.has_attribute("wave_log10_step"))
+    cube.axes.wave_log10_step = f.attribute<double>("wave_log10_step");
   cube.axes.wavelength_medium = f.string_attribute("wavelength_medium");
   cube.axes.ra_deg = f.attribute<double>("ra_deg");
   cube.axes.dec_deg = f.attribute<double>("dec_deg");

@@ -87,6 +87,14 @@ bool parse_factor(const std::string& text, char op, UnitFactor& f) {
 }  // namespace
 
 std::string squared_unit(const std::string& unit) {
+  return powered_unit(unit, 2);
+}
+
+std::string inverse_squared_unit(const std::string& unit) {
+  return powered_unit(unit, -2);
+}
+
+std::string powered_unit(const std::string& unit, int exponent) {
   if (unit.empty()) return unit;
   std::vector<UnitFactor> factors;
   bool ok = true;
@@ -132,12 +140,21 @@ std::string squared_unit(const std::string& unit) {
     }
   }
   flush();
-  if (!ok || in_denominator || factors.empty() || factors.front().op == '/')
-    return "(" + unit + ")**2";
+  if (!ok || in_denominator || factors.empty() || factors.front().op == '/') {
+    std::string out = "(" + unit;
+    out += ")**";
+    if (exponent < 0) out += '(';
+    out += std::to_string(exponent);
+    if (exponent < 0) out += ')';
+    return out;
+  }
   // Written in the FITS standard's form with a single solidus (section 4.3 of FITS 4.0, which
   // astropy's FITS format parses without warning): numerator, then the denominator grouped.
-  auto power = [](const UnitFactor& f) {
-    const long p = 2 * f.power;
+  // A negative exponent swaps numerator and denominator: every power below is then positive.
+  const bool inverse = exponent < 0;
+  auto power = [&](const UnitFactor& f) {
+    // The number's own power keeps its sign ("10**(-20)" to the -2 is "10**40").
+    const long p = (f.name == "10" ? exponent : std::abs(exponent)) * f.power;
     // Appended piece by piece: GCC 12 misreports a temporary concatenation here (-Wrestrict).
     std::string out = f.name;
     out += "**";
@@ -149,13 +166,20 @@ std::string squared_unit(const std::string& unit) {
   std::string numerator, denominator;
   std::size_t n_denominator = 0;
   for (const auto& f : factors) {
-    std::string& side = f.op == '/' ? denominator : numerator;
+    const bool below = f.name == "10" ? f.op == '/' : (f.op == '/') != inverse;
+    std::string& side = below ? denominator : numerator;
     if (!side.empty()) side += '*';
     side += power(f);
-    n_denominator += f.op == '/';
+    n_denominator += below;
   }
   if (n_denominator == 0) return numerator;
-  return numerator + (n_denominator == 1 ? "/" + denominator : "/(" + denominator + ")");
+  // Built piece by piece (GCC 12's bogus -Wrestrict on temporary concatenations).
+  std::string out = numerator.empty() ? std::string(1, '1') : numerator;
+  out += '/';
+  if (n_denominator > 1) out += '(';
+  out += denominator;
+  if (n_denominator > 1) out += ')';
+  return out;
 }
 
 bool fits_in_float32(const std::vector<double>& values) {
@@ -180,9 +204,23 @@ void validate_cube(const Cube& cube, const std::string& what) {
          std::to_string(s.n_voxels()) + " (or none)");
   if (!(cube.axes.spaxel_arcsec > 0) || !std::isfinite(cube.axes.spaxel_arcsec))
     fail("spaxel size must be positive and finite, is " + std::to_string(cube.axes.spaxel_arcsec));
-  if (!(cube.axes.wave_step_angstrom > 0) || !std::isfinite(cube.axes.wave_start_angstrom) ||
-      !std::isfinite(cube.axes.wave_step_angstrom))
+  if (cube.axes.is_log()) {
+    if (!(cube.axes.wave_start_angstrom > 0) || !std::isfinite(cube.axes.wave_start_angstrom) ||
+        !std::isfinite(cube.axes.wave_log10_step) || cube.axes.wave_step_angstrom != 0)
+      fail(
+          "a logarithmic wavelength axis needs a finite start > 0, a finite log10 step > 0 and "
+          "no linear step");
+  } else if (!(cube.axes.wave_step_angstrom > 0) || !std::isfinite(cube.axes.wave_start_angstrom) ||
+             !std::isfinite(cube.axes.wave_step_angstrom)) {
     fail("wavelength step must be positive and finite, start finite");
+  }
+  if (cube.fits_layout != "muse" && cube.fits_layout != "manga")
+    fail("FITS layout must be \"muse\" or \"manga\", is \"" + cube.fits_layout + "\"");
+  if (!cube.lsf_fwhm_angstrom.empty() &&
+      (cube.lsf_fwhm_angstrom.size() != static_cast<std::size_t>(s.n_wave) ||
+       !std::all_of(cube.lsf_fwhm_angstrom.begin(), cube.lsf_fwhm_angstrom.end(),
+                    [](double f) { return f > 0 && std::isfinite(f); })))
+    fail("the LSF FWHM needs one finite value > 0 per wavelength plane (or none)");
   if (cube.axes.wavelength_medium != "air" && cube.axes.wavelength_medium != "vacuum")
     fail("wavelength medium must be \"air\" or \"vacuum\", is \"" + cube.axes.wavelength_medium +
          "\"");

@@ -43,6 +43,11 @@ Cube read_cube(const std::string& path);
 // -> "10**(-40)*erg**2/(s**2*cm**4*Angstrom**2)"). Units outside the product/quotient grammar
 // come back as "(unit)**2". Empty stays empty.
 std::string squared_unit(const std::string& unit);
+// The unit of an inverse variance (MaNGA's IVAR): `unit` to the power -2 in the same form
+// ("10**(-20)*erg/(s*cm**2*Angstrom)" -> "10**40*s**2*cm**4*Angstrom**2/erg**2"); both are
+// powered_unit(unit, exponent) for exponent 2 and -2.
+std::string inverse_squared_unit(const std::string& unit);
+std::string powered_unit(const std::string& unit, int exponent);
 
 // Whether float32 holds every value without overflow or underflow: each is NaN, zero, or of a
 // magnitude in float32's normal range. A variance in the square of a unit of 1 erg/s/cm2/A

@@ -91,11 +91,19 @@ class Cube:
 
     @property
     def wavelength(self):
-        """The wavelength of each plane in Angstrom (in ``medium``)."""
+        """The wavelength of each plane's centre in Angstrom (in ``medium``): linear, or
+        logarithmic (``wave_log10_step`` > 0, as MaNGA's LOGCUBE; docs/outputs.md)."""
         import numpy as np
 
         c = self._core
+        if c.wave_log10_step > 0:
+            return np.asarray(c.wavelength_angstrom)
         return c.wave_start_angstrom + c.wave_step_angstrom * np.arange(c.shape[0])
+
+    @property
+    def wave_log10_step(self) -> float:
+        """dlog10(lambda) per plane of a logarithmic wavelength axis; 0 for a linear one."""
+        return self._core.wave_log10_step
 
     @property
     def wcs(self):

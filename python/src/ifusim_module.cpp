@@ -305,6 +305,15 @@ PYBIND11_MODULE(_core, m) {
                              [](const Cube& c) { return c.axes.wave_start_angstrom; })
       .def_property_readonly("wave_step_angstrom",
                              [](const Cube& c) { return c.axes.wave_step_angstrom; })
+      .def_property_readonly("wave_log10_step",
+                             [](const Cube& c) { return c.axes.wave_log10_step; })
+      .def_property_readonly("wavelength_angstrom",
+                             [](const Cube& c) {
+                               std::vector<double> w(static_cast<std::size_t>(c.shape.n_wave));
+                               for (int k = 0; k < c.shape.n_wave; ++k)
+                                 w[k] = c.axes.wavelength_angstrom(k);
+                               return w;
+                             })
       .def_property_readonly("spaxel_arcsec", [](const Cube& c) { return c.axes.spaxel_arcsec; })
       .def_property_readonly("provenance",
                              [](const Cube& c) {

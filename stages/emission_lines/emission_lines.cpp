@@ -203,10 +203,9 @@ LineWindow line_window(int index, const EmissionLineParams& params, const Observ
   };
   const double lo = observed(-v_max_kms), hi = observed(v_max_kms);
   const double reach = kLineTruncationSigmas * hi * w.profile_sigma_kms / kSpeedOfLightKms;
-  const double step = obs.axes.wave_step_angstrom;
-  const double first_edge = obs.simulated_wave_start_angstrom() - 0.5 * step;
-  const double k0 = std::floor((lo - reach - first_edge) / step) - 1.0;
-  const double k1 = std::floor((hi + reach - first_edge) / step) + 1.0;
+  const WaveGrid grid = obs.simulated_grid();
+  const double k0 = std::floor(grid.edge_position(lo - reach)) - 1.0;
+  const double k1 = std::floor(grid.edge_position(hi + reach)) + 1.0;
   const double first = std::max(0.0, k0), last = std::min(n_bins - 1.0, k1);
   if (last >= first) {
     w.first_bin = static_cast<int>(first);
@@ -221,7 +220,7 @@ struct LineTotal {
   std::vector<LineWindow> windows;  // ratio_row is the line's index in kEmissionLines
   int row_columns = 0;
   CubeShape shape;
-  double step_angstrom = 0.0;
+  WaveGrid grid;  // the simulated bins
 
   void operator()(RunState& state, std::vector<double> total) const {
     const std::size_t n_spaxels = shape.n_spaxels();
@@ -241,9 +240,9 @@ struct LineTotal {
         double sum = 0.0;
         for (int k = 0; k < w.n_bins; ++k) {
           spectrum[k] += row[k];
-          sum += row[k];
+          sum += grid.is_log() ? row[k] * grid.width(w.first_bin + k) : row[k];
         }
-        map.values[s] = sum * step_angstrom;
+        map.values[s] = grid.is_log() ? sum : sum * grid.step_angstrom;
       }
       state.maps["flux_" + std::string(line.name)] = std::move(map);
     }
@@ -306,7 +305,7 @@ class EmissionLinesStage final : public Stage {
     const double v_max = max_over_processes(mesh, std::exchange(v_max_kms_, 0.0));
     const double max_sfr = max_over_processes(mesh, std::exchange(max_sfr_, 0.0));
     const int n_wave = state.spaxels.n_wave;
-    if (n_wave <= 0 || !(obs.axes.wave_step_angstrom > 0))
+    if (n_wave <= 0 || !(obs.simulated_grid().width(0) > 0))
       throw std::logic_error("emission_lines: the observation has no wavelength grid");
     if (!(v_max < 0.5 * kSpeedOfLightKms))
       throw std::runtime_error("emission_lines: the gas's largest |v_los| is " +
@@ -331,10 +330,9 @@ class EmissionLinesStage final : public Stage {
           "emission_lines: {} fall outside the simulated band ({:.1f}-{:.1f} A) at z = {}: no "
           "light and no map for them",
           outside_band, obs.simulated_wave_start_angstrom(),
-          obs.simulated_wave_start_angstrom() + (n_wave - 1) * obs.axes.wave_step_angstrom,
-          obs.redshift);
+          obs.simulated_grid().centre(n_wave - 1), obs.redshift);
     total.shape = {state.spaxels.nx, state.spaxels.ny, n_wave};
-    total.step_angstrom = obs.axes.wave_step_angstrom;
+    total.grid = obs.simulated_grid();
 
     const LineRatioGrid grid = make_line_ratio_grid(params_, table_.get());
     s.ratios = device_put(mesh, grid.ratio_to_halpha, 1, Sharding::replicated());
@@ -345,8 +343,7 @@ class EmissionLinesStage final : public Stage {
     deposit.n_oxygen = grid.n_oxygen;
     deposit.one_plus_z = 1.0 + obs.redshift;
     deposit.to_air = obs.telescope.wavelength_medium == "air";
-    deposit.step_angstrom = obs.axes.wave_step_angstrom;
-    deposit.first_edge_angstrom = obs.simulated_wave_start_angstrom() - 0.5 * deposit.step_angstrom;
+    deposit.grid = obs.simulated_grid();
     deposit.halpha_lsun_per_sfr = kHalphaErgPerSPerMsunPerYr / kSolarLuminosityErgPerS;
     deposit.row_columns = total.row_columns;
 
@@ -360,9 +357,9 @@ class EmissionLinesStage final : public Stage {
           "gets no emission lines",
           n);
     const double max_halpha = static_cast<double>(n) * max_sfr * deposit.halpha_lsun_per_sfr;
-    s.line_scale =
-        FixedPointScale::for_bound(max_halpha * max_ratio / deposit.step_angstrom,
-                                   "emission_lines: the line sums (gas.sfr_msun_per_yr)");
+    s.line_scale = FixedPointScale::for_bound(
+        max_halpha * max_ratio / deposit.grid.width(0),  // the narrowest bin
+        "emission_lines: the line sums (gas.sfr_msun_per_yr)");
     double sigma_max = 0.0;
     for (const auto& w : total.windows) sigma_max = std::max(sigma_max, w.sigma_kms);
     s.moment_scale = FixedPointScale::for_bound(

@@ -70,6 +70,7 @@
 #include "data/emission_line_list.h"
 #include "data/hd.h"
 #include "data/line_ratio_table.h"
+#include "data/wavelength_axis.h"
 #include "stages/common/dust_curves.h"
 #include "stages/common/footprint.h"
 #include "stages/stage.h"
@@ -161,8 +162,8 @@ struct LineDeposit {
   double oxygen_min = 0.0, oxygen_step = 0.0;
   int n_oxygen = 0;
   double one_plus_z = 1.0;
-  bool to_air = false;  // the telescope measures air wavelengths
-  double first_edge_angstrom = 0.0, step_angstrom = 0.0;
+  bool to_air = false;               // the telescope measures air wavelengths
+  WaveGrid grid;                     // the simulated bins (data/wavelength_axis.h)
   double halpha_lsun_per_sfr = 0.0;  // L_sun per Msun/yr
   double counts_per_unit = 1.0;      // fixed point of the line sums (L_sun / A)
   double moment_counts_per_unit = 1.0;

@@ -45,8 +45,8 @@ struct DepositCellLines {
       const double reach = kLineTruncationSigmas * sigma;
       // Bins within +-8 sigma, cut to the line's window; the Gaussian's tails go to the end bins
       // unless the window (the simulated band) cut them off.
-      const double lo = floor((centre - reach - p.first_edge_angstrom) / p.step_angstrom);
-      const double hi = floor((centre + reach - p.first_edge_angstrom) / p.step_angstrom);
+      const double lo = floor(p.grid.edge_position(centre - reach));
+      const double hi = floor(p.grid.edge_position(centre + reach));
       const int last_bin = line.first_bin + line.n_bins - 1;
       const int k0 = lo < line.first_bin ? line.first_bin : static_cast<int>(lo);
       const int k1 = hi > last_bin ? last_bin : static_cast<int>(hi);
@@ -54,11 +54,12 @@ struct DepositCellLines {
       const bool tail_below = lo >= line.first_bin, tail_above = hi <= last_bin;
       const double per_angstrom = 0.70710678118654752 / sigma;
       auto cdf = [&](int edge_bin) {
-        const double edge = p.first_edge_angstrom + edge_bin * p.step_angstrom;
+        const double edge = p.grid.edge(edge_bin);
         return 0.5 * erf((edge - centre) * per_angstrom);
       };
-      // Luminosity density (L_sun / A) of each bin: the bin's share of the line over its width.
-      const double scale = luminosity / p.step_angstrom * p.counts_per_unit;
+      // Luminosity density (L_sun / A) of each bin: the bin's share of the line over its width
+      // (one width for linear bins, each its own for logarithmic ones).
+      const double scale = luminosity / p.grid.width(0) * p.counts_per_unit;
       double below = tail_below ? -0.5 : cdf(k0);
       const double moment_weight = l == p.halpha_line ? luminosity : 0.0;
       gas.footprint.for_each(i, [&](std::int32_t spaxel, double weight) {
@@ -70,7 +71,12 @@ struct DepositCellLines {
           const double share = above - previous;
           previous = above;
           if (share > 0.0)
-            atomic_add_fixed(window + (k - line.first_bin), to_fixed(scale * share * weight, 1.0));
+            atomic_add_fixed(
+                window + (k - line.first_bin),
+                to_fixed(
+                    (p.grid.is_log() ? luminosity / p.grid.width(k) * p.counts_per_unit : scale) *
+                        share * weight,
+                    1.0));
         }
         if (moment_weight > 0.0) {
           // (w, w v, w (v^2 + sigma_line^2)): the dispersion a Gaussian fit to the spaxel's

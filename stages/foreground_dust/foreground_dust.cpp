@@ -47,9 +47,8 @@ class ForegroundDustStage final : public Stage {
     const auto n_wave = static_cast<std::size_t>(cube.shape.n_wave);
     std::vector<double> factor(n_wave);
     for (std::size_t k = 0; k < n_wave; ++k)
-      factor[k] = foreground_transmission(params_,
-                                          obs.simulated_wave_start_angstrom() +
-                                              static_cast<double>(k) * obs.axes.wave_step_angstrom);
+      factor[k] =
+          foreground_transmission(params_, obs.simulated_grid().centre(static_cast<double>(k)));
     for (std::size_t i = 0; i < cube.data.size(); ++i) cube.data[i] *= factor[i % n_wave];
     for (std::size_t i = 0; i < cube.variance.size(); ++i)
       cube.variance[i] *= factor[i % n_wave] * factor[i % n_wave];

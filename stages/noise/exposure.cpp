@@ -131,8 +131,8 @@ double v_band_mean(const SkySpectrum& sky) {
   return weights > 0.0 ? weighted / weights : 0.0;
 }
 
-std::vector<double> sky_in_bins(const SkySpectrum& sky, double sky_mag_arcsec2, double start,
-                                double step, int n, const std::string& medium,
+std::vector<double> sky_in_bins(const SkySpectrum& sky, double sky_mag_arcsec2,
+                                const WaveGrid& grid, int n, const std::string& medium,
                                 const ResolutionCurve& lsf_fwhm, const std::string& key) {
   const auto& wv = sky.wavelength_vacuum_angstrom;
   std::vector<double> w(wv.size());  // in the cube's medium
@@ -142,7 +142,7 @@ std::vector<double> sky_in_bins(const SkySpectrum& sky, double sky_mag_arcsec2, 
   if (v_lo > kVStartAngstrom || v_hi < kVStartAngstrom + kVStepAngstrom * (kBessellV.size() - 1))
     throw ConfigError(key + ": " + sky.file + " does not cover the V band (4700-7000 A) that " +
                       "sets its level from the sky surface brightness");
-  const double band_lo = start - 0.5 * step, band_hi = start + (n - 0.5) * step;
+  const double band_lo = grid.edge(0), band_hi = grid.edge(n);
   const double reach = 5.0 * std::max(lsf_fwhm.at(band_lo), lsf_fwhm.at(band_hi)) / kFwhmPerSigma;
   if (w.front() > band_lo - reach || w.back() < band_hi + reach)
     throw ConfigError(key + ": " + sky.file + " covers " + angstrom_text(w.front()) + "-" +
@@ -155,8 +155,8 @@ std::vector<double> sky_in_bins(const SkySpectrum& sky, double sky_mag_arcsec2, 
   std::vector<double> out(static_cast<std::size_t>(n), 0.0);
 #pragma omp parallel for schedule(static)
   for (int k = 0; k < n; ++k) {
-    const double lo = start + (k - 0.5) * step, hi = lo + step;
-    const double sigma = lsf_fwhm.at(start + k * step) / kFwhmPerSigma;
+    const double lo = grid.edge(k), hi = grid.edge(k + 1);
+    const double sigma = lsf_fwhm.at(grid.centre(k)) / kFwhmPerSigma;
     const double pad = sigma > 0.0 ? 6.0 * sigma : 0.0;
     std::size_t j =
         static_cast<std::size_t>(std::lower_bound(w.begin(), w.end(), lo - pad) - w.begin());
@@ -174,7 +174,7 @@ std::vector<double> sky_in_bins(const SkySpectrum& sky, double sky_mag_arcsec2, 
       }
       sum += sky.flux[j] * dl * fraction;
     }
-    out[static_cast<std::size_t>(k)] = scale * sum / step;
+    out[static_cast<std::size_t>(k)] = scale * sum / (hi - lo);
   }
   return out;
 }
@@ -203,14 +203,13 @@ double flux_unit_scale(const std::string& unit, const std::string& path) {
 ExposureBins exposure_bins(const ExposureParams& params, const SkySpectrum& sky,
                            const ExtinctionCurve& extinction, const Observation& obs,
                            double unit_scale, int n_wave, const std::string& path) {
-  const double start = obs.simulated_wave_start_angstrom();
-  const double step = obs.axes.wave_step_angstrom;
-  if (!(step > 0.0) || !(start > 0.0))
+  const WaveGrid grid = obs.simulated_grid();
+  if (!(grid.width(0) > 0.0) || !(grid.start_angstrom > 0.0))
     throw std::logic_error("noise (" + path + "): the observation has no wavelength grid");
   if (!(obs.axes.spaxel_arcsec > 0.0))
     throw std::logic_error("noise (" + path + "): the observation has no spaxel size");
   const std::string& medium = obs.axes.wavelength_medium;
-  const double band_lo = start - 0.5 * step, band_hi = start + (n_wave - 0.5) * step;
+  const double band_lo = grid.edge(0), band_hi = grid.edge(n_wave);
   if (!extinction.covers(band_lo, band_hi))
     throw ConfigError(params.extinction_key + ": " + extinction.file + " covers " +
                       angstrom_text(extinction.wavelength_angstrom.front()) + "-" +
@@ -218,7 +217,7 @@ ExposureBins exposure_bins(const ExposureParams& params, const SkySpectrum& sky,
                       " A, not the cube's band " + angstrom_text(band_lo) + "-" +
                       angstrom_text(band_hi) + " A");
   const std::vector<double> sky_flambda =
-      sky_in_bins(sky, params.sky_mag_arcsec2, start, step, n_wave, medium,
+      sky_in_bins(sky, params.sky_mag_arcsec2, grid, n_wave, medium,
                   obs.telescope_lsf_fwhm_angstrom, params.sky_file_key);
   const double area_cm2 = params.collecting_area_m2 * 1e4;
   const double time_s = params.exposure_s * params.n_exposures;
@@ -229,12 +228,12 @@ ExposureBins exposure_bins(const ExposureParams& params, const SkySpectrum& sky,
   bins.electrons_per_unit.resize(static_cast<std::size_t>(n_wave));
   bins.sky_electrons.resize(static_cast<std::size_t>(n_wave));
   for (int k = 0; k < n_wave; ++k) {
-    const double lambda = start + k * step;
+    const double lambda = grid.centre(k), width = grid.width(k);
     // A photon's energy is h c / lambda in vacuum.
     const double photon_erg =
         hc_erg_angstrom / (medium == "air" ? vacuum_from_air(lambda) : lambda);
     // Photons per (erg/s/cm^2/A) collected in the bin over the exposures, before the atmosphere.
-    const double collected = area_cm2 * params.throughput.at(lambda) * time_s * step / photon_erg;
+    const double collected = area_cm2 * params.throughput.at(lambda) * time_s * width / photon_erg;
     const double transmitted = std::pow(10.0, -0.4 * extinction.at(lambda) * params.airmass);
     const std::size_t i = static_cast<std::size_t>(k);
     bins.wavelength_angstrom[i] = lambda;

@@ -50,6 +50,7 @@
 #include "data/datacube.h"
 #include "data/resolution_curve.h"
 #include "data/sky.h"
+#include "data/wavelength_axis.h"
 
 namespace ifusim {
 
@@ -90,12 +91,12 @@ std::string site_extinction_file(const std::string& site);
 // The mean of `sky` weighted by the Bessell (1990) V response.
 double v_band_mean(const SkySpectrum& sky);
 
-// The sky's f_lambda per arcsec^2 (erg/s/cm^2/A/arcsec^2) averaged over each bin of a linear grid
-// (centres start + k step, k < n, in `medium` "air" or "vacuum") after a Gaussian LSF of the given
+// The sky's f_lambda per arcsec^2 (erg/s/cm^2/A/arcsec^2) averaged over each bin k < n of a
+// linear or logarithmic grid (in `medium` "air" or "vacuum") after a Gaussian LSF of the given
 // FWHM: the relative spectrum scaled to V = sky_mag_arcsec2. Throws ConfigError naming `key` when
 // the spectrum does not cover the band (with 5 sigma of the LSF beyond it) or the V band.
-std::vector<double> sky_in_bins(const SkySpectrum& sky, double sky_mag_arcsec2, double start,
-                                double step, int n, const std::string& medium,
+std::vector<double> sky_in_bins(const SkySpectrum& sky, double sky_mag_arcsec2,
+                                const WaveGrid& grid, int n, const std::string& medium,
                                 const ResolutionCurve& lsf_fwhm, const std::string& key);
 
 // The power of ten of a flux cube's unit ("10**(-20)*erg/(s*cm**2*Angstrom)" -> 1e-20,

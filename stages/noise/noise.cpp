@@ -79,7 +79,8 @@ double noise_reference_level(const Cube& cube, double threshold) {
 }
 
 double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::uint64_t seed,
-                   Cube& cube, const std::string& path) {
+                   Cube& cube, const std::string& path,
+                   const std::vector<double>& plane_width_angstrom) {
   if (cube.data.size() != cube.shape.n_voxels())
     throw std::logic_error("noise: the cube's data does not match its shape");
   if (!cube.variance.empty())
@@ -106,6 +107,19 @@ double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::ui
   const double shot = (1.0 - params.background_fraction) * sigma_ref * sigma_ref / s_ref;
   spdlog::debug("noise: S_ref = {}, S/N per pixel {} there, sigma_bg = {}", s_ref, snr_pixel,
                 std::sqrt(var_bg));
+  // A logarithmic grid's planes differ in width: a per-Angstrom S/N is sqrt(width) per pixel
+  // plane by plane (per_plane empty on a linear grid, whose planes share var_bg and shot).
+  std::vector<std::pair<double, double>> per_plane;
+  if (params.per_angstrom && !plane_width_angstrom.empty()) {
+    if (plane_width_angstrom.size() != static_cast<std::size_t>(cube.shape.n_wave))
+      throw std::logic_error("noise: the plane widths do not match the cube's wavelengths");
+    for (const double width : plane_width_angstrom) {
+      const double sigma = s_ref / (params.snr * std::sqrt(width));
+      per_plane.emplace_back(params.background_fraction * sigma * sigma,
+                             (1.0 - params.background_fraction) * sigma * sigma / s_ref);
+    }
+  }
+  const auto n_wave = static_cast<std::size_t>(cube.shape.n_wave);
   // In huge pages: 2.7 GB of 4 kB pages on MUSE-WFM is ~650,000 page faults (data/host_memory.h).
   cube.variance = large_vector<double>(cube.data.size());
   const std::uint64_t state = counter_state(seed);
@@ -116,7 +130,11 @@ double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::ui
       cube.variance[i] = cube.data[i];
       continue;
     }
-    const double var = var_bg + std::max(cube.data[i], 0.0) * shot;
+    const double var = per_plane.empty()
+                           ? var_bg + std::max(cube.data[i], 0.0) * shot
+                           : per_plane[static_cast<std::size_t>(i) % n_wave].first +
+                                 std::max(cube.data[i], 0.0) *
+                                     per_plane[static_cast<std::size_t>(i) % n_wave].second;
     cube.variance[i] = var;
     cube.data[i] += std::sqrt(var) * counter_normal_of_state(state, static_cast<std::uint64_t>(i));
   }
@@ -165,8 +183,13 @@ class NoiseStage final : public Stage {
           bins.sky_electrons[mid], bins.electrons_per_unit[mid], state.cube->unit, seed);
       return;
     }
+    const Observation& obs = state.observation;
+    std::vector<double> widths;  // a logarithmic grid's plane widths (margin included)
+    if (obs.axes.is_log())
+      for (int k = 0; k < state.cube->shape.n_wave; ++k)
+        widths.push_back(obs.simulated_grid().width(k));
     const double s_ref =
-        apply_noise(params_, state.observation.axes.wave_step_angstrom, seed, *state.cube, path_);
+        apply_noise(params_, obs.axes.width_angstrom(0), seed, *state.cube, path_, widths);
     spdlog::info("noise: S/N {} per {} at the reference level {} {} (seed {})", params_.snr,
                  params_.per_angstrom ? "Angstrom" : "pixel", s_ref, state.cube->unit, seed);
   }

@@ -65,9 +65,11 @@ double noise_reference_level(const Cube& cube, double threshold);
 double counter_normal(std::uint64_t seed, std::uint64_t index);
 
 // Adds the noise to `cube.data` and fills `cube.variance`; `seed` as resolved by the stage.
-// `wave_step_angstrom` is needed for per-Angstrom targets. Returns S_ref.
+// `wave_step_angstrom` is needed for per-Angstrom targets; on a logarithmic grid
+// `plane_width_angstrom` gives each plane's width instead. Returns S_ref.
 double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::uint64_t seed,
-                   Cube& cube, const std::string& path = "noise");
+                   Cube& cube, const std::string& path = "noise",
+                   const std::vector<double>& plane_width_angstrom = {});
 
 StageEntry noise_stage();
 // The exposure model reads its sky spectrum and extinction table with the resources' loaders

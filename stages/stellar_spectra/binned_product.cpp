@@ -40,17 +40,17 @@ BasisColumn spectrum_row(const BinnedProductInput& in, int node, int velocity_no
   for (int k = 0; k < in.bins.n; ++k) {
     locate(in.ssp, in.bins.vacuum_edge(k + 1) / doppler, j, f);
     const double c = cumulative_at(in.ssp, node, j, f);
-    out[k] = (c - below) / in.bins.step_angstrom * dust_factor(in, term, k, doppler);
+    out[k] = (c - below) / in.bins.width(k) * dust_factor(in, term, k, doppler);
     below = c;
   }
   BasisColumn light{0.0, tile.velocity.velocity_kms(velocity_node)};
   for (int k = in.band_first_bin; k < in.band_end_bin; ++k)
-    light.band_energy += out[k] * in.bins.step_angstrom;
+    light.band_energy += out[k] * in.bins.width(k);
   for (const EdgeWindow& window : tile.edges)
     for (int k = window.first_bin; k < window.first_bin + window.n_bins; ++k)
       out[k] = (continued_cumulative(in.ssp, node, in.bins.vacuum_edge(k + 1) / doppler) -
                 continued_cumulative(in.ssp, node, in.bins.vacuum_edge(k) / doppler)) /
-               in.bins.step_angstrom * dust_factor(in, term, k, doppler);
+               in.bins.width(k) * dust_factor(in, term, k, doppler);
   return light;
 }
 
@@ -65,7 +65,7 @@ void edge_row(const BinnedProductInput& in, const EdgeWindow& window, int part, 
   const double doppler = in.bins.vacuum_centre(bin) / window.rest_angstrom;
   for (int k = lo; k < hi; ++k)
     out[k] = -window.flux_scale * (in.bins.vacuum_edge(k + 1) - in.bins.vacuum_edge(k)) /
-             in.bins.step_angstrom * dust_factor(in, term, k, doppler);
+             in.bins.width(k) * dust_factor(in, term, k, doppler);
 }
 
 }  // namespace

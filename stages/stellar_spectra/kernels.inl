@@ -72,12 +72,14 @@ struct DepositSpectrumChunk {
     }
     // Luminosity density per observed Angstrom = energy / bin width, into every spaxel the
     // star's light reaches.
-    const double scale = counts_per_unit / bins.step_angstrom;
+    // (Linear bins share one width; logarithmic ones have each their own.)
+    double scale[kBinsPerChunk];
+    for (int k = k0; k < k1; ++k) scale[k - k0] = counts_per_unit / bins.width(k);
     stars.footprint.for_each(i, [&](std::int32_t spaxel, double weight) {
       std::int64_t* out = cube_sums + static_cast<std::size_t>(spaxel) * bins.n;
       for (int k = k0; k < k1; ++k)
         if (energy[k - k0] != 0.0)
-          atomic_add_fixed(out + k, to_fixed(energy[k - k0] * weight * scale, 1.0));
+          atomic_add_fixed(out + k, to_fixed(energy[k - k0] * weight * scale[k - k0], 1.0));
       if (band_energy != 0.0)
         add_moments(light_moment_sums + static_cast<std::size_t>(spaxel) * 3, band_energy * weight,
                     v / velocity_unit_kms, light_counts_per_unit);

@@ -10,11 +10,13 @@
 // WaveBins) receives C(l1 / D) - C(l0 / D) with D = (1 + z)(1 + v_los / c), so the energy a star
 // emits is conserved exactly over the bins that cover its shifted spectrum, and the cube holds
 // luminosity per observed Angstrom.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
 #include "core/constants.h"  // kSpeedOfLightKms
 #include "data/hd.h"
+#include "data/wavelength_axis.h"
 #include "stages/common/interpolation.h"
 
 namespace ifusim {
@@ -33,7 +35,9 @@ struct SspView {
   OutsideGrid outside = OutsideGrid::clamp;
 };
 
-// The observed wavelength bins: centres start + k * step, k < n, in the telescope's medium.
+// The observed wavelength bins: centres start + k * step (linear) or start 10^(k log10_step)
+// (logarithmic, log10_step > 0; edges at the centres' geometric midpoints,
+// data/wavelength_axis.h), k < n, in the telescope's medium.
 //
 // Templates are held in vacuum (make_ssp_tables), and a telescope that measures in air has its
 // bin edges converted to vacuum once (vacuum_edges, n + 1 values): a photon emitted at vacuum
@@ -43,19 +47,36 @@ struct SspView {
 // templates' vacuum rest edges) does the conversion at the observed wavelength for every star
 // and velocity at the cost of one table, where converting the templates at rest (as earlier
 // versions did) put a line at z = 1 near 10000 A 0.05 A too red. Energy stays per air Angstrom:
-// a bin's energy is divided by its width in the telescope's medium (step_angstrom).
+// a bin's energy is divided by its width in the telescope's medium (width(k)).
 struct WaveBins {
   double start_angstrom = 0.0;
-  double step_angstrom = 1.0;
+  double step_angstrom = 1.0;  // linear bins
   int n = 0;
   const double* vacuum_edges = nullptr;  // nullptr: the bins are in vacuum already
-  IFUSIM_HD double first_edge() const { return start_angstrom - 0.5 * step_angstrom; }
-  IFUSIM_HD double edge(int k) const { return first_edge() + k * step_angstrom; }
+  double log10_step = 0.0;               // > 0: logarithmic bins (step_angstrom unused)
+  IFUSIM_HD bool is_log() const { return log10_step > 0.0; }
+  IFUSIM_HD double first_edge() const { return edge(0); }
+  IFUSIM_HD double edge(int k) const {
+    return is_log() ? log_grid_edge(start_angstrom, log10_step, k)
+                    : start_angstrom - 0.5 * step_angstrom + k * step_angstrom;
+  }
+  // Width of bin k in the telescope's medium: the step of linear bins.
+  IFUSIM_HD double width(int k) const { return is_log() ? edge(k + 1) - edge(k) : step_angstrom; }
+  // Centre of bin k in the telescope's medium.
+  IFUSIM_HD double centre(int k) const {
+    return is_log() ? log_grid_centre(start_angstrom, log10_step, k)
+                    : start_angstrom + k * step_angstrom;
+  }
   // Edge k and the centre of bin k in vacuum, the templates' medium.
   IFUSIM_HD double vacuum_edge(int k) const { return vacuum_edges ? vacuum_edges[k] : edge(k); }
   IFUSIM_HD double vacuum_centre(int k) const {
-    return vacuum_edges ? 0.5 * (vacuum_edges[k] + vacuum_edges[k + 1])
-                        : start_angstrom + k * step_angstrom;
+    return vacuum_edges ? 0.5 * (vacuum_edges[k] + vacuum_edges[k + 1]) : centre(k);
+  }
+  // The bin whose edges (in the telescope's medium) hold lambda, clamped to [0, n].
+  int bin_of(double lambda) const {
+    const double x = is_log() ? std::log10(lambda / start_angstrom) / log10_step + 0.5
+                              : (lambda - first_edge()) / step_angstrom;
+    return static_cast<int>(std::clamp(std::floor(x), 0.0, static_cast<double>(n)));
   }
   // The bin k in [first, end) with vacuum_edge(k) <= x < vacuum_edge(k + 1), clamped to that
   // range (a binary search: in air the edges are a table).

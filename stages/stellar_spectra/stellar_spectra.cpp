@@ -223,6 +223,13 @@ double mean_footprint_spaxels(const Stars& stars, const SpaxelGrid& grid) {
   return std::max(1.0, sum / static_cast<double>(length_kpc.size()));
 }
 
+// The observation's wavelength bins, margin included (linear or logarithmic, as its axes).
+WaveBins observed_bins(const Observation& obs, int n_wave) {
+  WaveBins bins{obs.simulated_wave_start_angstrom(), obs.axes.wave_step_angstrom, n_wave};
+  bins.log10_step = obs.axes.wave_log10_step;
+  return bins;
+}
+
 // Velocity nodes spanning |v_los| <= v_max_kms, spaced velocity_bin_kms in c ln(1 + v/c).
 VelocityBins velocity_bins(double v_max_kms, double velocity_bin_kms) {
   const double beta = std::min(0.99, v_max_kms / kSpeedOfLightKms);
@@ -550,9 +557,7 @@ class StellarSpectraStage final : public Stage {
     tile.one_plus_z = 1.0 + c.observation.redshift;
     // The windows of the templates' ends, with the bins' edges taken as vacuum ones (in air a
     // window moves by a bin or two and keeps its length).
-    set_edge_windows(tile, make_ssp_tables(*grid_),
-                     WaveBins{c.observation.simulated_wave_start_angstrom(),
-                              c.observation.axes.wave_step_angstrom, c.n_wave});
+    set_edge_windows(tile, make_ssp_tables(*grid_), observed_bins(c.observation, c.n_wave));
     const bool dust = c.provided.count(fields::stars_dust_av.full_name()) > 0;
     if (dust) tile.dust.rank = kPlanDustRank;
     const double row_bytes = static_cast<double>(tile.columns() * i64);
@@ -730,9 +735,8 @@ class StellarSpectraStage final : public Stage {
     s.tables = std::make_shared<const SspTables>(make_ssp_tables(*grid_));
     s.device_tables = std::make_shared<const DeviceTables>(mesh, *s.tables);
     s.outside = params_.outside;
-    s.bins = WaveBins{obs.simulated_wave_start_angstrom(), obs.axes.wave_step_angstrom,
-                      state.spaxels.n_wave};
-    if (s.bins.n <= 0 || !(s.bins.step_angstrom > 0))
+    s.bins = observed_bins(obs, state.spaxels.n_wave);
+    if (s.bins.n <= 0 || !(s.bins.width(0) > 0))
       throw std::logic_error("stellar_spectra: the observation has no wavelength grid");
     const std::string& medium = obs.axes.wavelength_medium;
     s.bin_vacuum_edges =
@@ -744,7 +748,7 @@ class StellarSpectraStage final : public Stage {
       for (int k = 0; k < s.bins.n; ++k)
         s.max_vacuum_width_ratio =
             std::max(s.max_vacuum_width_ratio,
-                     (s.bins.vacuum_edge(k + 1) - s.bins.vacuum_edge(k)) / s.bins.step_angstrom);
+                     (s.bins.vacuum_edge(k + 1) - s.bins.vacuum_edge(k)) / s.bins.width(k));
     }
     s.redshift = obs.redshift;
     s.shape = {state.spaxels.nx, state.spaxels.ny, s.bins.n};
@@ -769,13 +773,8 @@ class StellarSpectraStage final : public Stage {
     s.band_first_bin = obs.margin.wavelengths;
     s.band_end_bin = s.bins.n - obs.margin.wavelengths;
     if (params_.band_hi_angstrom > 0) {
-      auto bin = [&](double lambda) {
-        return static_cast<int>(
-            std::clamp(std::floor((lambda - s.bins.first_edge()) / s.bins.step_angstrom), 0.0,
-                       static_cast<double>(s.bins.n)));
-      };
-      s.band_first_bin = bin(params_.band_lo_angstrom);
-      s.band_end_bin = bin(params_.band_hi_angstrom);
+      s.band_first_bin = s.bins.bin_of(params_.band_lo_angstrom);
+      s.band_end_bin = s.bins.bin_of(params_.band_hi_angstrom);
       if (s.band_end_bin <= s.band_first_bin)
         throw ConfigError("stages.stellar_spectra.kinematics_band_angstrom: the band [" +
                           std::to_string(params_.band_lo_angstrom) + ", " +
@@ -896,6 +895,17 @@ std::vector<double> reference_stellar_cube(
       if (!(b > a)) continue;  // a pixel folded by the conversion at 2000 A: no bin to share
       const double energy = spectrum[j] * (own_edges[j + 1] - own_edges[j]);
       // Only the bins [a, b] can reach (a margin of one bin on each side).
+      if (bins.is_log()) {
+        // Logarithmic bins: edges from the grid's own formula (data/wavelength_axis.h).
+        const int k_begin = std::max(0, bins.bin_of(a) - 1);
+        const int k_end = std::min(bins.n, bins.bin_of(b) + 2);
+        for (int k = k_begin; k < k_end; ++k) {
+          const double lo = bins.edge(k), hi = bins.edge(k + 1);
+          const double overlap = std::min(b, hi) - std::max(a, lo);
+          if (overlap > 0) out_spectrum[k] += energy * overlap / (b - a) / (hi - lo);
+        }
+        continue;
+      }
       const double first_edge = bins.start_angstrom - 0.5 * bins.step_angstrom;
       const int k_begin =
           std::max(0, static_cast<int>(std::floor((a - first_edge) / bins.step_angstrom)) - 1);
