@@ -430,9 +430,17 @@ TEST_CASE("dust: parameters are validated with key paths, the stage runs after a
   const nlohmann::json ordered =
       nlohmann::json::array({{{"stage", "spaxel_grid"}, {"params", kGrid}},
                              {{"stage", "dust"}, {"params", {{"curve", "calzetti00"}}}}});
-  const std::vector<std::string> with_gas{"stars.position_kpc", "gas.position_kpc", "gas.mass_msun",
-                                          "gas.metallicity"};
+  const std::vector<std::string> with_gas{"stars.position_kpc", "stars.age_gyr", "gas.position_kpc",
+                                          "gas.mass_msun", "gas.metallicity"};
   CHECK(make_stages(ordered, "stages", with_gas).size() == 2);
+  // The birth clouds read the stars' ages; without them they need none.
+  const std::vector<std::string> no_ages{"stars.position_kpc", "gas.position_kpc", "gas.mass_msun",
+                                         "gas.metallicity"};
+  CHECK_THROWS_WITH(make_stages(ordered, "stages", no_ages),
+                    Catch::Contains("stage \"dust\" needs stars.age_gyr"));
+  nlohmann::json without_clouds = ordered;
+  without_clouds[1]["params"]["birth_cloud_tau_v"] = 0;
+  CHECK(make_stages(without_clouds, "stages", no_ages).size() == 2);
   // ... and the gas (so that the runner reads it).
   CHECK_THROWS_WITH(make_stages(ordered, "stages", {"stars.position_kpc"}),
                     Catch::Contains("stage \"dust\" needs gas.position_kpc"));
