@@ -664,18 +664,19 @@ TEST_CASE("dust: birth clouds add A_V^BC to the stars younger than t_BC, on top 
 TEST_CASE("dust: with birth clouds the binned and exact methods agree, bitwise on 1, 2, 3 devices",
           "[dust][binned][birth_clouds]") {
   // A third of the stars young: their A_V is the screen's plus 1.09 mag.
-  auto stars = test::random_stars(4000, 37, 4.0);
+  auto stars = test::random_stars(2000, 37, 4.0);
   for (std::size_t i = 0; i < stars.size(); i += 3) stars.age_gyr[i] = 0.002f + 0.002f * (i % 4);
   const HostGas gas = random_gas(400, 5, 0.5e7, 2e7);
   const nlohmann::json params{{"curve", "calzetti00"}};
   const auto exact = spectra_run(stars, gas, true, params, SpectralMethod::exact);
   const auto binned = spectra_run(stars, gas, true, params, SpectralMethod::binned);
   // The birth clouds matter: the young stars are dimmed more than without them.
-  const auto no_clouds = spectra_run(
-      stars, gas, true, {{"curve", "calzetti00"}, {"birth_cloud_tau_v", 0}}, SpectralMethod::exact);
+  const auto no_clouds =
+      spectra_run(stars, gas, true, {{"curve", "calzetti00"}, {"birth_cloud_tau_v", 0}},
+                  SpectralMethod::binned);
   double with = 0, without = 0;
-  for (std::size_t i = 0; i < exact.cube.data.size(); ++i) {
-    with += exact.cube.data[i];
+  for (std::size_t i = 0; i < binned.cube.data.size(); ++i) {
+    with += binned.cube.data[i];
     without += no_clouds.cube.data[i];
   }
   INFO("light with birth clouds / without " << with / without);
@@ -693,16 +694,15 @@ TEST_CASE("dust: with birth clouds the binned and exact methods agree, bitwise o
   CHECK(a.p99_relative <= 1e-2);
   CHECK(a.max_velocity_kms <= 2.0);
   CHECK(a.total_relative <= 1e-6);
-  for (const auto method : {SpectralMethod::binned, SpectralMethod::exact}) {
-    const auto one = spectra_run(stars, gas, true, params, method, kBins, 1);
-    for (int n : {2, 3}) {
-      INFO(n << " devices, method " << static_cast<int>(method));
-      const auto many = spectra_run(stars, gas, true, params, method, kBins, n);
-      REQUIRE(many.cube.data.size() == one.cube.data.size());
-      CHECK(std::memcmp(many.cube.data.data(), one.cube.data.data(),
-                        one.cube.data.size() * sizeof(double)) == 0);
-    }
-  }
+  // The binned cube (the exact method's A_V per star is checked bitwise above, and the 2-device
+  // run above is the n = 2 case).
+  const auto one = spectra_run(stars, gas, true, params, SpectralMethod::binned, kBins, 1);
+  REQUIRE(binned.cube.data.size() == one.cube.data.size());
+  CHECK(std::memcmp(binned.cube.data.data(), one.cube.data.data(),
+                    one.cube.data.size() * sizeof(double)) == 0);
+  const auto three = spectra_run(stars, gas, true, params, SpectralMethod::binned, kBins, 3);
+  CHECK(std::memcmp(three.cube.data.data(), one.cube.data.data(),
+                    one.cube.data.size() * sizeof(double)) == 0);
 }
 
 namespace {
