@@ -71,8 +71,10 @@ Run run(Backend backend, int n_devices, const Telescope& telescope, const bench:
     state->data.stars.derived.set(fields::stars_dust_av,
                                   device_put(*mesh, dust_av, 1, Sharding::sharded()));
     const double bound = *std::max_element(dust_av.begin(), dust_av.end());
-    state->products.put("dust_attenuation",
-                        DustAttenuation{DustCurve{DustCurveKind::ccm89, 3.1}, bound * (1 + 1e-6)});
+    DustAttenuation attenuation;  // no lines here: their curve and birth clouds unused
+    attenuation.curve = DustCurve{DustCurveKind::ccm89, 3.1};
+    attenuation.av_bound_mag = bound * (1 + 1e-6);
+    state->products.put("dust_attenuation", attenuation);
   }
   Run out;
   auto t0 = std::chrono::steady_clock::now();

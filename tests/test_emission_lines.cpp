@@ -101,6 +101,7 @@ struct Setup {
   std::string medium = "air";
   nlohmann::json grid{{"n_spaxels", 8}, {"spaxel_size_kpc", 2.0}};
   bool dust = false;
+  nlohmann::json dust_params{{"curve", "ccm89"}};
   ResolutionCurve template_fwhm_angstrom = 0.0;    // the SSP library's resolution (rest frame)
   ResolutionCurve instrument_fwhm_angstrom = 2.6;  // the telescope's LSF (observed frame)
   // Stages after the lines (and psum), by registry name, e.g. flux and lsf.
@@ -129,7 +130,7 @@ LineRun run_lines(const Setup& s, const HostGasCells& gas, const nlohmann::json&
   state.observation.luminosity_distance_mpc = 100.0;
   run_stage(*make_spaxel_grid_stage(s.grid, "g"), state);
   state.spaxels.n_wave = s.n_wave;
-  if (s.dust) run_stage(*make_dust_stage({{"curve", "ccm89"}}, "d"), state);
+  if (s.dust) run_stage(*make_dust_stage(s.dust_params, "d"), state);
   if (s.stars)
     run_stage(*make_stellar_spectra_stage(
                   std::make_shared<const SspGrid>(test::synthetic_ssp_grid()), {}),
@@ -397,37 +398,64 @@ TEST_CASE("emission lines: line ratios follow Case B, Curti et al. 2020 and the 
   CHECK(std::log10(nii[spaxel(1, 1)] / halpha[spaxel(1, 1)]) == Approx(n2(x_min)).margin(2e-5));
 }
 
-TEST_CASE("emission lines: the dust in front dims each line by the curve at its rest wavelength",
-          "[emission_lines]") {
-  // A sheet of non-star-forming gas in front of spaxel (4, 4) with A_V = 1 (CCM89), an emitting
-  // cell behind it and one in front of it.
-  const DustParams dp = DustParams::from_json(JsonParams({{"curve", "ccm89"}}, "d"));
-  const double z_metals = 0.01;
-  const float sheet_mass = static_cast<float>(4.0 / dp.av_per_gas_msun_per_kpc2(z_metals) / 4.0);
-  HostGasCells gas;
-  for (float dx : {0.3f, 0.7f, 1.2f, 1.6f})
-    gas.add(dx, 2.0f - dx, -0.5f, 0.0f, 0.0f, static_cast<float>(z_metals), sheet_mass);
-  gas.add(1.0f, 1.0f, 0.5f, 0.0f, 1.0f, 0.0134f, 1.0f);   // behind the sheet
-  gas.add(3.0f, 1.0f, -1.0f, 0.0f, 1.0f, 0.0134f, 1.0f);  // spaxel (5, 4), nothing in front
-  Setup s;
-  s.wave_start_angstrom = 3600.0;
-  s.n_wave = 2800;
-  const LineRun clear = run_lines(s, gas, nlohmann::json::object());
-  s.dust = true;
-  const LineRun dusty = run_lines(s, gas, nlohmann::json::object());
-  for (const auto& line : kEmissionLines) {
-    INFO(line.name);
-    const std::string map = "flux_" + std::string(line.name);
-    const double ratio =
-        dusty.maps.at(map).values[spaxel(4, 4)] / clear.maps.at(map).values[spaxel(4, 4)];
-    CHECK(ratio == Approx(std::pow(10.0, -0.4 * attenuation_ratio(dp.curve, line.vacuum_angstrom)))
-                       .epsilon(5e-6));
-    CHECK(dusty.maps.at(map).values[spaxel(5, 4)] == clear.maps.at(map).values[spaxel(5, 4)]);
+TEST_CASE(
+    "emission lines: the dust in front and the birth clouds dim each line by the lines' curve at "
+    "its rest wavelength",
+    "[emission_lines][dust]") {
+  // A sheet of non-star-forming gas in front of spaxel (4, 4) with A_V = 1, an emitting cell
+  // behind it and one in front of it. Every emitting cell also sits in its birth clouds
+  // (Charlot & Fall 2000): A_V^BC = 2.5 log10(e) tau_V^BC on top of the screen.
+  const double mag_per_tau = 2.5 / std::log(10.0);
+  struct Case {
+    nlohmann::json params;
+    DustCurve line_curve;  // what the lines must be dimmed with
+    double tau_bc;
+  };
+  const std::vector<Case> cases{
+      // Defaults: CCM89 (R_V = 3.1) for the lines, tau_V^BC = 1.
+      {{{"curve", "ccm89"}}, {DustCurveKind::ccm89, 3.1}, 1.0},
+      // Calzetti for the stars leaves the lines on CCM89.
+      {{{"curve", "calzetti00"}}, {DustCurveKind::ccm89, 3.1}, 1.0},
+      // The single screen of before: one curve, no birth clouds.
+      {{{"curve", "calzetti00"}, {"line_curve", "calzetti00"}, {"birth_cloud_tau_v", 0}},
+       {DustCurveKind::calzetti00, 4.05},
+       0.0},
+      {{{"line_r_v", 5.0}, {"birth_cloud_tau_v", 0.5}}, {DustCurveKind::ccm89, 5.0}, 0.5},
+  };
+  for (const Case& c : cases) {
+    INFO("dust " << c.params.dump());
+    const DustParams dp = DustParams::from_json(JsonParams(c.params, "d"));
+    const double z_metals = 0.01;
+    const float sheet_mass = static_cast<float>(4.0 / dp.av_per_gas_msun_per_kpc2(z_metals) / 4.0);
+    HostGasCells gas;
+    for (float dx : {0.3f, 0.7f, 1.2f, 1.6f})
+      gas.add(dx, 2.0f - dx, -0.5f, 0.0f, 0.0f, static_cast<float>(z_metals), sheet_mass);
+    gas.add(1.0f, 1.0f, 0.5f, 0.0f, 1.0f, 0.0134f, 1.0f);   // behind the sheet
+    gas.add(3.0f, 1.0f, -1.0f, 0.0f, 1.0f, 0.0134f, 1.0f);  // spaxel (5, 4), nothing in front
+    Setup s;
+    s.wave_start_angstrom = 3600.0;
+    s.n_wave = 2800;
+    s.dust_params = c.params;
+    const LineRun clear = run_lines(s, gas, nlohmann::json::object());
+    s.dust = true;
+    const LineRun dusty = run_lines(s, gas, nlohmann::json::object());
+    const double a_bc = mag_per_tau * c.tau_bc;
+    for (const auto& line : kEmissionLines) {
+      INFO(line.name);
+      const std::string map = "flux_" + std::string(line.name);
+      const double k = attenuation_ratio(c.line_curve, line.vacuum_angstrom);
+      const double behind =
+          dusty.maps.at(map).values[spaxel(4, 4)] / clear.maps.at(map).values[spaxel(4, 4)];
+      CHECK(behind == Approx(std::pow(10.0, -0.4 * (1.0 + a_bc) * k)).epsilon(5e-6));
+      const double in_front =
+          dusty.maps.at(map).values[spaxel(5, 4)] / clear.maps.at(map).values[spaxel(5, 4)];
+      CHECK(in_front == Approx(std::pow(10.0, -0.4 * a_bc * k)).epsilon(5e-6));
+    }
+    // Bluer lines are dimmed more.
+    CHECK(dusty.maps.at("flux_hbeta").values[spaxel(4, 4)] /
+              dusty.maps.at("flux_halpha").values[spaxel(4, 4)] <
+          1.0 / 2.86 * 0.85);
   }
-  // Bluer lines are dimmed more.
-  CHECK(dusty.maps.at("flux_hbeta").values[spaxel(4, 4)] /
-            dusty.maps.at("flux_halpha").values[spaxel(4, 4)] <
-        1.0 / 2.86 * 0.85);
 }
 
 TEST_CASE(

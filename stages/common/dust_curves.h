@@ -15,11 +15,19 @@ struct DustCurve {
 };
 
 // The product "dust_attenuation" of a dust stage, beside the A_V it gives every star and gas
-// cell (stars.dust_av, gas.dust_av): the curve that turns A_V into A_lambda, and a bound on every
-// star's A_V in any block of the galaxy (the deepest screen).
+// cell (stars.dust_av, gas.dust_av): the curve that turns A_V into A_lambda for the stars, a
+// bound on every star's A_V in any block of the galaxy (the deepest screen plus the birth
+// clouds'), and for the nebular lines their own curve and the birth clouds' A_V added to the
+// screen in front of every line-emitting cell (stages/dust/dust.h: Charlot & Fall 2000).
 struct DustAttenuation {
   DustCurve curve;
   double av_bound_mag = 0.0;
+  DustCurve line_curve;            // none: the lines use `curve`
+  double line_extra_av_mag = 0.0;  // the birth clouds' A_V in front of the lines
+  // The curve the lines are attenuated with.
+  const DustCurve& curve_for_lines() const {
+    return line_curve.kind == DustCurveKind::none ? curve : line_curve;
+  }
 };
 
 // Cardelli, Clayton & Mathis 1989, ApJ 345, 245, eqs. 2-5, in x = 1 / lambda (micron^-1):

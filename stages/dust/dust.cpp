@@ -23,6 +23,20 @@ DustParams DustParams::from_json(JsonParams p) {
   out.curve.r_v = p.number("r_v", curve == "calzetti00" ? 4.05 : 3.1);
   p.require(out.curve.r_v >= 1.0 && out.curve.r_v <= 10.0, "r_v", "a number from 1 to 10",
             out.curve.r_v);
+  // The nebular lines' curve (dust.h): a Milky-Way-type curve whatever the stars'.
+  const std::string line_curve = p.choice("line_curve", {"ccm89", "calzetti00"}, "ccm89");
+  out.line_curve.kind =
+      line_curve == "calzetti00" ? DustCurveKind::calzetti00 : DustCurveKind::ccm89;
+  out.line_curve.r_v = p.number("line_r_v", line_curve == "calzetti00" ? 4.05 : 3.1);
+  p.require(out.line_curve.r_v >= 1.0 && out.line_curve.r_v <= 10.0, "line_r_v",
+            "a number from 1 to 10", out.line_curve.r_v);
+  // Birth clouds (Charlot & Fall 2000, dust.h).
+  out.birth_cloud_tau_v = p.number("birth_cloud_tau_v", out.birth_cloud_tau_v);
+  p.require(out.birth_cloud_tau_v >= 0.0 && out.birth_cloud_tau_v <= 100.0, "birth_cloud_tau_v",
+            "an optical depth from 0 (no birth clouds) to 100", out.birth_cloud_tau_v);
+  out.birth_cloud_age_myr = p.number("birth_cloud_age_myr", out.birth_cloud_age_myr);
+  p.require(out.birth_cloud_age_myr > 0.0 && out.birth_cloud_age_myr <= 1000.0,
+            "birth_cloud_age_myr", "an age > 0 and <= 1000 (Myr)", out.birth_cloud_age_myr);
   out.carriers =
       p.choice("carriers", {"cold_or_star_forming", "all"}, "cold_or_star_forming") == "all"
           ? DustCarriers::all
@@ -123,14 +137,17 @@ class DustStage final : public Stage {
   explicit DustStage(DustParams params) : params_(params) {}
   std::string name() const override { return "dust"; }
   // The gas is optional: without gas every star gets A_V = 0 (and a warning).
+  // With birth clouds, the stars' ages.
   std::vector<std::string> needs() const override {
-    return {fields::stars_spaxel_index.full_name(),
-            "stars.position_kpc",
-            "spaxels",
-            "gas.position_kpc",
-            "gas.mass_msun",
-            "gas.metallicity",
-            fields::gas_spaxel_index.full_name()};
+    std::vector<std::string> out{fields::stars_spaxel_index.full_name(),
+                                 "stars.position_kpc",
+                                 "spaxels",
+                                 "gas.position_kpc",
+                                 "gas.mass_msun",
+                                 "gas.metallicity",
+                                 fields::gas_spaxel_index.full_name()};
+    if (params_.birth_cloud_tau_v > 0.0) out.push_back("stars.age_gyr");
+    return out;
   }
   std::vector<Provided> provides() const override {
     return {Provided::field(fields::stars_dust_av, "A_V of the gas in front of each star"),
@@ -213,16 +230,21 @@ class DustStage final : public Stage {
       if (screens.offsets[s + 1] > screens.offsets[s])
         deepest = std::max(
             deepest, screens.av_through[static_cast<std::size_t>(screens.offsets[s + 1] - 1)]);
+    auto curve_name = [](const DustCurve& c) {
+      return c.kind == DustCurveKind::calzetti00 ? "Calzetti 2000" : "CCM89";
+    };
     spdlog::info(
         "dust: {} gas deposits in the grid from {} gas particles{}; largest A_V through a spaxel "
-        "{:.3g} mag ({}, R_V = {})",
+        "{:.3g} mag (stars {}, R_V = {}; lines {}, R_V = {}); birth clouds A_V = {:.3g} mag for "
+        "stars younger than {} Myr and the lines",
         n_deposits, n_gas,
         static_cast<Smoothing>(grid.smoothing) == Smoothing::kernel ? " (smoothed)" : "", deepest,
-        params_.curve.kind == DustCurveKind::calzetti00 ? "Calzetti 2000" : "CCM89",
-        params_.curve.r_v);
+        curve_name(params_.curve), params_.curve.r_v, curve_name(params_.line_curve),
+        params_.line_curve.r_v, params_.birth_cloud_av_mag(), params_.birth_cloud_age_myr);
     // A star's A_V is a screen's, or (smoothed) a mean of screens' in 10^(-0.4 A_V): at most the
-    // deepest, up to the rounding of its float (margin 1e-6).
-    av_bound_mag_ = deepest * (1.0 + 1e-6) + 1e-6;
+    // deepest, up to the rounding of its float (margin 1e-6); a young star's, that plus its
+    // birth cloud's.
+    av_bound_mag_ = (deepest + params_.birth_cloud_av_mag()) * (1.0 + 1e-6) + 1e-6;
     const auto rep = Sharding::replicated();
     screens_.emplace(DeviceScreens{device_put(state.mesh, screens.offsets, 1, rep),
                                    device_put(state.mesh, screens.z_kpc, 1, rep),
@@ -237,8 +259,19 @@ class DustStage final : public Stage {
     Gas& gas = state.data.gas;
     auto& star_av = stars.derived.set(
         fields::stars_dust_av, ShardedArray<float>(mesh, stars.count(), 1, Sharding::sharded()));
+    const bool birth_clouds = params_.birth_cloud_tau_v > 0.0;
+    if (birth_clouds && stars.age_gyr.rows() != stars.count())
+      throw std::runtime_error(
+          "dust: birth clouds (stages.dust.birth_cloud_tau_v > 0) need stars.age_gyr for every "
+          "star");
     shard_map(mesh, [&](const Device& d) {
-      IFUSIM_DISPATCH(d, compute_dust_av, d, screens_->on(d), star_footprint(stars, grid, d),
+      BirthCloudView young;
+      if (birth_clouds) {
+        young.age_gyr = stars.age_gyr.local(d).data;
+        young.young_below_gyr = static_cast<float>(params_.birth_cloud_age_myr * 1e-3);
+        young.av_mag = static_cast<float>(params_.birth_cloud_av_mag());
+      }
+      IFUSIM_DISPATCH(d, compute_dust_av, d, screens_->on(d), star_footprint(stars, grid, d), young,
                       stars.position_kpc.local(d, 2), star_av.local(d));
     });
     // The gas cells' own A_V (their emission lines, stages/emission_lines): the same screen in
@@ -248,10 +281,14 @@ class DustStage final : public Stage {
     if (gas.count() > 0) {
       shard_map(mesh, [&](const Device& d) {
         IFUSIM_DISPATCH(d, compute_dust_av, d, screens_->on(d), gas_footprint(gas, grid, d),
-                        gas.position_kpc.local(d, 2), gas_av.local(d));
+                        BirthCloudView{}, gas.position_kpc.local(d, 2), gas_av.local(d));
       });
     }
-    state.products.put("dust_attenuation", DustAttenuation{params_.curve, av_bound_mag_});
+    // The lines: their own curve, and the birth clouds of their H II regions on top of the
+    // screen in front of their cell (gas.dust_av).
+    state.products.put("dust_attenuation",
+                       DustAttenuation{params_.curve, av_bound_mag_, params_.line_curve,
+                                       params_.birth_cloud_av_mag()});
   }
 
  private:
@@ -272,7 +309,9 @@ std::unique_ptr<Stage> make_dust_stage(const nlohmann::json& params, const std::
 
 StageEntry dust_stage() {
   return {.name = "dust",
-          .summary = "A_V per star from the gas in front of it (CCM89 or Calzetti 2000 curve)",
+          .summary =
+              "A_V per star from the gas in front of it and birth clouds around young "
+              "stars and the lines (CCM89 or Calzetti 2000 curve; lines' own curve)",
           .kind = StageKind::particle,
           .make = &from_params<&make_dust_stage>};
 }

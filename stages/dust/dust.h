@@ -35,6 +35,26 @@
 //   model's dust-to-gas ratio 1/124 corresponds to f_dm = 0.6 at Z = 0.0134).
 // - Curves: Cardelli, Clayton & Mathis 1989 with R_V (default 3.1) or Calzetti et al. 2000
 //   (default R_V = 4.05), stages/common/dust_curves.h, evaluated at the rest wavelength.
+// - Birth clouds (Charlot & Fall 2000, ApJ 539, 718, CF00): stars younger than t_BC
+//   (birth_cloud_age_myr, default 10 Myr, CF00's lifetime of the birth clouds) are still inside
+//   the molecular clouds they formed in, and so are the H II regions whose nebular lines the
+//   emission_lines stage makes (every cell with SFR > 0): both see, on top of the diffuse screen
+//   above, the optical depth tau_V^BC (birth_cloud_tau_v, default 1.0), A_V^BC = 1.086 tau_V^BC.
+//   CF00's fit to the starbursts of Calzetti's sample (their section 4) has a total
+//   tau_V = 1.5 of which the ISM holds mu = 0.3, so tau_V^BC = (1 - mu) 1.5 = 1.05, here 1.0.
+//   tau_V^BC is a fixed number, not a multiple of the screen: the screen is
+//   the simulation's own ISM (its mu follows from the gas), and the clouds are below the
+//   resolution of the simulation's cells. birth_cloud_tau_v = 0 turns them off.
+//   A young star's A_V is screen + A_V^BC (stars.dust_av), the lines' is the cell's screen
+//   (gas.dust_av) + A_V^BC (the product's line_extra_av_mag).
+// - The lines' curve (line_curve): the nebular lines are attenuated by a foreground screen of
+//   Milky-Way-type dust, Calzetti's curve being for the stellar continuum (Calzetti 2001, PASP
+//   113, 1449, section 4; Calzetti et al. 2000, section 2): default ccm89 with line_r_v = 3.1,
+//   whatever the stars' curve. The Balmer decrement's E(B-V)_gas and the continuum's
+//   E(B-V)_stars then come out with the observed ratio, 0.44 (Calzetti et al. 2000) to about
+//   0.5-0.7 (Kreckel et al. 2013, ApJ 771, 62; Kashino et al. 2013, ApJL 777, L8), where the
+//   screen's A_V is comparable to A_V^BC or larger; a thinner screen gives a smaller ratio
+//   (docs/observation_model.md).
 //
 // Devices: on the host, the gas deposits in the grid (one per gas particle and spaxel of its
 // footprint) are sorted by (spaxel, z) and each spaxel's A_V is accumulated front to back
@@ -70,11 +90,17 @@ enum class DustCarriers { cold_or_star_forming, all };
 
 struct DustParams {
   DustCurve curve{DustCurveKind::ccm89, 3.1};
+  DustCurve line_curve{DustCurveKind::ccm89, 3.1};  // the nebular lines'
+  double birth_cloud_tau_v = 1.0;                   // tau_V^BC (CF00)
+  double birth_cloud_age_myr = 10.0;                // t_BC (CF00)
   DustCarriers carriers = DustCarriers::cold_or_star_forming;
   double cold_temperature_k = 8000.0;
   double dust_to_metals = 0.4;        // f_dm: dust mass / metal mass
   double kappa_v_cm2_per_g = 2.62e4;  // V-band extinction cross-section per gram of dust
   static DustParams from_json(JsonParams params);
+
+  // A_V of the birth clouds, 2.5 log10(e) tau_V^BC.
+  double birth_cloud_av_mag() const { return kMagPerOpticalDepth * birth_cloud_tau_v; }
 
   // A_V per unit gas surface density (Msun/kpc^2) of metallicity Z.
   double av_per_gas_msun_per_kpc2(double metallicity) const {
@@ -141,7 +167,18 @@ IFUSIM_HD inline float screen_av(const DustScreenView& v, std::int32_t spaxel, f
 
 }  // namespace ifusim
 
+// The birth clouds in front of the young stars: A_V^BC added to every star younger than
+// t_BC (no ages: nothing added, for the gas cells).
+namespace ifusim {
+struct BirthCloudView {
+  const float* age_gyr = nullptr;
+  float young_below_gyr = 0.0f;
+  float av_mag = 0.0f;
+};
+}  // namespace ifusim
+
 IFUSIM_DECLARE_BACKENDS(void compute_dust_av(const Device& device,
                                              const ifusim::DustScreenView& screens,
                                              const ifusim::FootprintView& footprint,
+                                             const ifusim::BirthCloudView& birth_clouds,
                                              Span<const float> z_kpc, Span<float> dust_av);)

@@ -1,13 +1,15 @@
 // Dust kernels: one source, compiled by dust_cpu.cpp and dust_cuda.cu.
 namespace ifusim::IFUSIM_BACKEND_NS {
 
-// A star's A_V over its footprint: the screen of the one spaxel it reaches (always so without
-// smoothing: then exactly the unsmoothed A_V), or with several spaxels the A_V whose
+// A star's A_V over its footprint, plus its birth cloud's if it is young (a star outside the
+// field gets 0: its light reaches no spaxel): the screen of the one spaxel it reaches (always so
+// without smoothing: then exactly the unsmoothed A_V), or with several spaxels the A_V whose
 // transmission is their weighted mean transmission, 10^(-0.4 A) = sum w 10^(-0.4 A_s) / sum w,
 // summed relative to the smallest A_s so far so that large A_V cannot underflow to 0.
 struct StarDustAv {
   DustScreenView screens;
   FootprintView footprint;
+  BirthCloudView birth_clouds;
   const float* z_kpc;
   float* dust_av;
   IFUSIM_HD void operator()(std::size_t i) const {
@@ -37,12 +39,18 @@ struct StarDustAv {
       dust_av[i] = av_min;
     else
       dust_av[i] = static_cast<float>(av_min - 2.5 * log10(transmitted / weight));
+    // A young star's birth cloud (in float, the same on every device: one addition a star).
+    if (count > 0 && birth_clouds.age_gyr != nullptr &&
+        birth_clouds.age_gyr[i] < birth_clouds.young_below_gyr)
+      dust_av[i] += birth_clouds.av_mag;
   }
 };
 
 void compute_dust_av(const Device& device, const DustScreenView& screens,
-                     const FootprintView& footprint, Span<const float> z_kpc, Span<float> dust_av) {
-  parallel_for(device, dust_av.size, StarDustAv{screens, footprint, z_kpc.data, dust_av.data});
+                     const FootprintView& footprint, const BirthCloudView& birth_clouds,
+                     Span<const float> z_kpc, Span<float> dust_av) {
+  parallel_for(device, dust_av.size,
+               StarDustAv{screens, footprint, birth_clouds, z_kpc.data, dust_av.data});
 }
 
 }  // namespace ifusim::IFUSIM_BACKEND_NS

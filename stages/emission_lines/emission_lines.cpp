@@ -407,8 +407,9 @@ class EmissionLinesStage final : public Stage {
     LineDeposit deposit = setup_->deposit;
     const auto* dust = state.products.find<DustAttenuation>("dust_attenuation");
     for (int l = 0; l < deposit.n_lines; ++l)
-      deposit.lines[l].attenuation_ratio =
-          attenuation_ratio(dust ? dust->curve : DustCurve{}, deposit.lines[l].vacuum_angstrom);
+      deposit.lines[l].attenuation_ratio = attenuation_ratio(
+          dust ? dust->curve_for_lines() : DustCurve{}, deposit.lines[l].vacuum_angstrom);
+    deposit.birth_cloud_av_mag = dust ? dust->line_extra_av_mag : 0.0;
     const SpaxelGrid& spaxel_grid = state.products.get<SpaxelGrid>("spaxels");
     const ShardedArray<float>* dust_av = gas.derived.find(fields::gas_dust_av);
     shard_map(mesh, [&](const Device& d) {
@@ -426,7 +427,8 @@ class EmissionLinesStage final : public Stage {
                       moments->sums().local(d));
     });
     spdlog::info("emission_lines: {} gas cells deposited (O/H from {}){}", n,
-                 metals ? "GFM_Metals" : "the metallicity", dust_av ? ", dust screen applied" : "");
+                 metals ? "GFM_Metals" : "the metallicity",
+                 dust_av ? ", dust screen and birth clouds applied" : "");
   }
 
  private:

@@ -50,7 +50,9 @@
 // always end at the instrument's resolution and the continuum at max(templates, instrument).
 //
 // Dust: with a dust stage, a cell's lines are dimmed by the gas in front of it (gas.dust_av, the
-// stars' screen) with the curve at the line's rest wavelength.
+// stars' screen) plus the birth clouds of its H II regions (Charlot & Fall 2000: the dust stage's
+// birth_cloud_tau_v), with the lines' own curve (the dust stage's line_curve, Milky-Way-type by
+// default) at the line's rest wavelength.
 //
 // Partial result (one per memory space, integer fixed point like the stars' cube, so the cube is
 // bitwise identical for any device count): per spaxel, each line's own window of observed bins
@@ -165,6 +167,7 @@ struct LineDeposit {
   bool to_air = false;               // the telescope measures air wavelengths
   WaveGrid grid;                     // the simulated bins (data/wavelength_axis.h)
   double halpha_lsun_per_sfr = 0.0;  // L_sun per Msun/yr
+  double birth_cloud_av_mag = 0.0;   // added to gas.dust_av (where the dust stage ran)
   double counts_per_unit = 1.0;      // fixed point of the line sums (L_sun / A)
   double moment_counts_per_unit = 1.0;
   int halpha_line = -1;  // the entry of `lines` that weighs the kinematic moments

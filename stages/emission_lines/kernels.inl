@@ -30,7 +30,9 @@ struct DepositCellLines {
     const double f = t - j;
     const double v = gas.velocity_los_kms[i];
     const double doppler = p.one_plus_z * (1.0 + v / kSpeedOfLightKms);
-    const double a_v = gas.dust_av != nullptr ? gas.dust_av[i] : 0.0;
+    // The screen in front of the cell and the birth clouds of its H II regions.
+    const double a_v =
+        gas.dust_av != nullptr ? static_cast<double>(gas.dust_av[i]) + p.birth_cloud_av_mag : 0.0;
     const double halpha_lsun = sfr * p.halpha_lsun_per_sfr;
     for (int l = 0; l < p.n_lines; ++l) {
       const LineWindow& line = p.lines[l];
