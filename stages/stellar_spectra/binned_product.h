@@ -3,8 +3,8 @@
 // stellar_spectra.h). Only populated columns of H are given a row of B, and each block of
 // spaxels takes a dense product (Eigen's GEMM, in float, added into the double cube) where its
 // part of H is dense and a sparse one (one axpy per non-zero) where it is not, so that a wide,
-// sparsely filled field costs what its stars cost. Row blocks are independent and each is computed the same way whatever the number
-// of threads or devices, so the cube is bitwise reproducible.
+// sparsely filled field costs what its stars cost. Row blocks are independent and each is computed
+// the same way whatever the number of threads or devices, so the cube is bitwise reproducible.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
