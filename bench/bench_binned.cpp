@@ -15,7 +15,8 @@
 //      targets at --stars, and at --speed-stars on MaNGA-32 the binned method's cost smoothed
 //      over unsmoothed (target <= 2x).
 //
-//   bench_binned [--stars 100000] [--speed-stars 1000000] [--reps 1]
+//   bench_binned [--stars 100000] [--speed-stars 1000000] [--reps 1] [--only
+//   accuracy|dust|smoothing]
 #include <omp.h>
 
 #include <algorithm>
@@ -142,8 +143,8 @@ bool bitwise_equal(const Cube& a, const Cube& b) {
          std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(double)) == 0;
 }
 
-// Sections 2 to 5: speed, devices, cuda, dust.
-bool speed_sections(std::size_t n_accuracy, std::size_t n_speed) {
+// Sections 2 to 4: speed, devices, cuda.
+bool speed_sections(std::size_t n_speed) {
   bool ok = true;
   std::printf("\n[2] speed at %lu stars, MUSE, MaStar, 1 cpu device (stage + psum)\n", n_speed);
   const Telescope muse = load_telescope_preset("MUSE", "bench");
@@ -188,6 +189,18 @@ bool speed_sections(std::size_t n_accuracy, std::size_t n_speed) {
                                        ? runtime::cuda_unavailable_reason().c_str()
                                        : "this binary was built without the CUDA backend");
   }
+  return ok;
+}
+
+// Section 5: dust, binned against exact at n_accuracy and the binned cost at n_speed.
+bool dust_section(std::size_t n_accuracy, std::size_t n_speed) {
+  bool ok = true;
+  const Telescope muse = load_telescope_preset("MUSE", "bench");
+  auto mastar = std::make_shared<const SspGrid>(load_ssp_library(bench::ssp_path("mastar")));
+  const bench::HostStars lots = bench::disc_stars(n_speed, 5, bench::disc_scale_kpc(muse));
+  const auto binned_stage = stage(mastar, SpectralMethod::binned);
+  const Run binned = run(Backend::cpu, 1, muse, lots, *binned_stage);
+  const double t_binned = binned.stage_seconds + binned.psum_seconds;
   std::printf(
       "\n[5] dust (a dusty disc, CCM89): binned vs exact at %lu stars, then the binned "
       "method's cost at %lu stars, MUSE, MaStar, 1 cpu device (stage + psum)\n",
@@ -202,6 +215,8 @@ bool speed_sections(std::size_t n_accuracy, std::size_t n_speed) {
       run(Backend::cpu, 1, muse, lots, *binned_stage, dusty_disc_av(lots, scale_kpc, 40));
   const double t_mild = mild.stage_seconds + mild.psum_seconds;
   const double t_deep = deep.stage_seconds + deep.psum_seconds;
+  std::printf("  psum: no dust %.3f s, A_V <= 1 mag %.3f s, A_V <= 40 mag %.3f s\n",
+              binned.psum_seconds, mild.psum_seconds, deep.psum_seconds);
   std::printf("  no dust %.3f s, A_V <= 1 mag %.3f s (%.2fx), A_V <= 40 mag %.3f s (%.2fx)\n",
               t_binned, t_mild, t_mild / t_binned, t_deep, t_deep / t_binned);
   std::printf("  40 mag / 1 mag: %.2fx (target: independent of the largest A_V, <= 1.5x): %s\n",
@@ -216,7 +231,7 @@ int main(int argc, char** argv) try {
   const auto n_accuracy = std::stoul(bench::option(argc, argv, "stars", "100000"));
   const auto n_speed = std::stoul(bench::option(argc, argv, "speed-stars", "1000000"));
   const std::string only = bench::option(argc, argv, "only", "");  // "accuracy": section 1 alone,
-  // "smoothing": section 6 alone
+  // "dust": 1 and 5, "smoothing": 1 and 6 (1 runs its cases only without `only`)
   if (n_accuracy < 1 || n_speed < 1) throw std::invalid_argument("star counts must be >= 1");
   std::printf("bench_binned: z = %.2f, OpenMP threads: %d\n\n", bench::kRedshift,
               omp_get_max_threads());
@@ -226,12 +241,17 @@ int main(int argc, char** argv) try {
       "[1] binned vs exact, %lu disc stars (targets: total 1e-6, max/peak 2e-3, median "
       "1e-3, p99 1e-2, |dv| 2 km/s)\n",
       n_accuracy);
-  if (only != "smoothing")
+  if (only.empty() || only == "accuracy")
     for (const char* telescope : {"MUSE", "MaNGA-32"})
       for (const char* ssp : {"mastar", "miles"}) ok = accuracy(telescope, ssp, n_accuracy) && ok;
 
   if (only == "accuracy") return ok ? 0 : 1;
-  if (only != "smoothing") ok = speed_sections(n_accuracy, n_speed) && ok;
+  if (only != "smoothing" && only != "dust") ok = speed_sections(n_speed) && ok;
+  if (only != "smoothing") ok = dust_section(n_accuracy, n_speed) && ok;
+  if (only == "dust") {
+    std::printf("\n%s\n", ok ? "all checks passed" : "SOME CHECKS FAILED");
+    return ok ? 0 : 1;
+  }
 
   std::printf(
       "\n[6] kernel smoothing (32-neighbour lengths): binned vs exact, both smoothed, at %lu "

@@ -10,7 +10,13 @@
 namespace ifusim {
 namespace {
 
+// B and the dense tiles of H are float: the product is the run's cost, and Eigen's float GEMM
+// packs twice the lanes of its double one (and B takes half the memory). Each block's product is
+// added into the double cube, so the float rounding (relative 6e-8 a term, random in sign over a
+// row's columns) stays far below the binned method's targets (bench_binned [1], [5], [6]: total
+// light 1e-6, median 1e-3). Light weights (the columns' band energies and the moments) stay double.
 using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using RowMatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 // A block takes the dense product when at least this fraction of its (rows x columns) is filled.
 constexpr double kDenseFill = 0.25;
@@ -123,18 +129,23 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
   // ranges of column ids, not of populated columns, so that a spaxel's sum is split the same
   // way whatever else its tile holds.
   const std::size_t chunk_ids =
-      std::max<std::size_t>(1, in.basis_memory_bytes / (n_wave * sizeof(double)));
+      std::max<std::size_t>(1, in.basis_memory_bytes / (n_wave * sizeof(float)));
   for (std::size_t id0 = 0, c0 = 0; id0 < n_columns; id0 += chunk_ids) {
     std::size_t c1 = c0;
     while (c1 < n_pop && populated[c1] < id0 + chunk_ids) ++c1;
     if (c1 == c0) continue;
-    RowMatrix basis(static_cast<Eigen::Index>(c1 - c0), static_cast<Eigen::Index>(n_wave));
-#pragma omp parallel for schedule(dynamic, 16)
-    for (std::size_t p = c0; p < c1; ++p) {
-      const BasisColumn light =
-          basis_row(in, populated[p], basis.row(static_cast<Eigen::Index>(p - c0)).data());
-      column_energy[p] = light.band_energy;
-      column_velocity[p] = light.velocity_kms;
+    RowMatrixF basis(static_cast<Eigen::Index>(c1 - c0), static_cast<Eigen::Index>(n_wave));
+#pragma omp parallel
+    {
+      std::vector<double> row(n_wave);  // made in double, stored in float
+#pragma omp for schedule(dynamic, 16)
+      for (std::size_t p = c0; p < c1; ++p) {
+        const BasisColumn light = basis_row(in, populated[p], row.data());
+        float* to = basis.row(static_cast<Eigen::Index>(p - c0)).data();
+        for (std::size_t k = 0; k < n_wave; ++k) to[k] = static_cast<float>(row[k]);
+        column_energy[p] = light.band_energy;
+        column_velocity[p] = light.velocity_kms;
+      }
     }
 
     const std::size_t n_blocks = (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;
@@ -160,9 +171,9 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
       Eigen::Map<RowMatrix> out(cube_rows + r0 * n_wave, static_cast<Eigen::Index>(rows),
                                 static_cast<Eigen::Index>(n_wave));
       if (cols >= 16 && static_cast<double>(nnz) >= kDenseFill * static_cast<double>(rows * cols)) {
-        RowMatrix hd =
-            RowMatrix::Zero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
-        RowMatrix bg(static_cast<Eigen::Index>(cols), static_cast<Eigen::Index>(n_wave));
+        RowMatrixF hd =
+            RowMatrixF::Zero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
+        RowMatrixF bg(static_cast<Eigen::Index>(cols), static_cast<Eigen::Index>(n_wave));
         for (std::size_t q = 0; q < cols; ++q)
           bg.row(static_cast<Eigen::Index>(q)) =
               basis.row(static_cast<Eigen::Index>(block_columns[q] - c0));
@@ -173,9 +184,10 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
             const auto q =
                 std::lower_bound(block_columns.begin(), block_columns.end(), h.column[e]) -
                 block_columns.begin();
-            hd(static_cast<Eigen::Index>(r - r0), q) = h.value[e];
+            hd(static_cast<Eigen::Index>(r - r0), q) = static_cast<float>(h.value[e]);
           }
-        out.noalias() += hd * bg;
+        const RowMatrixF product = hd * bg;
+        out += product.cast<double>();
         ++dense_blocks;
       } else {
         for (std::size_t r = r0; r < r1; ++r)
@@ -183,7 +195,7 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
             const auto col = static_cast<std::size_t>(h.column[e]);
             if (col < c0 || col >= c1) continue;
             out.row(static_cast<Eigen::Index>(r - r0)) +=
-                h.value[e] * basis.row(static_cast<Eigen::Index>(col - c0));
+                h.value[e] * basis.row(static_cast<Eigen::Index>(col - c0)).cast<double>();
           }
         ++sparse_blocks;
       }

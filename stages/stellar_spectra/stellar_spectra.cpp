@@ -594,7 +594,8 @@ class StellarSpectraStage final : public Stage {
     }
     out.push_back({"basis B (host, at most)",
                    std::min<std::size_t>(BinnedProductInput{}.basis_memory_bytes,
-                                         tile.columns() * static_cast<std::size_t>(c.n_wave) * f64),
+                                         tile.columns() * static_cast<std::size_t>(c.n_wave) *
+                                             sizeof(float)),  // B is float (binned_product.cpp)
                    false, ""});
     return out;
   }
