@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/json_params.h"
+#include "data/fibre_bundle.h"
 #include "io/json_file.h"
 
 namespace ifusim {
@@ -53,6 +54,7 @@ Telescope parse_telescope(const nlohmann::json& object, const std::string& path)
   t.lsf_fwhm_angstrom = parse_resolution_curve(p, "lsf_fwhm_angstrom", "fwhm_angstrom", true);
   if (p.has("psf_fwhm_arcsec"))
     t.psf_fwhm_arcsec = parse_resolution_curve(p, "psf_fwhm_arcsec", "fwhm_arcsec", true);
+  if (p.has("fibres")) t.fibres = parse_fibre_bundle(p.object("fibres"));
   p.finish();
   if (t.fov_arcsec / t.spaxel_arcsec > kMaxSpaxelsSide)
     throw ConfigError(path + ": fov_arcsec / spaxel_arcsec = " +

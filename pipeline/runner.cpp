@@ -12,6 +12,7 @@
 
 #include "core/config_error.h"
 #include "data/collectives/processes.h"
+#include "data/fibre_bundle.h"
 #include "data/runtime.h"
 #include "io/cube/cube_io.h"
 #include "io/cube/quicklook.h"
@@ -49,6 +50,7 @@ nlohmann::json run_context(const RunConfig& c) {
   nlohmann::json context = {{"galaxy", {{"orientation", c.orientation}}}, {"ssp", c.ssp_params}};
   if (c.telescope.psf_fwhm_arcsec.max() > 0)
     context["telescope"]["psf_fwhm_arcsec"] = to_json(c.telescope.psf_fwhm_arcsec, "fwhm_arcsec");
+  if (c.telescope.fibres) context["telescope"]["fibres"] = to_json(*c.telescope.fibres);
   return context;
 }
 
