@@ -4,6 +4,7 @@
 // realisations against the correlation matrix written in the FITS file (read back with cfitsio),
 // a point source's broadening, and bad input.
 #include <fitsio.h>
+#include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -13,8 +14,10 @@
 
 #include "core/config_error.h"
 #include "io/cube/cube_io.h"
+#include "io/run_config.h"
 #include "io/telescope.h"
 #include "pipeline/registry.h"
+#include "pipeline/runner.h"
 #include "stages/fibres/fibres.h"
 #include "stages/psf/psf.h"
 
@@ -288,4 +291,66 @@ TEST_CASE("fibres: bad bundles name their key; noise on the reconstructed cube i
   // The fibres need the PSF-convolved cube.
   const nlohmann::json no_psf = {{{"stage", "fibres"}, {"params", {{"bundle", good}}}}};
   CHECK_THROWS_WITH(make_stages(no_psf, "stages", {"cube"}), Catch::Contains("cube_psf"));
+}
+
+TEST_CASE(
+    "fibres: a MaNGA run writes the rebuilt cube and its correlation tables; bad input "
+    "writes nothing") {
+  namespace fs = std::filesystem;
+  const std::string config =
+      std::string(IFUSIM_SOURCE_DIR) + "/configs/examples/muse_synthetic.json";
+  const fs::path out =
+      fs::temp_directory_path() / ("ifusim_test_fibres_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  RunOptions options;
+  options.n_devices = 1;
+  options.output_dir = out.string();
+  options.progress = false;
+  // MaNGA-12 over 4600-4800 A (g's 4702 A inside), 1.5 arcsec seeing, noise per fibre.
+  const std::vector<std::string> manga = {
+      "input.synthetic.stars=2e4",
+      R"(telescope={"preset": "MaNGA-12", "wavelength": {"start_angstrom": 4600,
+         "end_angstrom": 4800, "step_angstrom": 1.0, "medium": "vacuum"}})",
+      R"(pipeline=["orient", "aperture", "stellar_spectra", "psum", "flux", "psf", "lsf",
+                   "fibres", "aperture_mask"])",
+      R"(stages={"flux": {"unit_scale": 1e-20}, "psf": {"fwhm_arcsec": 1.5},
+                 "fibres": {"noise": {"snr": 10}}})"};
+  const RunReport report = run_pipeline(load_run_config(config, manga), options);
+  REQUIRE(report.cube.shape.nx == 24);
+  REQUIRE(report.cube.variance.size() == report.cube.data.size());
+  REQUIRE(report.cube.correlations.count("GCORREL") == 1);
+  const SpatialCorrelation& g = report.cube.correlations.at("GCORREL");
+  CHECK(g.plane == 102);  // 4702 A on 4600 + k A
+  REQUIRE_FALSE(g.rho.empty());
+  for (std::size_t e = 0; e < g.rho.size(); ++e) {
+    // Inside the cropped field, and only between measured (in-aperture) spaxels.
+    REQUIRE((g.i_x[e] >= 0 && g.i_x[e] < 24 && g.j_y[e] >= 0 && g.j_y[e] < 24));
+    CHECK(std::isfinite(report.cube.data[(static_cast<std::size_t>(g.i_y[e]) * 24 + g.i_x[e]) *
+                                         report.cube.shape.n_wave]));
+  }
+  int status = 0;
+  fitsfile* f = nullptr;
+  fits_open_file(&f, (out / "cube.fits").string().c_str(), READONLY, &status);
+  char extname[] = "GCORREL";
+  fits_movnam_hdu(f, BINARY_TBL, extname, 0, &status);
+  long rows = 0;
+  fits_get_num_rows(f, &rows, &status);
+  fits_close_file(f, &status);
+  CHECK(status == 0);
+  CHECK(rows == static_cast<long>(g.rho.size()));
+  fs::remove_all(out);
+
+  // A pitch smaller than the core: refused naming the key, before anything runs.
+  std::vector<std::string> bad = manga;
+  bad[1] = R"(telescope={"preset": "MaNGA-12", "fibres": {"n_fibres": 19,
+              "core_diameter_arcsec": 2.0, "pitch_arcsec": 1.8}})";
+  CHECK_THROWS_WITH(load_run_config(config, bad), Catch::Contains("telescope.fibres.pitch_arcsec"));
+  // Fibres and a noise stage both: refused, nothing written.
+  std::vector<std::string> both = manga;
+  both[2] = R"(pipeline=["orient", "aperture", "stellar_spectra", "psum", "flux", "psf", "lsf",
+                         "fibres", "aperture_mask", "noise"])";
+  both[3] = R"(stages={"psf": {"fwhm_arcsec": 1.5}, "noise": {"snr": 10}})";
+  CHECK_THROWS_WITH(run_pipeline(load_run_config(config, both), options),
+                    Catch::Contains("variance"));
+  CHECK_FALSE(fs::exists(out));
 }

@@ -264,6 +264,13 @@ class FibresStage final : public Stage {
     if (!(spaxel_arcsec > 0.0))
       throw ConfigError("fibres (" + path_ + "): the observation's spaxel size is " +
                         std::to_string(spaxel_arcsec) + " arcsec; expected a number > 0");
+    // The fibres reach beyond the field (the margin), and NaN would spread over every fibre.
+    const Cube& sky = *state.cube;
+    if ((state.spaxels.nx > 0 && sky.shape.nx != state.spaxels.nx) ||
+        std::any_of(sky.data.begin(), sky.data.end(), [](double v) { return std::isnan(v); }))
+      throw ConfigError("fibres (" + path_ +
+                        "): the cube was already cropped to the field or masked outside the "
+                        "aperture; put aperture_mask after fibres");
     std::vector<double> wavelength(static_cast<std::size_t>(state.cube->shape.n_wave));
     for (int k = 0; k < state.cube->shape.n_wave; ++k)
       wavelength[k] =
