@@ -25,9 +25,6 @@ FibresParams FibresParams::from_json(JsonParams p) {
   out.radius_limit_arcsec = p.number("radius_limit_arcsec", 1.6);
   p.require(out.radius_limit_arcsec > 0.0, "radius_limit_arcsec", "a number > 0 (arcsec)",
             out.radius_limit_arcsec);
-  const long long samples = p.integer("overlap_samples", 16);
-  p.require(samples >= 1 && samples <= 256, "overlap_samples", "an integer in [1, 256]", samples);
-  out.overlap_samples = static_cast<int>(samples);
   if (p.has("noise")) out.noise = NoiseParams::from_json(p.object("noise"));
   p.finish();
   return out;
@@ -40,24 +37,53 @@ double spaxel_centre(int i, int n, double spaxel_arcsec) {
   return (i - 0.5 * (n - 1)) * spaxel_arcsec;
 }
 
-// The fraction of a square spaxel (centre cx, cy, side s) inside a circle (centre fx, fy, radius
-// r): exact where the square is wholly inside or outside, else from n x n midpoint sub-squares.
-double overlap_fraction(double cx, double cy, double s, double fx, double fy, double r, int n) {
+// The primitive of a circle's half chord sqrt(r^2 - x^2): (x sqrt(r^2 - x^2) + r^2 asin(x / r))
+// / 2.
+double half_chord_primitive(double x, double r) {
+  x = std::clamp(x, -r, r);
+  return 0.5 * (x * std::sqrt(r * r - x * x) + r * r * std::asin(x / r));
+}
+
+// The area of the circle of radius r centred on the origin inside the rectangle [x0, x1] x
+// [y0, y1], exactly: over x, the chord (-c(x), c(x)), c = sqrt(r^2 - x^2), clipped to [y0, y1].
+// Between the x where c meets y0 or y1 (or the circle ends) the clipped chord's ends are each
+// either c, -c or an edge, and integrate in closed form.
+double circle_in_rectangle(double x0, double x1, double y0, double y1, double r) {
+  std::vector<double> xs = {x0, x1};
+  for (double y : {y0, y1})
+    if (std::abs(y) < r) {
+      xs.push_back(std::sqrt(r * r - y * y));
+      xs.push_back(-xs.back());
+    }
+  xs.push_back(r);
+  xs.push_back(-r);
+  std::erase_if(xs, [&](double x) { return x < x0 || x > x1; });
+  std::sort(xs.begin(), xs.end());
+  double area = 0.0;
+  for (std::size_t i = 0; i + 1 < xs.size(); ++i) {
+    const double a = xs[i], b = xs[i + 1];
+    const double m = 0.5 * (a + b);
+    if (!(b > a) || std::abs(m) >= r) continue;
+    const double c = std::sqrt(r * r - m * m);
+    if (std::min(c, y1) <= std::max(-c, y0)) continue;  // the chord misses the rectangle here
+    const double chord = half_chord_primitive(b, r) - half_chord_primitive(a, r);
+    const double top = c < y1 ? chord : y1 * (b - a);
+    const double bottom = -c > y0 ? -chord : y0 * (b - a);
+    area += top - bottom;
+  }
+  return area;
+}
+
+// The fraction of a square spaxel (centre cx, cy, side s) inside a fibre's core (centre fx, fy,
+// radius r).
+double overlap_fraction(double cx, double cy, double s, double fx, double fy, double r) {
   const double h = 0.5 * s;
   const double dx = std::abs(cx - fx), dy = std::abs(cy - fy);
   const double near_x = std::max(dx - h, 0.0), near_y = std::max(dy - h, 0.0);
   if (near_x * near_x + near_y * near_y >= r * r) return 0.0;
   const double far_x = dx + h, far_y = dy + h;
   if (far_x * far_x + far_y * far_y <= r * r) return 1.0;
-  int inside = 0;
-  for (int j = 0; j < n; ++j) {
-    const double y = cy - h + (j + 0.5) * s / n - fy;
-    for (int i = 0; i < n; ++i) {
-      const double x = cx - h + (i + 0.5) * s / n - fx;
-      inside += x * x + y * y < r * r;
-    }
-  }
-  return static_cast<double>(inside) / (static_cast<double>(n) * n);
+  return circle_in_rectangle(cx - h - fx, cx + h - fx, cy - h - fy, cy + h - fy, r) / (s * s);
 }
 
 // The SDSS bands at whose pivot wavelengths the DRP stores correlation matrices (Doi et al.
@@ -99,7 +125,7 @@ FibreSampling fibre_sampling(const FibresParams& params, const CubeShape& shape,
         for (int ix = ix0; ix <= ix1; ++ix) {
           const double a = overlap_fraction(spaxel_centre(ix, shape.nx, spaxel_arcsec),
                                             spaxel_centre(iy, shape.ny, spaxel_arcsec),
-                                            spaxel_arcsec, fx, fy, r, params.overlap_samples);
+                                            spaxel_arcsec, fx, fy, r);
           if (a > 0.0) seen.emplace_back(static_cast<std::size_t>(iy) * shape.nx + ix, a);
         }
       out.overlap.push_back(std::move(seen));
@@ -316,7 +342,6 @@ StageEntry fibres_stage() {
                        {{"bundle", manga},
                         {"sigma_arcsec", 0.7},
                         {"radius_limit_arcsec", 1.6},
-                        {"overlap_samples", 16},
                         {"noise", {{"snr", 10}, {"reference", 1.0}, {"seed", 1}}}}}};
 }
 

@@ -8,9 +8,8 @@
 //    side p / sqrt(3) = 1.44 arcsec, which fill the gaps between fibres; Law et al. 2015, AJ 150,
 //    19). Each fibre at each dither position ("fibre exposure") collects the light of the
 //    sky-plane cube over its circular core: spaxel s contributes its value times the fraction of
-//    its area inside the core, exact for spaxels wholly inside or outside, and from
-//    `overlap_samples`^2 midpoint sub-spaxels for those the core's edge crosses (the light is
-//    taken as uniform within a spaxel, which the simulation's cube is).
+//    its area inside the core, computed exactly (the chord's closed-form integral, clipped to the
+//    spaxel; the light is taken as uniform within a spaxel).
 // 2. Noise, per fibre spectrum, before anything mixes them: the `noise` object takes the noise
 //    stage's parameters (stages/noise: snr, per, background_fraction, reference,
 //    reference_threshold, seed) and its model is applied with the noise stage's own apply_noise
@@ -58,7 +57,6 @@ struct FibresParams {
   FibreBundle bundle;                // inherited from telescope.fibres
   double sigma_arcsec = 0.7;         // Law et al. 2016, sec. 9.1
   double radius_limit_arcsec = 1.6;  // idem
-  int overlap_samples = 16;          // sub-spaxels per side where a core's edge crosses a spaxel
   std::optional<NoiseParams> noise;  // per fibre spectrum; none without it
   static FibresParams from_json(JsonParams params);
 };
