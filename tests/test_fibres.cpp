@@ -14,6 +14,7 @@
 
 #include "core/config_error.h"
 #include "io/cube/cube_io.h"
+#include "io/hdf5.h"
 #include "io/run_config.h"
 #include "io/telescope.h"
 #include "pipeline/registry.h"
@@ -94,7 +95,7 @@ double moment_fwhm(const Cube& c) {
 
 }  // namespace
 
-TEST_CASE("fibres: a flat sky fills each core; an exposure holds the bundle's filling factor") {
+TEST_CASE("fibres: a flat sky fills each core and an exposure holds the bundle's filling factor") {
   const FibresParams p = manga19();
   Cube sky = sky_cube(41, 3, 5000.0);
   const double mu = 2.0;  // per arcsec^2
@@ -268,7 +269,7 @@ TEST_CASE("fibres: a point source comes out broader than the seeing, as MaNGA's 
   CHECK(out > in + 0.7);
 }
 
-TEST_CASE("fibres: bad bundles name their key; noise on the reconstructed cube is refused") {
+TEST_CASE("fibres: bad bundles name their key, and noise on the reconstructed cube is refused") {
   auto telescope = [](nlohmann::json fibres) {
     return nlohmann::json{{"preset", "MaNGA-12"}, {"fibres", fibres}};
   };
@@ -318,7 +319,7 @@ TEST_CASE("fibres: bad bundles name their key; noise on the reconstructed cube i
 }
 
 TEST_CASE(
-    "fibres: a MaNGA run writes the rebuilt cube and its correlation tables; bad input "
+    "fibres: a MaNGA run writes the rebuilt cube and its correlation tables, and bad input "
     "writes nothing") {
   namespace fs = std::filesystem;
   const std::string config =
@@ -332,7 +333,7 @@ TEST_CASE(
   options.progress = false;
   // MaNGA-12 over 4600-4800 A (g's 4702 A inside), 1.5 arcsec seeing, noise per fibre.
   const std::vector<std::string> manga = {
-      "input.synthetic.stars=2e4",
+      "input.synthetic.stars=2e4", "output.hdf5=true",
       R"(telescope={"preset": "MaNGA-12", "wavelength": {"start_angstrom": 4600,
          "end_angstrom": 4800, "step_angstrom": 1.0, "medium": "vacuum"}})",
       R"(pipeline=["orient", "aperture", "stellar_spectra", "psum", "flux", "psf", "lsf",
@@ -362,18 +363,24 @@ TEST_CASE(
   fits_close_file(f, &status);
   CHECK(status == 0);
   CHECK(rows == static_cast<long>(g.rho.size()));
+  // The HDF5 file carries the same table.
+  const h5::File h5file((out / "cube.h5").string());
+  const auto table = h5file.group("correlations/GCORREL");
+  CHECK(table.read<double>("RHOIJ") == g.rho);
+  CHECK(table.read<std::int32_t>("INDXJ_C2") == g.j_y);
+  CHECK(table.attribute<std::int32_t>("BBINDEX") == 102);
   fs::remove_all(out);
 
   // A pitch smaller than the core: refused naming the key, before anything runs.
   std::vector<std::string> bad = manga;
-  bad[1] = R"(telescope={"preset": "MaNGA-12", "fibres": {"n_fibres": 19,
+  bad[2] = R"(telescope={"preset": "MaNGA-12", "fibres": {"n_fibres": 19,
               "core_diameter_arcsec": 2.0, "pitch_arcsec": 1.8}})";
   CHECK_THROWS_WITH(load_run_config(config, bad), Catch::Contains("telescope.fibres.pitch_arcsec"));
   // Fibres and a noise stage both: refused, nothing written.
   std::vector<std::string> both = manga;
-  both[2] = R"(pipeline=["orient", "aperture", "stellar_spectra", "psum", "flux", "psf", "lsf",
+  both[3] = R"(pipeline=["orient", "aperture", "stellar_spectra", "psum", "flux", "psf", "lsf",
                          "fibres", "aperture_mask", "noise"])";
-  both[3] = R"(stages={"psf": {"fwhm_arcsec": 1.5}, "noise": {"snr": 10}})";
+  both[4] = R"(stages={"psf": {"fwhm_arcsec": 1.5}, "noise": {"snr": 10}})";
   CHECK_THROWS_WITH(run_pipeline(load_run_config(config, both), options),
                     Catch::Contains("variance"));
   CHECK_FALSE(fs::exists(out));
