@@ -255,7 +255,7 @@ std::size_t apply_fibres(const FibresParams& params, double spaxel_arcsec,
     for (const auto& [key, cov] : entries) {
       const std::uint64_t s = key / n, t = key % n;
       const double rho = cov / std::sqrt(covariance.at(s * n + s) * covariance.at(t * n + t));
-      if (!(rho != 0.0)) continue;
+      if (rho == 0.0 || !std::isfinite(rho)) continue;  // only the non-zero elements
       c.i_x.push_back(static_cast<int>(s % shape.nx));
       c.i_y.push_back(static_cast<int>(s / shape.nx));
       c.j_x.push_back(static_cast<int>(t % shape.nx));
