@@ -66,6 +66,19 @@ struct SkyMap {
   std::vector<double> values;
 };
 
+// The correlation matrix of the noise of a cube's spaxels at one wavelength plane, in coordinate
+// form: the upper triangle (i <= j, spaxel order iy * nx + ix), the diagonal's ones included,
+// only the non-zero elements. This is how MaNGA's DRP stores the spatial correlation of its
+// cubes (the GCORREL, RCORREL, ICORREL, ZCORREL extensions: columns INDXI_C1, INDXI_C2,
+// INDXJ_C1, INDXJ_C2, RHOIJ, keywords BBWAVE, BBINDEX; Law et al. 2016, AJ 152, 83, sec. 9.3;
+// Westfall et al. 2019, AJ 158, 231, sec. 6): C1 is the x (first FITS axis) index, C2 the y one.
+struct SpatialCorrelation {
+  double wavelength_angstrom = 0.0;  // BBWAVE: the band's wavelength
+  int plane = 0;                     // BBINDEX: the wavelength plane it was computed at
+  std::vector<int> i_x, i_y, j_x, j_y;
+  std::vector<double> rho;
+};
+
 // The reduced cube on the host, in double precision.
 struct Cube {
   CubeShape shape;
@@ -82,6 +95,8 @@ struct Cube {
   // By name (lower case, the HDF5 dataset's; the FITS EXTNAME is its upper case):
   // "white_light", "velocity_light_kms", ...
   std::map<std::string, SkyMap> maps;
+  // By FITS EXTNAME ("GCORREL", ...): written as binary tables (fibre-fed IFUs, stages/fibres).
+  std::map<std::string, SpatialCorrelation> correlations;
   double at(int ix, int iy, int k) const {
     return data[(static_cast<std::size_t>(iy) * shape.nx + ix) * shape.n_wave + k];
   }

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/json_params.h"
+#include "data/fibre_bundle.h"
 #include "io/json_file.h"
 
 namespace ifusim {
@@ -79,6 +80,7 @@ Telescope parse_telescope(const nlohmann::json& object, const std::string& path)
     t.throughput = parse_fraction_curve(p, "throughput", "throughput");
   }
   t.site = p.string("site", "");
+  if (p.has("fibres")) t.fibres = parse_fibre_bundle(p.object("fibres"));
   p.finish();
   if (t.fov_arcsec / t.spaxel_arcsec > kMaxSpaxelsSide)
     throw ConfigError(path + ": fov_arcsec / spaxel_arcsec = " +

@@ -1,12 +1,14 @@
 #include "pipeline/registry.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "core/json_params.h"
 #include "stages/aperture_mask/aperture_mask.h"
 #include "stages/dust/dust.h"
 #include "stages/emission_lines/emission_lines.h"
+#include "stages/fibres/fibres.h"
 #include "stages/flux/flux.h"
 #include "stages/foreground_dust/foreground_dust.h"
 #include "stages/lsf/lsf.h"
@@ -37,6 +39,7 @@ const std::vector<StageEntry>& registry() {
       foreground_dust_stage(),
       psf_stage(),
       lsf_stage(),
+      fibres_stage(),
       aperture_mask_stage(),
       noise_stage(),
   };
@@ -141,6 +144,23 @@ void check_stages(const std::vector<RunStage>& stages, std::vector<std::string> 
     if (!seen.insert(name).second && !s.entry->repeatable)
       throw ConfigError(s.path + ": stage \"" + name +
                         "\" is listed twice; a stage may appear once in a pipeline");
+  }
+  // What each cube stage made, and which stage made it: a cube's product is made once, so that
+  // two stages cannot both draw noise on it (noise, and fibres, which draws it per fibre).
+  std::map<std::string, const RunStage*> cube_products;
+  for (const RunStage& s : stages) {
+    const std::string& name = s.entry->name;
+    if (s.entry->kind == StageKind::cube)
+      for (const auto& p : s.stage->provides()) {
+        const auto [at, added] = cube_products.emplace(p.name, &s);
+        if (!added && at->second->entry != s.entry) {
+          std::string message = s.path + ": stage \"" + name + "\" makes " + p.name;
+          message += ", which stage \"" + at->second->entry->name + "\" (" + at->second->path;
+          message += ") already makes: remove one of them (a cube's " + p.name;
+          message += " is made by one stage)";
+          throw ConfigError(message);
+        }
+      }
   }
   for (const RunStage& s : stages) {
     const std::string& name = s.entry->name;

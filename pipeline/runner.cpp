@@ -12,6 +12,7 @@
 
 #include "core/config_error.h"
 #include "data/collectives/processes.h"
+#include "data/fibre_bundle.h"
 #include "data/runtime.h"
 #include "io/cube/cube_io.h"
 #include "io/cube/quicklook.h"
@@ -57,6 +58,7 @@ nlohmann::json run_context(const RunConfig& c) {
   if (c.telescope.has_throughput())
     context["telescope"]["throughput"] = to_json(c.telescope.throughput, "throughput");
   if (!c.telescope.site.empty()) context["telescope"]["site"] = c.telescope.site;
+  if (c.telescope.fibres) context["telescope"]["fibres"] = to_json(*c.telescope.fibres);
   return context;
 }
 

@@ -247,6 +247,40 @@ void write_map(fitsfile* f, const std::string& file, const Cube& cube, const std
   check(status, file, "cannot write the pixels of " + extname);
 }
 
+// A spatial correlation matrix as the binary table MaNGA's DRP writes (GCORREL, ...: the upper
+// triangle in coordinate form; data/datacube.h, SpatialCorrelation), so that its readers
+// (mangadap's Covariance.from_fits, Marvin) read ours: columns INDXI_C1, INDXI_C2, INDXJ_C1,
+// INDXJ_C2 (32-bit integers, 0-based x and y of the two spaxels) and RHOIJ (double); keywords
+// COVSHAPE ("(N, N)", N the spaxels of a plane), BBWAVE and BBINDEX (0-based plane).
+void write_correlation(fitsfile* f, const std::string& file, const Cube& cube,
+                       const std::string& extname, const SpatialCorrelation& c) {
+  char n_i_x[] = "INDXI_C1", n_i_y[] = "INDXI_C2", n_j_x[] = "INDXJ_C1", n_j_y[] = "INDXJ_C2",
+       n_rho[] = "RHOIJ", f_int[] = "1J", f_dbl[] = "1D";
+  char* names[] = {n_i_x, n_i_y, n_j_x, n_j_y, n_rho};
+  char* forms[] = {f_int, f_int, f_int, f_int, f_dbl};
+  int status = 0;
+  fits_create_tbl(f, BINARY_TBL, static_cast<LONGLONG>(c.rho.size()), 5, names, forms, nullptr,
+                  extname.c_str(), &status);
+  check(status, file, "cannot create extension " + extname);
+  const std::string n = std::to_string(cube.shape.n_spaxels());
+  std::string shape = "(";
+  shape += n;
+  shape += ", ";
+  shape += n;
+  shape += ")";
+  Writer w(f, file);
+  w.str("COVSHAPE", shape, "shape of the correlation matrix");
+  w.dbl("BBWAVE", c.wavelength_angstrom, "[Angstrom] band's wavelength");
+  w.lng("BBINDEX", c.plane, "0-based wavelength plane of the matrix");
+  w.comment("upper triangle of the spaxels' noise correlation matrix (MaNGA DRP format)");
+  const auto rows = static_cast<LONGLONG>(c.rho.size());
+  int column = 1;
+  for (const auto* indices : {&c.i_x, &c.i_y, &c.j_x, &c.j_y})
+    fits_write_col(f, TINT, column++, 1, 1, rows, const_cast<int*>(indices->data()), &status);
+  fits_write_col(f, TDOUBLE, column, 1, 1, rows, const_cast<double*>(c.rho.data()), &status);
+  check(status, file, "cannot write the rows of " + extname);
+}
+
 // Optional keyword: false when absent, InputError when present but not a number.
 bool read_double(fitsfile* f, const std::string& file, const char* key, double& out) {
   int status = 0;
@@ -415,6 +449,7 @@ void write_cube_fits(const Cube& cube, const std::string& path) {
                     "variance of DATA");
     }
     for (const auto& [name, map] : cube.maps) write_map(raw, path, cube, upper(name), map);
+    for (const auto& [name, c] : cube.correlations) write_correlation(raw, path, cube, name, c);
 
     FitsPtr::pointer released = f.release();
     fits_close_file(released, &status);

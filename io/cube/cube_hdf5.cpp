@@ -2,6 +2,7 @@
 // i.e. the FITS cube's axes reversed, so h5py/numpy and astropy see the same array.
 #include <cmath>
 #include <variant>
+#include <cstdint>
 
 #include "core/config_error.h"
 #include "io/cube/cube_io.h"
@@ -125,6 +126,24 @@ void write_cube_hdf5(const Cube& cube, const std::string& path) {
         maps.set_string_attribute("unit", map.unit, name);
         maps.set_string_attribute("description", map.description, name);
         write_wcs_attributes(maps, cube, name, 2);
+      }
+    }
+
+    // The spatial correlation matrices (fibre-fed IFUs), as the FITS file's binary tables: one
+    // group each under /correlations, by EXTNAME, with the same columns and keywords.
+    if (!cube.correlations.empty()) {
+      const auto correlations = f.create_group_ordered("correlations");
+      for (const auto& [name, c] : cube.correlations) {
+        const auto g = correlations.create_group_ordered(name);
+        const std::vector<hsize_t> rows = {static_cast<hsize_t>(c.rho.size())};
+        g.write<std::int32_t>("INDXI_C1", c.i_x, rows);
+        g.write<std::int32_t>("INDXI_C2", c.i_y, rows);
+        g.write<std::int32_t>("INDXJ_C1", c.j_x, rows);
+        g.write<std::int32_t>("INDXJ_C2", c.j_y, rows);
+        g.write<double>("RHOIJ", c.rho, rows);
+        g.set_attribute<double>("BBWAVE", c.wavelength_angstrom);
+        g.set_attribute<std::int32_t>("BBINDEX", c.plane);
+        g.set_attribute<std::int64_t>("n_spaxels", static_cast<std::int64_t>(s.n_spaxels()));
       }
     }
 

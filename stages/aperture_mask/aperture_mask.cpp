@@ -9,6 +9,27 @@
 
 namespace ifusim {
 
+namespace {
+
+// Keeps the entries of `c` whose two spaxels both pass `keep(ix, iy)`.
+template <class Keep>
+void keep_correlations(SpatialCorrelation& c, Keep keep) {
+  std::size_t n = 0;
+  for (std::size_t e = 0; e < c.rho.size(); ++e) {
+    if (!keep(c.i_x[e], c.i_y[e]) || !keep(c.j_x[e], c.j_y[e])) continue;
+    c.i_x[n] = c.i_x[e];
+    c.i_y[n] = c.i_y[e];
+    c.j_x[n] = c.j_x[e];
+    c.j_y[n] = c.j_y[e];
+    c.rho[n] = c.rho[e];
+    ++n;
+  }
+  for (auto* indices : {&c.i_x, &c.i_y, &c.j_x, &c.j_y}) indices->resize(n);
+  c.rho.resize(n);
+}
+
+}  // namespace
+
 void apply_aperture_mask(const SpaxelGrid& grid, Cube& cube, std::map<std::string, SkyMap>& maps) {
   const auto& s = cube.shape;
   if (s.nx != grid.n_side || s.ny != grid.n_side)
@@ -25,6 +46,9 @@ void apply_aperture_mask(const SpaxelGrid& grid, Cube& cube, std::map<std::strin
       for (auto& [name, map] : maps)
         if (map.values.size() == s.n_spaxels()) map.values[spaxel] = nan;
     }
+  // A spaxel outside the aperture has no measurement, so no correlation with any other.
+  for (auto& [name, c] : cube.correlations)
+    keep_correlations(c, [&](int ix, int iy) { return grid.spaxel_in_aperture(ix, iy); });
 }
 
 void crop_margin(const CubeMargin& margin, Cube& cube, std::map<std::string, SkyMap>& maps) {
@@ -49,6 +73,20 @@ void crop_margin(const CubeMargin& margin, Cube& cube, std::map<std::string, Sky
       }
     values = std::move(kept);
   };
+  // The correlation matrices' spaxel indices move with the crop, and their planes with the
+  // band's; entries of spaxels cut off go.
+  for (auto& [name, c] : cube.correlations) {
+    keep_correlations(c, [&](int ix, int iy) {
+      return ix >= margin.spaxels && ix < margin.spaxels + out.nx && iy >= margin.spaxels &&
+             iy < margin.spaxels + out.ny;
+    });
+    for (auto* indices : {&c.i_x, &c.i_y, &c.j_x, &c.j_y})
+      for (int& i : *indices) i -= margin.spaxels;
+    c.plane -= margin.wavelengths;
+  }
+  std::erase_if(cube.correlations, [&](const auto& entry) {
+    return entry.second.plane < 0 || entry.second.plane >= out.n_wave;
+  });
   crop(cube.data, in.n_wave, out.n_wave, margin.wavelengths);
   crop(cube.variance, in.n_wave, out.n_wave, margin.wavelengths);
   for (auto& [name, map] : maps)
