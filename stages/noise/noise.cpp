@@ -17,11 +17,6 @@ NoiseParams NoiseParams::from_json(JsonParams p) {
   out.exposure_model = p.choice("model", {"snr", "exposure"}, "snr") == "exposure";
   if (out.exposure_model) {
     out.exposure = ExposureParams::from_json(p);
-  } else {
-    // What the telescope gives the exposure model (inherited from the run config): no part of
-    // this one.
-    for (const char* key : {"collecting_area_m2", "throughput", "site"})
-      if (p.has(key)) p.raw(key);
   }
   if (p.has("seed")) {
     const long long s = p.integer("seed");
@@ -205,7 +200,13 @@ class NoiseStage final : public Stage {
 
 std::unique_ptr<Stage> make_noise_stage(const nlohmann::json& params, const std::string& path,
                                         const StageResources& resources) {
-  NoiseParams p = NoiseParams::from_json(JsonParams(params, path));
+  // What the telescope gives the exposure model, which the stage inherits from the run config
+  // (noise_stage's `inherits`), is no part of the S/N model.
+  nlohmann::json own = params;
+  const bool snr_model = own.is_object() && (!own.contains("model") || own["model"] == "snr");
+  if (snr_model)
+    for (const char* key : {"collecting_area_m2", "throughput", "site"}) own.erase(key);
+  NoiseParams p = NoiseParams::from_json(JsonParams(own, path));
   std::shared_ptr<const SkySpectrum> sky;
   std::shared_ptr<const ExtinctionCurve> extinction;
   if (p.exposure_model && resources.load_sky_spectrum && resources.load_extinction_curve) {
