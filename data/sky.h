@@ -1,10 +1,10 @@
 #pragma once
 // The night sky and the atmosphere, as read from their files by io/ (io/sky/sky_tables.h) for the
 // noise stage's exposure model (stages/noise/exposure.h).
-#include <algorithm>
-#include <cstddef>
 #include <string>
 #include <vector>
+
+#include "data/resolution_curve.h"  // interpolate_clamped
 
 namespace ifusim {
 
@@ -27,13 +27,7 @@ struct ExtinctionCurve {
            wavelength_angstrom.back() >= hi;
   }
   double at(double lambda_angstrom) const {
-    const auto& w = wavelength_angstrom;
-    if (lambda_angstrom <= w.front()) return mag_per_airmass.front();
-    if (lambda_angstrom >= w.back()) return mag_per_airmass.back();
-    const std::size_t i =
-        static_cast<std::size_t>(std::upper_bound(w.begin(), w.end(), lambda_angstrom) - w.begin());
-    const double t = (lambda_angstrom - w[i - 1]) / (w[i] - w[i - 1]);
-    return mag_per_airmass[i - 1] + t * (mag_per_airmass[i] - mag_per_airmass[i - 1]);
+    return interpolate_clamped(wavelength_angstrom, mag_per_airmass, lambda_angstrom);
   }
 };
 
