@@ -38,6 +38,12 @@ void copy_on_device(const Device& device, void* dst, const void* src, std::size_
 // stream) sees them.
 void fill_zero(const Device& device, void* dst, std::size_t bytes);
 void synchronize(const Device& device);
+// Host memory that transfers to and from `device` read or fill: page-locked (pinned) where the
+// device is a GPU, so that cudaMemcpyAsync moves it by DMA at the link's speed instead of
+// staging pageable memory through the driver's own small buffers; 64-byte aligned ordinary
+// memory otherwise, or where the GPU runtime cannot pin it (then *pinned is false).
+void* allocate_host(const Device& device, std::size_t bytes, bool* pinned);
+void release_host(void* ptr, bool pinned) noexcept;
 // Bytes currently allocated, and the peak since the last reset, over all devices of a backend.
 std::size_t bytes_in_use(Backend backend);
 std::size_t peak_bytes(Backend backend);
@@ -93,6 +99,42 @@ class DeviceBuffer {
   const Device* device_ = nullptr;
   T* data_ = nullptr;
   std::size_t size_ = 0;
+};
+
+// A reusable host block of `size` elements of T for one device's transfers (memory::
+// allocate_host): the streaming reader's blocks, made once per device and filled block after
+// block. Uninitialised. Move-only.
+template <class T>
+class HostStaging {
+ public:
+  HostStaging() = default;
+  HostStaging(const Device& device, std::size_t size) : size_(size) {
+    if (size_ > 0)
+      data_ = static_cast<T*>(memory::allocate_host(device, size_ * sizeof(T), &pinned_));
+  }
+  ~HostStaging() { memory::release_host(data_, pinned_); }
+  HostStaging(HostStaging&& o) noexcept { swap(o); }
+  HostStaging& operator=(HostStaging&& o) noexcept {
+    HostStaging tmp(std::move(o));
+    swap(tmp);
+    return *this;
+  }
+  HostStaging(const HostStaging&) = delete;
+  HostStaging& operator=(const HostStaging&) = delete;
+  void swap(HostStaging& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    std::swap(pinned_, o.pinned_);
+  }
+
+  T* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  bool pinned() const { return pinned_; }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+  bool pinned_ = false;
 };
 
 }  // namespace ifusim

@@ -16,4 +16,7 @@ void release(int gpu_ordinal, void* ptr) noexcept;
 void copy(int gpu_ordinal, void* stream, void* dst, const void* src, std::size_t bytes);
 void fill_zero(int gpu_ordinal, void* stream, void* dst, std::size_t bytes);
 void synchronize(int gpu_ordinal, void* stream);
+// Page-locked host memory; nullptr where the runtime cannot pin that much (the caller falls back).
+void* allocate_pinned(int gpu_ordinal, std::size_t bytes) noexcept;
+void release_pinned(void* ptr) noexcept;
 }  // namespace ifusim::cuda_impl

@@ -223,6 +223,32 @@ void synchronize([[maybe_unused]] const Device& device) {
 #endif
 }
 
+void* allocate_host(const Device& device, std::size_t bytes, bool* pinned) {
+  *pinned = false;
+#ifdef IFUSIM_HAVE_CUDA
+  if (device.is_cuda() && bytes > 0) {
+    if (void* ptr = cuda_impl::allocate_pinned(device.gpu_ordinal, bytes)) {
+      *pinned = true;
+      return ptr;
+    }
+  }
+#else
+  (void)device;
+#endif
+  void* ptr = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!ptr && bytes > 0) throw std::bad_alloc();
+  return ptr;
+}
+
+void release_host(void* ptr, bool pinned) noexcept {
+  if (!ptr) return;
+#ifdef IFUSIM_HAVE_CUDA
+  if (pinned) return cuda_impl::release_pinned(ptr);
+#endif
+  (void)pinned;
+  std::free(ptr);
+}
+
 std::size_t bytes_in_use(Backend backend) {
   return counter(backend).in_use.load();
 }

@@ -103,4 +103,18 @@ void synchronize(int gpu_ordinal, void* stream) {
   check(cudaStreamSynchronize(as_stream(stream)), "cudaStreamSynchronize");
 }
 
+void* allocate_pinned(int gpu_ordinal, std::size_t bytes) noexcept {
+  void* ptr = nullptr;
+  if (cudaSetDevice(gpu_ordinal) != cudaSuccess ||
+      cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable) != cudaSuccess) {
+    cudaGetLastError();  // a refused pin is handled (pageable memory instead), not an error
+    return nullptr;
+  }
+  return ptr;
+}
+
+void release_pinned(void* ptr) noexcept {
+  cudaFreeHost(ptr);
+}
+
 }  // namespace ifusim::cuda_impl

@@ -86,8 +86,12 @@ class ShardedArray {
   }
 
   // Fills `count` rows of one shard from its local row `first` on, from row-major host rows:
-  // a shard can be filled block by block, with host memory bounded by the block.
-  void upload_rows(const Device& device, std::size_t first, const T* host_rows, std::size_t count) {
+  // a shard can be filled block by block, with host memory bounded by the block. Rows of
+  // several components are transposed, one component plane at a time, into `plane` (at least
+  // `count` elements; a block's pinned staging, from_callback_blocked) or, without one, into a
+  // temporary.
+  void upload_rows(const Device& device, std::size_t first, const T* host_rows, std::size_t count,
+                   T* plane = nullptr) {
     auto& s = shard(device);
     const std::size_t n = s.range.size(), k = static_cast<std::size_t>(components_);
     if (first > n || count > n - first)
@@ -95,10 +99,14 @@ class ShardedArray {
     if (count == 0) return;
     auto& buffer = buffer_of(device);
     if (k == 1) return buffer.upload(host_rows, count, first);
-    std::vector<T> plane(count);
+    std::vector<T> temporary;
+    if (!plane) {
+      temporary.resize(count);
+      plane = temporary.data();
+    }
     for (std::size_t c = 0; c < k; ++c) {
       for (std::size_t i = 0; i < count; ++i) plane[i] = host_rows[i * k + c];
-      buffer.upload(plane.data(), count, c * n + first);
+      buffer.upload(plane, count, c * n + first);
     }
   }
 
@@ -156,7 +164,7 @@ ShardedArray<T> from_callback(const Mesh& mesh, std::size_t rows, int components
     shard_map(mesh, [&](const Device& device) {
       const IndexRange range = array.shard(device).range;
       if (range.empty()) return;  // an idle device reads nothing
-      std::vector<T> block(range.size() * k);
+      HostStaging<T> block(device, range.size() * k);
       callback(range, block.data());
       array.upload_shard(device, block.data());
     });
@@ -185,18 +193,21 @@ std::vector<ShardedArray<T>> from_callback_blocked(const Mesh& mesh, std::size_t
     if (arrays.empty()) return;
     const IndexRange range = arrays.front().shard(device).range;
     if (range.empty()) return;  // an idle device makes nothing
+    // Each device's blocks (and one component plane for the transposition) are made once and
+    // refilled block after block: pinned on a GPU, where a block is moved by DMA as it is.
     const std::size_t first_block = std::min(block_rows, range.size());
-    std::vector<std::vector<T>> blocks(arrays.size());
+    std::vector<HostStaging<T>> blocks;
     std::vector<T*> outs(arrays.size());
     for (std::size_t a = 0; a < arrays.size(); ++a) {
-      blocks[a].resize(first_block * static_cast<std::size_t>(components[a]));
-      outs[a] = blocks[a].data();
+      blocks.emplace_back(device, first_block * static_cast<std::size_t>(components[a]));
+      outs[a] = blocks.back().data();
     }
+    HostStaging<T> plane(device, first_block);
     for (std::size_t b = range.begin; b < range.end; b += block_rows) {
       const IndexRange block{b, std::min(range.end, b + block_rows)};
       callback(block, outs);
       for (std::size_t a = 0; a < arrays.size(); ++a)
-        arrays[a].upload_rows(device, b - range.begin, outs[a], block.size());
+        arrays[a].upload_rows(device, b - range.begin, outs[a], block.size(), plane.data());
     }
   });
   return arrays;

@@ -45,6 +45,27 @@ TEST_CASE("cuda: sharded arrays round-trip through GPU memory", "[cuda]") {
   CHECK(array.to_host() == host);
 }
 
+TEST_CASE("cuda: streamed blocks go through pinned host memory and arrive whole", "[cuda]") {
+  auto mesh = make_mesh(Backend::cuda, 3);
+  const HostStaging<float> staging(mesh->device(0), 1000);
+  CHECK(staging.pinned());
+  const std::size_t n = 2003;
+  auto arrays = from_callback_blocked<float>(
+      *mesh, n, {1, 3}, 97, [](IndexRange r, const std::vector<float*>& outs) {
+        for (std::size_t i = r.begin; i < r.end; ++i) {
+          outs[0][i - r.begin] = static_cast<float>(i);
+          for (std::size_t c = 0; c < 3; ++c)
+            outs[1][(i - r.begin) * 3 + c] = static_cast<float>(10 * i + c);
+        }
+      });
+  const auto scalars = arrays[0].to_host(), rows = arrays[1].to_host();
+  REQUIRE(rows.size() == 3 * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    CHECK(scalars[i] == static_cast<float>(i));
+    for (std::size_t c = 0; c < 3; ++c) CHECK(rows[i * 3 + c] == static_cast<float>(10 * i + c));
+  }
+}
+
 TEST_CASE("cuda: skeleton image equals the CPU backend's, bitwise, for 1..7 logical devices",
           "[cuda]") {
   const auto host = test::random_stars(200003, 99);

@@ -107,6 +107,18 @@ TEST_CASE("from_callback: each device is asked for exactly its own range", "[sha
   }
 }
 
+TEST_CASE("host staging on the cpu backend: aligned, not pinned, writable", "[sharding]") {
+  auto mesh = make_mesh(Backend::cpu, 1);
+  HostStaging<double> staging(mesh->device(0), 1001);
+  REQUIRE(staging.size() == 1001);
+  CHECK_FALSE(staging.pinned());
+  CHECK(reinterpret_cast<std::uintptr_t>(staging.data()) % 64 == 0);
+  for (std::size_t i = 0; i < staging.size(); ++i) staging.data()[i] = 0.5 * static_cast<double>(i);
+  HostStaging<double> moved = std::move(staging);
+  CHECK(staging.data() == nullptr);
+  CHECK(moved.data()[1000] == 500.0);
+}
+
 TEST_CASE("from_callback_blocked: one callback fills several arrays, block by block",
           "[sharding]") {
   const std::size_t n = 23;

@@ -18,8 +18,9 @@ void psum(const Mesh& mesh, ShardedArray<std::int64_t>& partial) {
     nccl_allreduce_sum(mesh, owners, buffers, n);
   }
   if (mesh.spans_processes() && n > 0) {
-    // Then over the processes, through the host: every memory space gets the total.
-    std::vector<std::int64_t> host(n);
+    // Then over the processes, through the host (pinned where the devices are GPUs): every
+    // memory space gets the total.
+    const HostStaging<std::int64_t> host(*owners.front(), n);
     partial.buffer_of(*owners.front()).download(host.data(), n);
     processes::allreduce_sum(host.data(), n);
     for (const Device* d : owners) partial.buffer_of(*d).upload(host.data(), n);
