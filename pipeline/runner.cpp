@@ -46,19 +46,12 @@ void reset_peak_rss() {
 }
 
 // The run-config values a stage's parameters may inherit (StageEntry::inherits), by the keys the
-// entries name: the galaxy's orientation, the template policy, the telescope's PSF where it
-// gives one.
+// entries name: the galaxy's orientation, the template policy, and the whole resolved telescope
+// (preset and overrides) in the form its preset is written (io/telescope.h), so that a stage
+// inherits any `telescope.X` it declares without the runner knowing which.
 nlohmann::json run_context(const RunConfig& c) {
   nlohmann::json context = {{"galaxy", {{"orientation", c.orientation}}}, {"ssp", c.ssp_params}};
-  if (c.telescope.psf_fwhm_arcsec.max() > 0)
-    context["telescope"]["psf_fwhm_arcsec"] = to_json(c.telescope.psf_fwhm_arcsec, "fwhm_arcsec");
-  // The noise stage's exposure model (stages/noise/exposure.h).
-  if (c.telescope.collecting_area_m2 > 0)
-    context["telescope"]["collecting_area_m2"] = c.telescope.collecting_area_m2;
-  if (c.telescope.has_throughput())
-    context["telescope"]["throughput"] = to_json(c.telescope.throughput, "throughput");
-  if (!c.telescope.site.empty()) context["telescope"]["site"] = c.telescope.site;
-  if (c.telescope.fibres) context["telescope"]["fibres"] = to_json(*c.telescope.fibres);
+  context["telescope"] = to_json(c.telescope);
   return context;
 }
 
