@@ -91,6 +91,33 @@ Telescope parse_telescope(const nlohmann::json& object, const std::string& path)
   return t;
 }
 
+nlohmann::json to_json(const Telescope& t) {
+  nlohmann::json wavelength = {{"start_angstrom", t.wave_start_angstrom},
+                               {"end_angstrom", t.wave_end_angstrom},
+                               {"medium", t.wavelength_medium}};
+  if (t.wave_log10_step > 0)
+    wavelength["log10_step"] = t.wave_log10_step;
+  else
+    wavelength["step_angstrom"] = t.wave_step_angstrom;
+  const char* aperture = t.aperture == ApertureShape::circular    ? "circular"
+                         : t.aperture == ApertureShape::hexagonal ? "hexagonal"
+                                                                  : "square";
+  nlohmann::json out = {{"name", t.name},
+                        {"fov_arcsec", t.fov_arcsec},
+                        {"spaxel_arcsec", t.spaxel_arcsec},
+                        {"aperture", aperture},
+                        {"wavelength", wavelength},
+                        {"fits_layout", t.fits_layout},
+                        {"lsf_fwhm_angstrom", to_json(t.lsf_fwhm_angstrom, "fwhm_angstrom")}};
+  if (t.psf_fwhm_arcsec.max() > 0)
+    out["psf_fwhm_arcsec"] = to_json(t.psf_fwhm_arcsec, "fwhm_arcsec");
+  if (t.collecting_area_m2 > 0) out["collecting_area_m2"] = t.collecting_area_m2;
+  if (t.has_throughput()) out["throughput"] = to_json(t.throughput, "throughput");
+  if (!t.site.empty()) out["site"] = t.site;
+  if (t.fibres) out["fibres"] = to_json(*t.fibres);
+  return out;
+}
+
 namespace {
 
 // The preset file's JSON object, and the file's path.

@@ -18,6 +18,13 @@ std::vector<std::string> telescope_preset_names();
 // A telescope described in JSON (the preset files' format, docs/config.md); errors name `path`.
 Telescope parse_telescope(const nlohmann::json& object, const std::string& path);
 
+// The telescope back in that format (parse_telescope(to_json(t)) gives t again, less the
+// description): what the runner hands the stages that inherit `telescope.*` keys
+// (StageEntry::inherits), so that the runner need not know which keys they read. Parts the
+// telescope does not have (a PSF of 0, no collecting area, throughput, site or fibres) are left
+// out, as a preset leaves them out.
+nlohmann::json to_json(const Telescope& telescope);
+
 // A preset by name ("MUSE", "SAMI", ...); an unknown name lists the known ones.
 Telescope load_telescope_preset(const std::string& name, const std::string& path);
 

@@ -46,36 +46,37 @@ void reset_peak_rss() {
 }
 
 // The run-config values a stage's parameters may inherit (StageEntry::inherits), by the keys the
-// entries name: the galaxy's orientation, the template policy, the telescope's PSF where it
-// gives one.
+// entries name: the galaxy's orientation, the template policy, and the whole resolved telescope
+// (preset and overrides) in the form its preset is written (io/telescope.h), so that a stage
+// inherits any `telescope.X` it declares without the runner knowing which.
 nlohmann::json run_context(const RunConfig& c) {
   nlohmann::json context = {{"galaxy", {{"orientation", c.orientation}}}, {"ssp", c.ssp_params}};
-  if (c.telescope.psf_fwhm_arcsec.max() > 0)
-    context["telescope"]["psf_fwhm_arcsec"] = to_json(c.telescope.psf_fwhm_arcsec, "fwhm_arcsec");
-  // The noise stage's exposure model (stages/noise/exposure.h).
-  if (c.telescope.collecting_area_m2 > 0)
-    context["telescope"]["collecting_area_m2"] = c.telescope.collecting_area_m2;
-  if (c.telescope.has_throughput())
-    context["telescope"]["throughput"] = to_json(c.telescope.throughput, "throughput");
-  if (!c.telescope.site.empty()) context["telescope"]["site"] = c.telescope.site;
-  if (c.telescope.fibres) context["telescope"]["fibres"] = to_json(*c.telescope.fibres);
+  context["telescope"] = to_json(c.telescope);
   return context;
 }
 
 // Makes a stage of the run from its own "stages.<name>" object, completed with the run-config
-// values it inherits (StageEntry::inherits). An error in an inherited value names the run-config
-// key the user wrote ("galaxy.orientation: ..."), not the stage's parameter.
+// values it inherits (StageEntry::inherits). A dotted parameter ("noise.throughput") goes into its
+// parent object, and only where the stage's parameters give that object (an optional part of the
+// stage, as the fibres' `noise`). An error in an inherited value names the run-config key the user
+// wrote ("galaxy.orientation: ..."), not the stage's parameter.
 std::unique_ptr<Stage> make_run_stage(const StageEntry& entry, const StageConfig& s,
                                       const std::string& path, const nlohmann::json& context,
                                       const StageResources& resources) {
   nlohmann::json params = s.params;
   std::vector<const InheritedKey*> inherited;
-  for (const InheritedKey& key : entry.inherits) {
-    std::string pointer = "/" + key.run_key;
+  auto pointer_of = [](const std::string& dotted) {
+    std::string pointer = "/" + dotted;
     std::replace(pointer.begin(), pointer.end(), '.', '/');
-    const nlohmann::json::json_pointer at(pointer);
-    if (params.contains(key.param) || !context.contains(at)) continue;
-    params[key.param] = context.at(at);
+    return nlohmann::json::json_pointer(pointer);
+  };
+  for (const InheritedKey& key : entry.inherits) {
+    const nlohmann::json::json_pointer at = pointer_of(key.run_key);
+    const nlohmann::json::json_pointer param = pointer_of(key.param);
+    const nlohmann::json::json_pointer parent = param.parent_pointer();
+    if (!parent.empty() && !(params.contains(parent) && params.at(parent).is_object())) continue;
+    if (params.contains(param) || !context.contains(at)) continue;
+    params[param] = context.at(at);
     inherited.push_back(&key);
   }
   try {

@@ -317,11 +317,11 @@ TEST_CASE("fibres: bad bundles name their key, and noise on the reconstructed cu
                                     {{"stage", "fibres"}}};
   CHECK_THROWS_WITH(make_stages(no_bundle, "stages", {"cube"}),
                     Catch::Contains("telescope.fibres"));
-  // Per-fibre noise takes the S/N model only: the exposure model is refused, naming the key.
+  // Per-fibre noise takes the noise stage's models, by their keys (tests/test_fibre_exposure.cpp
+  // for the exposure model's).
   CHECK_THROWS_WITH(
-      make_fibres_stage({{"bundle", good}, {"noise", {{"model", "exposure"}, {"exposure_s", 900}}}},
-                        "stages.fibres"),
-      Catch::Contains("stages.fibres.noise.model") && Catch::Contains("not built"));
+      make_fibres_stage({{"bundle", good}, {"noise", {{"model", "photons"}}}}, "stages.fibres"),
+      Catch::Contains("stages.fibres.noise.model"));
   // The fibres need the PSF-convolved cube.
   const nlohmann::json no_psf = {{{"stage", "fibres"}, {"params", {{"bundle", good}}}}};
   CHECK_THROWS_WITH(make_stages(no_psf, "stages", {"cube"}), Catch::Contains("cube_psf"));

@@ -73,3 +73,41 @@ TEST_CASE("telescope presets: SAMI's red arm beside its blue one", "[telescopes]
   CHECK(red.fov_arcsec == blue.fov_arcsec);
   CHECK(red.spaxel_arcsec == blue.spaxel_arcsec);
 }
+
+TEST_CASE("telescope presets: to_json gives back what parse_telescope reads, field by field",
+          "[telescopes]") {
+  // The runner hands stages the whole resolved telescope as JSON (pipeline/runner.cpp
+  // run_context): every field must survive the trip, and absent parts must stay absent.
+  for (const std::string& name : telescope_preset_names()) {
+    INFO(name);
+    const Telescope t = load_telescope_preset(name, "telescope");
+    const nlohmann::json j = to_json(t);
+    const Telescope u = parse_telescope(j, "telescope");
+    CHECK(u.name == t.name);
+    CHECK(u.fov_arcsec == t.fov_arcsec);
+    CHECK(u.spaxel_arcsec == t.spaxel_arcsec);
+    CHECK(u.aperture == t.aperture);
+    CHECK(u.wave_start_angstrom == t.wave_start_angstrom);
+    CHECK(u.wave_end_angstrom == t.wave_end_angstrom);
+    CHECK(u.wave_step_angstrom == t.wave_step_angstrom);
+    CHECK(u.wave_log10_step == t.wave_log10_step);
+    CHECK(u.n_wave() == t.n_wave());
+    CHECK(u.wavelength_medium == t.wavelength_medium);
+    CHECK(u.fits_layout == t.fits_layout);
+    CHECK(u.lsf_fwhm_angstrom.wavelength_angstrom == t.lsf_fwhm_angstrom.wavelength_angstrom);
+    CHECK(u.lsf_fwhm_angstrom.fwhm == t.lsf_fwhm_angstrom.fwhm);
+    CHECK(u.psf_fwhm_arcsec.fwhm == t.psf_fwhm_arcsec.fwhm);
+    CHECK(u.collecting_area_m2 == t.collecting_area_m2);
+    CHECK(u.has_throughput() == t.has_throughput());
+    CHECK(j.contains("throughput") == t.has_throughput());
+    CHECK(u.throughput.fwhm == t.throughput.fwhm);
+    CHECK(u.site == t.site);
+    CHECK(j.contains("site") == !t.site.empty());
+    REQUIRE(u.fibres.has_value() == t.fibres.has_value());
+    if (t.fibres) {
+      CHECK(u.fibres->n_fibres == t.fibres->n_fibres);
+      CHECK(u.fibres->core_diameter_arcsec == t.fibres->core_diameter_arcsec);
+      CHECK(u.fibres->dither_x_arcsec == t.fibres->dither_x_arcsec);
+    }
+  }
+}

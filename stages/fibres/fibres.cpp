@@ -26,14 +26,11 @@ FibresParams FibresParams::from_json(JsonParams p) {
   p.require(out.radius_limit_arcsec > 0.0, "radius_limit_arcsec", "a number > 0 (arcsec)",
             out.radius_limit_arcsec);
   if (p.has("noise")) {
-    // The exposure model needs the sky per fibre core and the stage resources the noise stage
-    // loads: not built for fibre spectra.
-    const nlohmann::json& noise = p.raw("noise");
-    const nlohmann::json model =
-        noise.is_object() ? noise.value("model", nlohmann::json("snr")) : nlohmann::json("snr");
-    p.require(model != "exposure", "noise.model",
-              "\"snr\" (the exposure model is not built for fibre spectra)", model);
-    out.noise = NoiseParams::from_json(p.object("noise"));
+    // The telescope's keys the exposure model inherits (fibres_stage's `inherits`) are dropped
+    // under the S/N model, as the noise stage's maker drops them.
+    p.object("noise");  // an object, or an error naming the key
+    out.noise =
+        NoiseParams::from_json(JsonParams(noise_params_json(p.raw("noise")), p.key_path("noise")));
   }
   p.finish();
   return out;
@@ -188,7 +185,8 @@ std::size_t apply_fibres(const FibresParams& params, double spaxel_arcsec,
                          const std::vector<double>& plane_wavelength_angstrom,
                          double wave_step_angstrom, int margin_wavelengths, std::uint64_t seed,
                          Cube& cube, const std::string& path,
-                         const std::vector<double>& plane_width_angstrom) {
+                         const std::vector<double>& plane_width_angstrom,
+                         const FibreExposureInputs& exposure) {
   const CubeShape shape = cube.shape;
   const std::size_t n_wave = static_cast<std::size_t>(shape.n_wave);
   if (cube.data.size() != shape.n_voxels() || plane_wavelength_angstrom.size() != n_wave)
@@ -200,9 +198,17 @@ std::size_t apply_fibres(const FibresParams& params, double spaxel_arcsec,
                       path + ".noise and no noise stage)");
   const FibreSampling sampling = fibre_sampling(params, shape, spaxel_arcsec);
   Cube fibres = fibre_spectra(sampling, cube);
-  if (params.noise)
+  if (params.noise && params.noise->exposure_model) {
+    if (!exposure.sky || !exposure.extinction || !exposure.observation)
+      throw std::logic_error("fibres (" + path +
+                             "): the exposure model was made without its sky files' loaders");
+    apply_exposure_noise(params.noise->exposure, *exposure.sky, *exposure.extinction,
+                         *exposure.observation, seed, fibres, path + ".noise",
+                         fibre_core_arcsec2(params.bundle));
+  } else if (params.noise) {
     apply_noise(*params.noise, wave_step_angstrom, seed, fibres, path + ".noise",
                 plane_width_angstrom);
+  }
 
   const auto weights = shepard_weights(params, sampling, shape, spaxel_arcsec);
   const double r = 0.5 * params.bundle.core_diameter_arcsec;
@@ -279,14 +285,23 @@ std::size_t apply_fibres(const FibresParams& params, double spaxel_arcsec,
   return sampling.size();
 }
 
+double fibre_core_arcsec2(const FibreBundle& bundle) {
+  const double r = 0.5 * bundle.core_diameter_arcsec;
+  return std::numbers::pi * r * r;
+}
+
 namespace {
 
 class FibresStage final : public Stage {
  public:
-  FibresStage(FibresParams params, std::string path)
-      : params_(std::move(params)), path_(std::move(path)) {}
+  FibresStage(FibresParams params, std::string path, ExposureSky sky)
+      : params_(std::move(params)), path_(std::move(path)), sky_(std::move(sky)) {}
   std::string name() const override { return "fibres"; }
-  std::vector<std::string> needs() const override { return {"cube", "cube_psf"}; }
+  std::vector<std::string> needs() const override {
+    // The exposure model counts photons of a flux cube.
+    if (params_.noise && params_.noise->exposure_model) return {"cube", "cube_psf", "cube_flux"};
+    return {"cube", "cube_psf"};
+  }
   std::vector<Provided> provides() const override {
     return {{"cube_fibres", "", "the cube observed by the fibres and reconstructed (Shepard)"},
             {"variance", "(cube unit)^2",
@@ -320,26 +335,32 @@ class FibresStage final : public Stage {
     if (obs.axes.is_log())
       for (int k = 0; k < state.cube->shape.n_wave; ++k)
         widths.push_back(obs.simulated_grid().width(k));
-    const std::size_t n =
-        apply_fibres(params_, spaxel_arcsec, wavelength, obs.axes.width_angstrom(0),
-                     obs.margin.wavelengths, seed, *state.cube, path_, widths);
+    const std::size_t n = apply_fibres(
+        params_, spaxel_arcsec, wavelength, obs.axes.width_angstrom(0), obs.margin.wavelengths,
+        seed, *state.cube, path_, widths, {sky_.sky.get(), sky_.extinction.get(), &obs});
     spdlog::info(
         "fibres: {} fibres x {} dither positions, cube reconstructed (Shepard, sigma {} "
         "arcsec, r_lim {} arcsec){}",
         params_.bundle.n_fibres, n / static_cast<std::size_t>(params_.bundle.n_fibres),
         params_.sigma_arcsec, params_.radius_limit_arcsec,
-        params_.noise ? ", noise per fibre spectrum" : ", no noise");
+        !params_.noise                  ? ", no noise"
+        : params_.noise->exposure_model ? ", exposure noise per fibre spectrum"
+                                        : ", noise per fibre spectrum");
   }
 
  private:
   FibresParams params_;
   std::string path_;
+  ExposureSky sky_;  // the exposure model's sky and extinction
 };
 
 }  // namespace
 
-std::unique_ptr<Stage> make_fibres_stage(const nlohmann::json& params, const std::string& path) {
-  return std::make_unique<FibresStage>(FibresParams::from_json(JsonParams(params, path)), path);
+std::unique_ptr<Stage> make_fibres_stage(const nlohmann::json& params, const std::string& path,
+                                         const StageResources& resources) {
+  FibresParams p = FibresParams::from_json(JsonParams(params, path));
+  ExposureSky sky = p.noise ? load_exposure_sky(*p.noise, resources) : ExposureSky{};
+  return std::make_unique<FibresStage>(std::move(p), path, std::move(sky));
 }
 
 StageEntry fibres_stage() {
@@ -353,13 +374,29 @@ StageEntry fibres_stage() {
               "a fibre bundle samples the cube (dithered), noise per fibre, the cube "
               "rebuilt as MaNGA's DRP does (Shepard), with its spatial correlation",
           .kind = StageKind::cube,
-          .make = &from_params<&make_fibres_stage>,
-          .inherits = {{"bundle", "telescope.fibres"}},
+          .make =
+              [](const nlohmann::json& params, const std::string& path,
+                 const StageResources& resources) {
+                return make_fibres_stage(params, path, resources);
+              },
+          // The exposure model's telescope keys go into `noise` where it is given.
+          .inherits = {{"bundle", "telescope.fibres"},
+                       {"noise.collecting_area_m2", "telescope.collecting_area_m2"},
+                       {"noise.throughput", "telescope.throughput"},
+                       {"noise.site", "telescope.site"}},
           .examples = {{{"bundle", manga}},
                        {{"bundle", manga},
                         {"sigma_arcsec", 0.7},
                         {"radius_limit_arcsec", 1.6},
-                        {"noise", {{"snr", 10}, {"reference", 1.0}, {"seed", 1}}}}}};
+                        {"noise", {{"snr", 10}, {"reference", 1.0}, {"seed", 1}}}},
+                       {{"bundle", manga},
+                        {"noise",
+                         {{"model", "exposure"},
+                          {"exposure_s", 900},
+                          {"n_exposures", 3},
+                          {"collecting_area_m2", 3.99},
+                          {"throughput", 0.2},
+                          {"site", "apo"}}}}}};
 }
 
 }  // namespace ifusim

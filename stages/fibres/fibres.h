@@ -11,10 +11,17 @@
 //    its area inside the core, computed exactly (the chord's closed-form integral, clipped to the
 //    spaxel; the light is taken as uniform within a spaxel).
 // 2. Noise, per fibre spectrum, before anything mixes them: the `noise` object takes the noise
-//    stage's parameters (stages/noise: snr, per, background_fraction, reference,
-//    reference_threshold, seed) and its model is applied with the noise stage's own apply_noise
-//    to the fibre spectra (S/N and reference level are then per fibre spectrum). Without `noise`
-//    no noise is drawn. A run with this stage may not also have a noise stage: both make the
+//    stage's parameters (stages/noise) and its model is applied with the noise stage's own code
+//    to the fibre spectra. The S/N model (snr, per, background_fraction, reference,
+//    reference_threshold, seed: apply_noise) sets S/N and reference level per fibre spectrum.
+//    The exposure model ("model": "exposure": apply_exposure_noise, stages/noise/exposure.h)
+//    counts photons per fibre exposure: the fibre's source flux (the light of its core), the sky
+//    through the core (sky surface brightness x pi r_core^2), dark current and read noise over
+//    `pixels_per_voxel` detector pixels per fibre spectral pixel, with the telescope's area,
+//    throughput, site extinction and airmass as for a cube; each fibre exposure (one fibre at one
+//    dither position) lasts n_exposures x exposure_s. The telescope's collecting_area_m2,
+//    throughput and site reach `noise` as they reach the noise stage. Without `noise` no noise
+//    is drawn. A run with this stage may not also have a noise stage: both make the
 //    cube's variance, and the pipeline refuses that at set-up (noise on the reconstructed cube
 //    would be independent between spaxels, which a fibre IFU's is not).
 // 3. Reconstruction onto the cube's spaxels (0.5 arcsec for MaNGA), one wavelength plane at a
@@ -81,17 +88,32 @@ std::vector<std::vector<std::pair<std::size_t, double>>> shepard_weights(
     const FibresParams& params, const FibreSampling& sampling, const CubeShape& shape,
     double spaxel_arcsec);
 
+// What the exposure model needs beyond the stage's parameters: the night sky, the site's
+// extinction and the observation (wavelength grid, medium, LSF).
+struct FibreExposureInputs {
+  const SkySpectrum* sky = nullptr;
+  const ExtinctionCurve* extinction = nullptr;
+  const Observation* observation = nullptr;
+};
+
 // The whole stage on a host cube: samples it with the fibres, draws their noise (seed as
 // resolved by the stage), reconstructs it in place, fills its variance (with noise) and its
-// correlation matrices. plane_wavelength_angstrom[k] is plane k's wavelength. Returns the number
-// of fibre exposures.
+// correlation matrices. plane_wavelength_angstrom[k] is plane k's wavelength. The exposure model
+// needs `exposure` (a flux cube). Returns the number of fibre exposures.
 std::size_t apply_fibres(const FibresParams& params, double spaxel_arcsec,
                          const std::vector<double>& plane_wavelength_angstrom,
                          double wave_step_angstrom, int margin_wavelengths, std::uint64_t seed,
                          Cube& cube, const std::string& path = "fibres",
-                         const std::vector<double>& plane_width_angstrom = {});
+                         const std::vector<double>& plane_width_angstrom = {},
+                         const FibreExposureInputs& exposure = {});
+
+// The sky's solid angle one fibre collects: its core, pi (d / 2)^2 arcsec^2.
+double fibre_core_arcsec2(const FibreBundle& bundle);
 
 StageEntry fibres_stage();
-std::unique_ptr<Stage> make_fibres_stage(const nlohmann::json& params, const std::string& path);
+// The exposure model reads its sky spectrum and extinction table with the resources' loaders (a
+// run's); made without them, it refuses to run.
+std::unique_ptr<Stage> make_fibres_stage(const nlohmann::json& params, const std::string& path,
+                                         const StageResources& resources = {});
 
 }  // namespace ifusim

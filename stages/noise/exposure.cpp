@@ -202,12 +202,15 @@ double flux_unit_scale(const std::string& unit, const std::string& path) {
 
 ExposureBins exposure_bins(const ExposureParams& params, const SkySpectrum& sky,
                            const ExtinctionCurve& extinction, const Observation& obs,
-                           double unit_scale, int n_wave, const std::string& path) {
+                           double unit_scale, int n_wave, const std::string& path,
+                           std::optional<double> sky_aperture_arcsec2) {
   const WaveGrid grid = obs.simulated_grid();
   if (!(grid.width(0) > 0.0) || !(grid.start_angstrom > 0.0))
     throw std::logic_error("noise (" + path + "): the observation has no wavelength grid");
-  if (!(obs.axes.spaxel_arcsec > 0.0))
+  if (!sky_aperture_arcsec2 && !(obs.axes.spaxel_arcsec > 0.0))
     throw std::logic_error("noise (" + path + "): the observation has no spaxel size");
+  if (sky_aperture_arcsec2 && !(*sky_aperture_arcsec2 > 0.0))
+    throw std::logic_error("noise (" + path + "): a sky aperture of no area");
   const std::string& medium = obs.axes.wavelength_medium;
   const double band_lo = grid.edge(0), band_hi = grid.edge(n_wave);
   if (!extinction.covers(band_lo, band_hi))
@@ -221,7 +224,8 @@ ExposureBins exposure_bins(const ExposureParams& params, const SkySpectrum& sky,
                   obs.telescope_lsf_fwhm_angstrom, params.sky_file_key);
   const double area_cm2 = params.collecting_area_m2 * 1e4;
   const double time_s = params.exposure_s * params.n_exposures;
-  const double spaxel_arcsec2 = obs.axes.spaxel_arcsec * obs.axes.spaxel_arcsec;
+  const double aperture_arcsec2 =
+      sky_aperture_arcsec2.value_or(obs.axes.spaxel_arcsec * obs.axes.spaxel_arcsec);
   const double hc_erg_angstrom = kPlanckErgS * kSpeedOfLightKms * 1e5 * 1e8;  // h c in erg A
   ExposureBins bins;
   bins.wavelength_angstrom.resize(static_cast<std::size_t>(n_wave));
@@ -238,7 +242,7 @@ ExposureBins exposure_bins(const ExposureParams& params, const SkySpectrum& sky,
     const std::size_t i = static_cast<std::size_t>(k);
     bins.wavelength_angstrom[i] = lambda;
     bins.electrons_per_unit[i] = unit_scale * collected * transmitted;
-    bins.sky_electrons[i] = sky_flambda[i] * spaxel_arcsec2 * collected;
+    bins.sky_electrons[i] = sky_flambda[i] * aperture_arcsec2 * collected;
   }
   bins.dark_electrons =
       params.dark_e_per_pixel_s * time_s * params.pixels_per_voxel;  // t = n x exposure_s
@@ -288,14 +292,16 @@ long long counter_poisson(std::uint64_t key, double mean) {
 
 ExposureBins apply_exposure_noise(const ExposureParams& params, const SkySpectrum& sky,
                                   const ExtinctionCurve& extinction, const Observation& obs,
-                                  std::uint64_t seed, Cube& cube, const std::string& path) {
+                                  std::uint64_t seed, Cube& cube, const std::string& path,
+                                  std::optional<double> sky_aperture_arcsec2) {
   if (cube.data.size() != cube.shape.n_voxels())
     throw std::logic_error("noise: the cube's data does not match its shape");
   if (!cube.variance.empty())
     throw ConfigError("noise (" + path + "): the cube already has noise (a second noise stage?)");
   const double unit_scale = flux_unit_scale(cube.unit, path);
   const int n_wave = cube.shape.n_wave;
-  ExposureBins bins = exposure_bins(params, sky, extinction, obs, unit_scale, n_wave, path);
+  ExposureBins bins =
+      exposure_bins(params, sky, extinction, obs, unit_scale, n_wave, path, sky_aperture_arcsec2);
   // The sky-subtraction residual: one normal per wavelength, from a stream of its own.
   std::vector<double> residual(static_cast<std::size_t>(n_wave), 0.0);
   if (params.sky_residual_fraction > 0.0) {

@@ -14,7 +14,8 @@
 //                     in mag per airmass (Patat et al. 2011 for Paranal), X the airmass;
 //   source      N_src = max(S, 0) x C_k;
 //   sky         N_sky = s_k x A x T(l_k) x t x dl x Omega / (h c / l_k,vac), s_k the sky's
-//                     f_lambda per arcsec^2 (below), Omega the spaxel's solid angle (arcsec^2);
+//                     f_lambda per arcsec^2 (below), Omega the spaxel's solid angle (arcsec^2;
+//                     for fibre spectra the core's, pi r_core^2: stages/fibres);
 //                     the sky is emitted in the atmosphere and is not extinguished;
 //   dark        N_dark = dark current x exposure_s x n_exposures x pixels_per_voxel;
 //   read noise  R^2 = read_noise^2 x n_exposures x pixels_per_voxel.
@@ -43,6 +44,7 @@
 // < 3e-5 there is far below any other error of the model.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -111,16 +113,23 @@ struct ExposureBins {
   double dark_electrons = 0.0;              // N_dark per voxel
   double read_variance = 0.0;               // R^2 per voxel (electrons^2)
 };
+// `sky_aperture_arcsec2` is the solid angle whose sky one spectrum collects: a spaxel's
+// (obs.axes.spaxel_arcsec^2) when not given, a fibre core's (pi r_core^2) for fibre spectra
+// (stages/fibres).
 ExposureBins exposure_bins(const ExposureParams& params, const SkySpectrum& sky,
                            const ExtinctionCurve& extinction, const Observation& obs,
-                           double unit_scale, int n_wave, const std::string& path);
+                           double unit_scale, int n_wave, const std::string& path,
+                           std::optional<double> sky_aperture_arcsec2 = std::nullopt);
 
 // A Poisson variate of mean `mean` from the counter-based stream `key` (draws 2, 3, ...).
 long long counter_poisson(std::uint64_t key, double mean);
 
 // Adds the exposure's noise to `cube` (in flux units) and fills cube.variance; returns the bins.
+// Each spectrum of `cube` (a spaxel's, or a fibre's: shape {n fibres, 1, n_wave}) collects the
+// sky of `sky_aperture_arcsec2` (see exposure_bins).
 ExposureBins apply_exposure_noise(const ExposureParams& params, const SkySpectrum& sky,
                                   const ExtinctionCurve& extinction, const Observation& obs,
-                                  std::uint64_t seed, Cube& cube, const std::string& path);
+                                  std::uint64_t seed, Cube& cube, const std::string& path,
+                                  std::optional<double> sky_aperture_arcsec2 = std::nullopt);
 
 }  // namespace ifusim

@@ -198,23 +198,32 @@ class NoiseStage final : public Stage {
 
 }  // namespace
 
-std::unique_ptr<Stage> make_noise_stage(const nlohmann::json& params, const std::string& path,
-                                        const StageResources& resources) {
-  // What the telescope gives the exposure model, which the stage inherits from the run config
-  // (noise_stage's `inherits`), is no part of the S/N model.
+nlohmann::json noise_params_json(const nlohmann::json& params) {
+  // What the telescope gives the exposure model, which the stage inherits from the run config,
+  // is no part of the S/N model.
   nlohmann::json own = params;
   const bool snr_model = own.is_object() && (!own.contains("model") || own["model"] == "snr");
   if (snr_model)
-    for (const char* key : {"collecting_area_m2", "throughput", "site"}) own.erase(key);
-  NoiseParams p = NoiseParams::from_json(JsonParams(own, path));
-  std::shared_ptr<const SkySpectrum> sky;
-  std::shared_ptr<const ExtinctionCurve> extinction;
+    for (const char* key : kExposureTelescopeKeys) own.erase(key);
+  return own;
+}
+
+ExposureSky load_exposure_sky(const NoiseParams& p, const StageResources& resources) {
+  ExposureSky out;
   if (p.exposure_model && resources.load_sky_spectrum && resources.load_extinction_curve) {
-    sky = resources.load_sky_spectrum(p.exposure.sky_file, p.exposure.sky_file_key);
-    extinction =
+    out.sky = resources.load_sky_spectrum(p.exposure.sky_file, p.exposure.sky_file_key);
+    out.extinction =
         resources.load_extinction_curve(p.exposure.extinction_file, p.exposure.extinction_key);
   }
-  return std::make_unique<NoiseStage>(std::move(p), path, std::move(sky), std::move(extinction));
+  return out;
+}
+
+std::unique_ptr<Stage> make_noise_stage(const nlohmann::json& params, const std::string& path,
+                                        const StageResources& resources) {
+  NoiseParams p = NoiseParams::from_json(JsonParams(noise_params_json(params), path));
+  ExposureSky sky = load_exposure_sky(p, resources);
+  return std::make_unique<NoiseStage>(std::move(p), path, std::move(sky.sky),
+                                      std::move(sky.extinction));
 }
 
 StageEntry noise_stage() {

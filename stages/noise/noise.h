@@ -71,6 +71,22 @@ double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::ui
                    Cube& cube, const std::string& path = "noise",
                    const std::vector<double>& plane_width_angstrom = {});
 
+// The telescope keys the exposure model inherits from the run config (telescope.X, see
+// noise_stage's `inherits`; the fibres stage's `noise` inherits them too).
+inline constexpr const char* kExposureTelescopeKeys[] = {"collecting_area_m2", "throughput",
+                                                         "site"};
+// `params` (a noise stage's, or the fibres stage's `noise`) without those keys under the S/N
+// model, which reads none of them: what NoiseParams::from_json takes.
+nlohmann::json noise_params_json(const nlohmann::json& params);
+
+// The exposure model's sky spectrum and extinction table, read with the resources' loaders; null
+// under the S/N model or without loaders (a stage made outside a run, which refuses to run).
+struct ExposureSky {
+  std::shared_ptr<const SkySpectrum> sky;
+  std::shared_ptr<const ExtinctionCurve> extinction;
+};
+ExposureSky load_exposure_sky(const NoiseParams& params, const StageResources& resources);
+
 StageEntry noise_stage();
 // The exposure model reads its sky spectrum and extinction table with the resources' loaders
 // when they are set (a run's); without them it is made, and refuses to run.
