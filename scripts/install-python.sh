@@ -19,6 +19,8 @@ fi
 start=$(date +%s)
 # Make, as the project's build folders use (scikit-build-core would otherwise fetch ninja).
 # With the extra "analysis": ppxf and vorbin from PyPI (not packaged by Debian) for
-# ifusim.analysis and its tests (scipy, astropy, matplotlib come from Debian, setup.sh).
-CMAKE_GENERATOR="Unix Makefiles" "$venv/bin/pip" install --quiet "${reuse[@]}" "$root[analysis]"
+# ifusim.analysis and its tests (scipy, astropy, matplotlib come from Debian, setup.sh); with
+# "test": mpdaf too (PyPI; tests/python/test_mpdaf.py), the rest of it Debian's.
+CMAKE_GENERATOR="Unix Makefiles" "$venv/bin/pip" install --quiet "${reuse[@]}" \
+  "$root[analysis,test]"
 echo "install-python: ifusim installed into $venv in $(($(date +%s) - start)) s"
