@@ -232,8 +232,9 @@ void check_foreground_extinction(const RunConfig& c, const std::vector<RunStage>
   for (const StageEntry& e : stage_registry())
     if (key_of(e)) takers += (takers.empty() ? "" : " or ") + e.name;
   std::string message = run_key + ": " + value;
-  message += " mag of the Milky Way's foreground extinction, but no stage of the pipeline "
-             "applies it: add ";
+  message +=
+      " mag of the Milky Way's foreground extinction, but no stage of the pipeline "
+      "applies it: add ";
   message += takers + " to the pipeline (a cube stage, after flux), or set " + run_key + " to 0";
   throw ConfigError(message);
 }

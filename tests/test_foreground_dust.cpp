@@ -119,8 +119,7 @@ struct OutDir {
 // The MUSE synthetic example, small, through stellar_spectra and flux, and foreground_dust where
 // `dust`; `more` overrides on top.
 RunConfig ebv_config(bool dust, std::vector<std::string> more) {
-  std::vector<std::string> o = {"input.synthetic.stars=2000", "input.synthetic.gas=0",
-                                "stages={}"};
+  std::vector<std::string> o = {"input.synthetic.stars=2000", "input.synthetic.gas=0", "stages={}"};
   o.push_back(dust ? R"(pipeline=["orient", "aperture", "stellar_spectra", "psum", "flux", )"
                      R"("foreground_dust"])"
                    : R"(pipeline=["orient", "aperture", "stellar_spectra", "psum", "flux"])");

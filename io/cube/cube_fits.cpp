@@ -669,9 +669,9 @@ Cube read_cube_fits(const std::string& path) {
     // DR15-DR17 cubes), else from SPECRES (post-pixel) less the pixel's top hat (width^2 / 12 in
     // sigma^2), as write_manga_extensions defines them.
     const std::vector<double> pre = read_spectrum_extension(raw, path, "PRESPECRES", cube.shape);
-    const std::vector<double> post =
-        pre.empty() ? read_spectrum_extension(raw, path, "SPECRES", cube.shape)
-                    : std::vector<double>{};
+    const std::vector<double> post = pre.empty()
+                                         ? read_spectrum_extension(raw, path, "SPECRES", cube.shape)
+                                         : std::vector<double>{};
     constexpr double kFwhmPerSigma2 = 8.0 * 0.69314718055994530942;
     for (int k = 0; k < cube.shape.n_wave && !(pre.empty() && post.empty()); ++k) {
       const double lambda = cube.axes.wavelength_angstrom(k);
