@@ -158,9 +158,9 @@ TEST_CASE("galaxy.ebv_mw: the cube dimmed by 10^(-0.4 E(B-V) R_V k(lambda)) of C
     const double lambda = c.axes.wavelength_angstrom(k);
     const double expected = std::pow(10.0, -0.4 * 0.1 * 3.1 * ccm89_by_hand(lambda, 3.1));
     int checked = 0;
-    for (int s = 0; s < c.shape.n_spaxels(); ++s) {
-      const double with = d.data[static_cast<std::size_t>(s) * n_wave + k];
-      const double without = c.data[static_cast<std::size_t>(s) * n_wave + k];
+    for (std::size_t s = 0; s < c.shape.n_spaxels(); ++s) {
+      const double with = d.data[s * n_wave + k];
+      const double without = c.data[s * n_wave + k];
       REQUIRE(std::isnan(with) == std::isnan(without));
       if (std::isnan(without) || without <= 0) continue;
       REQUIRE(std::isfinite(with));

@@ -196,7 +196,7 @@ TEST_CASE("logcube: the MaNGA layout writes FLUX, IVAR, MASK, WAVE, SPECRES and 
     // A file with SPECRES alone (PRESPECRES deleted) gives the same LSF back.
     fitsfile* f = nullptr;
     int status = 0;
-    fits_open_file(&f, (dir / "cube.fits").string().c_str(), READWRITE, &status);
+    fits_open_file(&f, (dir / "cube.fits").c_str(), READWRITE, &status);
     const auto read_1d = [&](const char* extname) {
       fits_movnam_hdu(f, IMAGE_HDU, const_cast<char*>(extname), 0, &status);
       std::vector<double> v(static_cast<std::size_t>(cube.shape.n_wave));
