@@ -90,7 +90,7 @@ struct Cube {
   std::string unit;                  // BUNIT, e.g. "Msun" or "10**(-20)*erg/(s*cm**2*Angstrom)"
   std::string fits_layout = "muse";  // Telescope::fits_layout
   // The instrument's LSF FWHM (Angstrom) at each plane's centre, n_wave values or none: the
-  // "manga" layout writes it as SPECRES (lambda / FWHM).
+  // "manga" layout writes it as PRESPECRES (lambda / FWHM) and, with the pixel added, SPECRES.
   std::vector<double> lsf_fwhm_angstrom;
   // By name (lower case, the HDF5 dataset's; the FITS EXTNAME is its upper case):
   // "white_light", "velocity_light_kms", ...

@@ -259,6 +259,18 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
   galaxy.require(c.ra_deg >= 0 && c.ra_deg < 360, "ra_deg", "a number in [0, 360)", c.ra_deg);
   galaxy.require(c.dec_deg >= -90 && c.dec_deg <= 90, "dec_deg", "a number in [-90, 90]",
                  c.dec_deg);
+  // The Milky Way's foreground colour excess, applied by the foreground_dust stage (which
+  // inherits it as its ebv_mag; a run with ebv_mw > 0 and no such stage is refused by the
+  // runner). ra_deg/dec_deg are not used to look it up: that needs a dust map (SFD98 / SF11,
+  // Planck) that ifusim does not have. Beyond 10 mag the field is opaque and the value a typo.
+  if (galaxy.has("ebv_mw")) {
+    c.ebv_mw_mag = galaxy.number("ebv_mw");
+    galaxy.require(*c.ebv_mw_mag >= 0.0 && *c.ebv_mw_mag <= 10.0, "ebv_mw",
+                   "the Milky Way's colour excess E(B-V) towards the galaxy, from 0 to 10 mag "
+                   "(read it from a dust map, e.g. Schlafly & Finkbeiner 2011 at ra_deg, dec_deg: "
+                   "ifusim has no dust map to look it up in)",
+                   *c.ebv_mw_mag);
+  }
   galaxy.finish();
 
   if (has_synthetic)

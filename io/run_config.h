@@ -54,7 +54,10 @@ struct RunConfig {
   // galaxy
   double redshift = 0.0;  // observed redshift of the galaxy
   nlohmann::json orientation = "face-on";
-  double ra_deg = 0.0, dec_deg = 0.0;
+  double ra_deg = 0.0, dec_deg = 0.0;  // recorded; not used for extinction (no dust map)
+  // galaxy.ebv_mw: the Milky Way's E(B-V) towards the galaxy (mag), for the foreground_dust stage;
+  // absent: not given (no foreground extinction unless that stage gives its own ebv_mag).
+  std::optional<double> ebv_mw_mag;
 
   // cosmology: "planck2015" (default), "snapshot" (the snapshot header's), or explicit
   std::string cosmology_source = "planck2015";

@@ -51,6 +51,7 @@ void reset_peak_rss() {
 // inherits any `telescope.X` it declares without the runner knowing which.
 nlohmann::json run_context(const RunConfig& c) {
   nlohmann::json context = {{"galaxy", {{"orientation", c.orientation}}}, {"ssp", c.ssp_params}};
+  if (c.ebv_mw_mag) context["galaxy"]["ebv_mw"] = *c.ebv_mw_mag;  // stages/foreground_dust
   context["telescope"] = to_json(c.telescope);
   return context;
 }
@@ -198,6 +199,47 @@ std::string data_file(const std::string& file) {
   return p.is_absolute() ? p.string() : (std::filesystem::path(data_dir()) / p).string();
 }
 
+// galaxy.ebv_mw (the Milky Way's E(B-V)) changes the light only through a stage that inherits
+// it (stages/foreground_dust). An astronomer who gives it expects it applied, so a run with
+// ebv_mw > 0 and no such stage is refused (naming the stages that would apply it), and a stage
+// that gives its own, different value beside it is refused too: one value, one meaning.
+void check_foreground_extinction(const RunConfig& c, const std::vector<RunStage>& stages) {
+  const std::string run_key = "galaxy.ebv_mw";
+  if (!c.ebv_mw_mag) return;
+  const auto key_of = [&](const StageEntry& e) -> const InheritedKey* {
+    for (const InheritedKey& k : e.inherits)
+      if (k.run_key == run_key) return &k;
+    return nullptr;
+  };
+  char value[64];
+  std::snprintf(value, sizeof value, "%g", *c.ebv_mw_mag);
+  bool applied = false;
+  for (const RunStage& r : stages) {
+    const InheritedKey* key = key_of(*r.entry);
+    if (!key) continue;
+    applied = true;
+    for (const StageConfig& st : c.stages) {
+      if (st.name != r.entry->name || !st.params.contains(key->param)) continue;
+      const nlohmann::json& own = st.params.at(key->param);
+      if (own.is_number() && own.get<double>() == *c.ebv_mw_mag) continue;
+      std::string message = run_key + ": " + value + " mag, and " + r.path + "." + key->param;
+      message += " gives " + own.dump() + ": give the foreground colour excess once (" + run_key;
+      message += ")";
+      throw ConfigError(message);
+    }
+  }
+  if (applied || *c.ebv_mw_mag == 0.0) return;
+  std::string takers;
+  for (const StageEntry& e : stage_registry())
+    if (key_of(e)) takers += (takers.empty() ? "" : " or ") + e.name;
+  std::string message = run_key + ": " + value;
+  message +=
+      " mag of the Milky Way's foreground extinction, but no stage of the pipeline "
+      "applies it: add ";
+  message += takers + " to the pipeline (a cube stage, after flux), or set " + run_key + " to 0";
+  throw ConfigError(message);
+}
+
 RunSetup set_up(const RunConfig& c, const RunOptions& options) {
   RunSetup s;
   const Backend backend = options.backend.value_or(c.backend);
@@ -231,6 +273,7 @@ RunSetup set_up(const RunConfig& c, const RunOptions& options) {
     const StageEntry& entry = stage_entry(st.name, path);
     s.stages.push_back({&entry, make_run_stage(entry, st, path, context, s.resources), path});
   }
+  check_foreground_extinction(c, s.stages);
   // The reduction stands between the particle and the cube stages (check_stages checks the
   // order of a listed one).
   auto barrier = std::find_if(s.stages.begin(), s.stages.end(), [](const RunStage& r) {

@@ -1,8 +1,9 @@
 // Logarithmic wavelength axes and the MaNGA LOGCUBE layout (issue 25, survey data products):
 // the MaNGA presets' grid against Law et al. 2016 (AJ 152, 83), the FITS and HDF5 files of a
-// logarithmic cube read back, the MaNGA extensions (IVAR, MASK, WAVE, SPECRES), and the noise
-// stage's per-Angstrom S/N on bins of different widths. The cube's WCS as astropy reads it and
-// fitsverify are checked on a pipeline run (tests/test_pipeline_fits.py with MaNGA-12).
+// logarithmic cube read back, the MaNGA extensions (IVAR, MASK, WAVE, SPECRES, PRESPECRES), and the
+// noise stage's per-Angstrom S/N on bins of different widths. The cube's WCS as astropy reads it
+// and fitsverify are checked on a pipeline run (tests/test_pipeline_fits.py with MaNGA-12).
+#include <fitsio.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -159,7 +160,7 @@ TEST_CASE("logcube: a logarithmic cube round-trips through FITS and HDF5", "[log
   CHECK_FALSE(h5::File(dir / "linear.h5").has_attribute("wave_log10_step"));
 }
 
-TEST_CASE("logcube: the MaNGA layout writes FLUX, IVAR, MASK, WAVE and SPECRES",
+TEST_CASE("logcube: the MaNGA layout writes FLUX, IVAR, MASK, WAVE, SPECRES and PRESPECRES",
           "[logcube][outputs]") {
   TempDir dir("manga");
   Cube cube = log_example_cube();
@@ -189,6 +190,40 @@ TEST_CASE("logcube: the MaNGA layout writes FLUX, IVAR, MASK, WAVE and SPECRES",
   REQUIRE(back.lsf_fwhm_angstrom.size() == cube.lsf_fwhm_angstrom.size());
   for (std::size_t k = 0; k < cube.lsf_fwhm_angstrom.size(); ++k)
     CHECK(back.lsf_fwhm_angstrom[k] == Approx(cube.lsf_fwhm_angstrom[k]).epsilon(1e-13));
+  {
+    // The DRP data model: PRESPECRES = lambda / FWHM of the pre-pixel LSF, SPECRES that of the
+    // pixelised one, FWHM^2 + 8 ln 2 width^2 / 12 (a Gaussian convolved with the pixel's top hat).
+    // A file with SPECRES alone (PRESPECRES deleted) gives the same LSF back.
+    fitsfile* f = nullptr;
+    int status = 0;
+    fits_open_file(&f, (dir / "cube.fits").c_str(), READWRITE, &status);
+    const auto read_1d = [&](const char* extname) {
+      fits_movnam_hdu(f, IMAGE_HDU, const_cast<char*>(extname), 0, &status);
+      std::vector<double> v(static_cast<std::size_t>(cube.shape.n_wave));
+      long first = 1;
+      int any_null = 0;
+      fits_read_pix(f, TDOUBLE, &first, cube.shape.n_wave, nullptr, v.data(), &any_null, &status);
+      REQUIRE(status == 0);
+      return v;
+    };
+    const std::vector<double> post = read_1d("SPECRES"), pre = read_1d("PRESPECRES");
+    for (int k = 0; k < cube.shape.n_wave; k += 7) {
+      const double lambda = cube.axes.wavelength_angstrom(k);
+      const double width = lambda * (std::pow(10.0, 0.5e-4) - std::pow(10.0, -0.5e-4));
+      const double fwhm = 2.8 + 1e-4 * k;
+      CHECK(pre[k] == Approx(lambda / fwhm).epsilon(1e-12));
+      CHECK(post[k] ==
+            Approx(lambda / std::sqrt(fwhm * fwhm + 8 * std::log(2.0) * width * width / 12))
+                .epsilon(1e-12));
+    }
+    fits_delete_hdu(f, nullptr, &status);  // the current HDU: PRESPECRES
+    fits_close_file(f, &status);
+    REQUIRE(status == 0);
+    const Cube specres_only = read_cube(dir / "cube.fits");
+    REQUIRE(specres_only.lsf_fwhm_angstrom.size() == cube.lsf_fwhm_angstrom.size());
+    for (std::size_t k = 0; k < cube.lsf_fwhm_angstrom.size(); ++k)
+      CHECK(specres_only.lsf_fwhm_angstrom[k] == Approx(cube.lsf_fwhm_angstrom[k]).epsilon(1e-10));
+  }
   // The inverse variance's unit: the flux unit to the power -2, in the FITS form.
   CHECK(inverse_squared_unit("10**(-20)*erg/(s*cm**2*Angstrom)") ==
         "10**40*s**2*cm**4*Angstrom**2/erg**2");

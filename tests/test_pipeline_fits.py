@@ -66,7 +66,8 @@ warnings.simplefilter("error", fits.verify.VerifyWarning)
 with fits.open(cube_fits) as hdul, h5py.File(f"{directory}/cube.h5", "r") as h5:
     hdul.verify("exception")
     names = [h.name for h in hdul]
-    cube_hdus = ["FLUX", "IVAR", "MASK", "WAVE", "SPECRES"] if manga else ["DATA", "STAT"]
+    cube_hdus = (["FLUX", "IVAR", "MASK", "WAVE", "SPECRES", "PRESPECRES"] if manga
+                 else ["DATA", "STAT"])
     check(names == ["PRIMARY"] + cube_hdus + maps, f"HDUs {names}")
     data, stat = hdul[cube_hdus[0]], hdul[cube_hdus[1]]
 
@@ -109,9 +110,17 @@ with fits.open(cube_fits) as hdul, h5py.File(f"{directory}/cube.h5", "r") as h5:
         check(n_wave == 4563 and abs(want[0] - 3621.6) < 0.01 and abs(want[-1] - 10353.8) < 0.01,
               f"MaNGA's grid: {n_wave} pixels, {want[0]:.3f}-{want[-1]:.3f} A")
         check(np.allclose(hdul["WAVE"].data, want, rtol=1e-12, atol=0), "WAVE holds the centres")
+        # The DRP data model: PRESPECRES is lambda / FWHM of the pre-pixel LSF (the preset's),
+        # SPECRES that of the LSF after pixelisation, whose sigma^2 gains the pixel's top hat,
+        # width^2 / 12 (the width between the geometric midpoints of the log grid's centres).
         fwhm = preset["lsf_fwhm_angstrom"]
-        check(np.allclose(hdul["SPECRES"].data, want / fwhm, rtol=1e-12, atol=0),
-              f"SPECRES is lambda / FWHM ({fwhm} A)")
+        width = want * (10 ** (log_step / 2) - 10 ** (-log_step / 2))
+        post = np.sqrt(fwhm ** 2 + 8 * math.log(2) * width ** 2 / 12)
+        check(np.allclose(hdul["PRESPECRES"].data, want / fwhm, rtol=1e-12, atol=0),
+              f"PRESPECRES is lambda / FWHM ({fwhm} A)")
+        check(np.allclose(hdul["SPECRES"].data, want / post, rtol=1e-12, atol=0),
+              "SPECRES is lambda / FWHM of the pixelised LSF")
+        check(np.all(hdul["SPECRES"].data < hdul["PRESPECRES"].data), "SPECRES < PRESPECRES")
         check(hdul["MASK"].data.dtype.kind == "i", f"MASK integer: {hdul['MASK'].data.dtype}")
     step_deg = preset["spaxel_arcsec"] / 3600
     check(math.isclose(abs(w.wcs.cdelt[0]), step_deg, rel_tol=1e-12), "spaxel size")

@@ -111,3 +111,27 @@ TEST_CASE("telescope presets: to_json gives back what parse_telescope reads, fie
     }
   }
 }
+
+TEST_CASE("telescope presets: CALIFA's V500 and V1200 setups", "[telescopes]") {
+  // Sanchez et al. (2016, A&A 594, A36, table 1): V500 3749-7501 A sampled at 2.0 A with a
+  // 6.0 A FWHM (R ~ 850 at 5000 A), V1200 3650-4840 A at 0.7 A with 2.3 A (Husemann et al. 2013);
+  // both 1 arcsec spaxels over PPak's 74 arcsec hexagon, air wavelengths.
+  const Telescope v500 = load_telescope_preset("CALIFA", "telescope");
+  const Telescope v1200 = load_telescope_preset("CALIFA-V1200", "telescope");
+  CHECK(v500.wave_start_angstrom == 3749.0);
+  CHECK(v500.wave_step_angstrom == 2.0);
+  CHECK(v500.wave_start_angstrom + v500.n_wave() * v500.wave_step_angstrom ==
+        Approx(7501).margin(2));
+  CHECK(5000.0 / v500.lsf_fwhm_angstrom.at(5000.0) == Approx(850).epsilon(0.03));
+  CHECK(v1200.wave_start_angstrom == 3650.0);
+  CHECK(v1200.wave_step_angstrom == 0.7);
+  CHECK(v1200.wave_start_angstrom + v1200.n_wave() * v1200.wave_step_angstrom ==
+        Approx(4840).margin(0.7));
+  CHECK(v1200.lsf_fwhm_angstrom.at(4500.0) == 2.3);
+  for (const Telescope* t : {&v500, &v1200}) {
+    CHECK(t->spaxel_arcsec == 1.0);
+    CHECK(t->fov_arcsec == 74.0);
+    CHECK(t->aperture == ApertureShape::hexagonal);
+    CHECK(t->wavelength_medium == "air");
+  }
+}

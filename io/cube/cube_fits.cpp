@@ -176,6 +176,35 @@ void write_spectrum_extension(fitsfile* f, const std::string& file, const std::s
   check(status, file, "cannot write the pixels of " + extname);
 }
 
+// A 1-D image extension of one value per wavelength plane, read back; empty where the file has
+// no such extension.
+std::vector<double> read_spectrum_extension(fitsfile* raw, const std::string& path,
+                                            const char* extname, const CubeShape& shape) {
+  int status = 0;
+  fits_movnam_hdu(raw, IMAGE_HDU, const_cast<char*>(extname), 0, &status);
+  if (status == BAD_HDU_NUM) {
+    fits_clear_errmsg();
+    return {};
+  }
+  const std::string name = extname;
+  check(status, path, "cannot open extension " + name);
+  long n = 0;
+  int naxis = 0, any_null = 0;
+  fits_get_img_dim(raw, &naxis, &status);
+  fits_get_img_size(raw, 1, &n, &status);
+  check(status, path, "cannot read the size of " + name);
+  if (naxis != 1 || n != shape.n_wave) {
+    std::string message = path + ": extension " + name;
+    message += " should hold one value per wavelength (" + std::to_string(shape.n_wave) + ")";
+    throw InputError(message);
+  }
+  std::vector<double> values(static_cast<std::size_t>(n));
+  long first = 1;
+  fits_read_pix(raw, TDOUBLE, &first, n, nullptr, values.data(), &any_null, &status);
+  check(status, path, "cannot read the pixels of " + name);
+  return values;
+}
+
 // MaNGA's DRP bits used here (MANGA_DRP3PIXMASK, SDSS-IV DR17 bitmasks): NOCOV (bit 0, no
 // coverage) and DONOTUSE (bit 10).
 constexpr std::int32_t kMangaNoCoverage = 1, kMangaDoNotUse = 1 << 10;
@@ -222,10 +251,26 @@ void write_manga_extensions(fitsfile* f, const std::string& file, const Cube& cu
       f, file, "WAVE", wave, "Angstrom",
       cube.axes.wavelength_medium == "air" ? "wavelength in air" : "wavelength in vacuum");
   if (!cube.lsf_fwhm_angstrom.empty()) {
-    std::vector<double> r(wave.size());
-    for (std::size_t k = 0; k < r.size(); ++k) r[k] = wave[k] / cube.lsf_fwhm_angstrom[k];
-    write_spectrum_extension(f, file, "SPECRES", r, "",
-                             "spectral resolution lambda / FWHM of the LSF");
+    // The MaNGA DRP's data model (DR15-DR17 LOGCUBE): SPECRES is the median resolution
+    // R = lambda / FWHM of the LSF *after* pixelisation, PRESPECRES that of the pre-pixel LSF
+    // (PREDISP / DISP, the same as 1-sigma widths in Angstrom, are per spaxel cubes and are not
+    // written); mangadap reads R = lambda / FWHM from either (Westfall et al. 2019; Law et al.
+    // 2021, AJ 161, 52, on pre- versus post-pixel LSFs). The cube's LSF (the telescope's
+    // lsf_fwhm_angstrom) is the kernel the lsf stage applies before the flux-conserving binning:
+    // the pre-pixel one. Pixelising adds the pixel's top hat, variance width^2 / 12, to the
+    // Gaussian's sigma^2.
+    constexpr double kFwhmPerSigma2 = 8.0 * 0.69314718055994530942;  // (FWHM / sigma)^2
+    std::vector<double> pre(wave.size()), post(wave.size());
+    for (std::size_t k = 0; k < wave.size(); ++k) {
+      const double fwhm = cube.lsf_fwhm_angstrom[k];
+      const double width = cube.axes.width_angstrom(static_cast<int>(k));
+      pre[k] = wave[k] / fwhm;
+      post[k] = wave[k] / std::sqrt(fwhm * fwhm + kFwhmPerSigma2 * width * width / 12.0);
+    }
+    write_spectrum_extension(f, file, "SPECRES", post, "",
+                             "median spectral resolution lambda/FWHM (post-pixel)");
+    write_spectrum_extension(f, file, "PRESPECRES", pre, "",
+                             "median spectral resolution lambda/FWHM (pre-pixel)");
   }
 }
 
@@ -620,27 +665,24 @@ Cube read_cube_fits(const std::string& path) {
       for (double& v : cube.variance) v = v > 0 ? 1.0 / v : std::nan("");
   }
   if (manga) {
-    // SPECRES (lambda / FWHM) back to the LSF's FWHM.
-    fits_movnam_hdu(raw, IMAGE_HDU, const_cast<char*>("SPECRES"), 0, &status);
-    if (status == BAD_HDU_NUM) {
-      status = 0;
-      fits_clear_errmsg();
-    } else {
-      check(status, path, "cannot open extension SPECRES");
-      long n = 0;
-      int naxis1 = 0, any_null = 0;
-      fits_get_img_dim(raw, &naxis1, &status);
-      fits_get_img_size(raw, 1, &n, &status);
-      check(status, path, "cannot read the size of SPECRES");
-      if (naxis1 != 1 || n != cube.shape.n_wave)
-        throw InputError(path + ": extension SPECRES should hold one value per wavelength (" +
-                         std::to_string(cube.shape.n_wave) + ")");
-      std::vector<double> r(static_cast<std::size_t>(n));
-      long first = 1;
-      fits_read_pix(raw, TDOUBLE, &first, n, nullptr, r.data(), &any_null, &status);
-      check(status, path, "cannot read the pixels of SPECRES");
-      for (int k = 0; k < cube.shape.n_wave; ++k)
-        cube.lsf_fwhm_angstrom.push_back(cube.axes.wavelength_angstrom(k) / r[k]);
+    // The pre-pixel LSF's FWHM: lambda / PRESPECRES where the file has it (ifusim's, MaNGA's
+    // DR15-DR17 cubes), else from SPECRES (post-pixel) less the pixel's top hat (width^2 / 12 in
+    // sigma^2), as write_manga_extensions defines them.
+    const std::vector<double> pre = read_spectrum_extension(raw, path, "PRESPECRES", cube.shape);
+    const std::vector<double> post = pre.empty()
+                                         ? read_spectrum_extension(raw, path, "SPECRES", cube.shape)
+                                         : std::vector<double>{};
+    constexpr double kFwhmPerSigma2 = 8.0 * 0.69314718055994530942;
+    for (int k = 0; k < cube.shape.n_wave && !(pre.empty() && post.empty()); ++k) {
+      const double lambda = cube.axes.wavelength_angstrom(k);
+      if (!pre.empty()) {
+        cube.lsf_fwhm_angstrom.push_back(lambda / pre[k]);
+      } else {
+        const double width = cube.axes.width_angstrom(k);
+        const double fwhm = lambda / post[k];
+        cube.lsf_fwhm_angstrom.push_back(
+            std::sqrt(std::max(fwhm * fwhm - kFwhmPerSigma2 * width * width / 12.0, 0.0)));
+      }
     }
   }
   read_maps(raw, path, cube);

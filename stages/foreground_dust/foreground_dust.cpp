@@ -3,17 +3,27 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/config_error.h"
 #include "stages/common/dust_curves.h"
 
 namespace ifusim {
 
 ForegroundDustParams ForegroundDustParams::from_json(JsonParams p) {
   ForegroundDustParams out;
+  // Inherited from galaxy.ebv_mw (the run config's key, which a run's errors name) where the
+  // stage's parameters do not give it.
+  const char* expected =
+      "a colour excess E(B-V) from 0 to 10 mag (the run config's galaxy.ebv_mw, read from a dust "
+      "map at the galaxy's position: ifusim has no dust map to look it up in)";
+  if (!p.has("ebv_mag")) {
+    std::string message = p.key_path("ebv_mag") + ": expected ";
+    message += expected;
+    throw ConfigError(message + ", but the key is missing");
+  }
   out.ebv_mag = p.number("ebv_mag");
   // The largest E(B-V) of the SFD map away from the Galactic plane is a few magnitudes; beyond
   // 10 the field is opaque and the value is a typo.
-  p.require(out.ebv_mag >= 0.0 && out.ebv_mag <= 10.0, "ebv_mag",
-            "a colour excess E(B-V) from 0 to 10 mag", out.ebv_mag);
+  p.require(out.ebv_mag >= 0.0 && out.ebv_mag <= 10.0, "ebv_mag", expected, out.ebv_mag);
   out.r_v = p.number("r_v", out.r_v);
   p.require(out.r_v >= 2.0 && out.r_v <= 6.0, "r_v",
             "R_V from 2 to 6 (the CCM89 curve's range of validity)", out.r_v);
@@ -71,6 +81,7 @@ StageEntry foreground_dust_stage() {
           .summary = "the Milky Way's foreground extinction, E(B-V) with the CCM89 curve",
           .kind = StageKind::cube,
           .make = &from_params<&make_foreground_dust_stage>,
+          .inherits = {{"ebv_mag", "galaxy.ebv_mw"}},
           .examples = {{{"ebv_mag", 0.05}}}};
 }
 

@@ -6,7 +6,11 @@
 // the OBSERVED wavelength, where the Galaxy's dust absorbs. `ebv_mag` is the line of sight's
 // colour excess, read by the user from a dust map (Schlegel, Finkbeiner & Davis 1998 as
 // recalibrated by Schlafly & Finkbeiner 2011; the IRSA dust service) at the galaxy's position:
-// ifusim has no dust map to look it up in.
+// ifusim has no dust map to look it up in (galaxy.ra_deg/dec_deg are recorded, never used for
+// this). The user gives it as the run config's `galaxy.ebv_mw`, which the stage inherits as
+// `ebv_mag` (StageEntry::inherits; errors then name galaxy.ebv_mw); a run with galaxy.ebv_mw > 0
+// and no foreground_dust stage is refused (pipeline/runner.cpp), never silently unapplied, and
+// so is an `ebv_mag` of the stage's own that differs from it.
 //
 // A cube stage: after flux (or anywhere after psum; the extinction is a factor per wavelength
 // and commutes with the PSF, and with the LSF up to the curve's variation across a line's
