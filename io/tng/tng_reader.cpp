@@ -527,6 +527,7 @@ tng::VisitStarBlocks visit_star_rows(
         f.raw.resize((rows.back() + 1 - rows.front()) * k);
         src.read(f.rule.dataset, rows.front(), rows.back() + 1, f.rule.components, f.raw.data());
         f.values.clear();
+        f.values.reserve(rows.size() * k);
         for (const std::size_t row : rows)
           for (std::size_t c = 0; c < k; ++c) {
             const double v = f.raw[(row - rows.front()) * k + c];
