@@ -158,6 +158,15 @@ class NearStars {
 
   std::size_t size() const { return masses_.size(); }
 
+  // Room for `stars` offered stars (those a pass will hold at most), so that filling the set
+  // does not copy it as it grows.
+  void reserve(std::size_t stars) {
+    stars = std::min(stars, 2 * budget_ + 1);
+    distances_.reserve(stars);
+    offsets_.reserve(3 * stars);
+    masses_.reserve(stars);
+  }
+
   void add_to(CentreOfMass& com) const { com.add_all(offsets_.data(), masses_.data(), size()); }
 
  private:
@@ -241,19 +250,25 @@ StellarCentre find_stellar_centre(const VisitStarBlocks& visit, double box_size,
       n, std::min(kShrinkStopMax,
                   std::max(kShrinkStopFloor, static_cast<std::size_t>(std::ceil(0.01 * n)))));
 
-  // Pass 2: the radius that holds them all, the stars nearest the centre and, for a large
-  // galaxy, every stride-th star (by row: the same stars for any block size and budget).
+  // Pass 2: the radius that holds them all and, for a large galaxy, every stride-th star (by
+  // row: the same stars for any block size and budget), else the stars nearest the centre. (A
+  // large galaxy's nearest stars are taken after its wide spheres, around their centre: taken
+  // here too they were a copy of every held star, 1e6 at N = 1e6, that was never used.)
   const std::size_t stride = subsample_stars > 0 ? n / subsample_stars : 0;
   double radius = 0;
   NearStars near(c, budget);
   NearStars subsample(c, n);  // holds every star offered
+  if (stride < 2) near.reserve(n);
   std::size_t row = 0;
   pass(false, [&](const CentreBlock& b, std::size_t i) {
     double d[3];
     offset(b.coordinates + 3 * i, d);
     radius = std::max(radius, distance(d, c));
-    near.add(d, b.masses[i]);
-    if (stride >= 2 && row++ % stride == 0) subsample.add(d, b.masses[i]);
+    if (stride < 2) {
+      near.add(d, b.masses[i]);
+    } else if (row++ % stride == 0) {
+      subsample.add(d, b.masses[i]);
+    }
   });
   near.trim();
 
@@ -305,13 +320,14 @@ StellarCentre find_stellar_centre(const VisitStarBlocks& visit, double box_size,
     }
   };
   // A large galaxy: the wide spheres, which hold most stars and cost most of the steps, run on
-  // the subsample (whose centres of mass there are good to ~ r / sqrt(subsample_stars / 10), 1.4 % of r),
-  // until a sphere would hold fewer than a tenth of it; the narrow ones, which decide the
+  // the subsample (whose centres of mass there are good to ~ r / sqrt(subsample_stars / 10), 1.4 %
+  // of r), until a sphere would hold fewer than a tenth of it; the narrow ones, which decide the
   // centre, on every star from there.
   if (stride >= 2) {
     shrink(subsample, std::max<std::size_t>(subsample.size() / 10, 1));
     subsample = NearStars(c, 1);
     near = NearStars(c, budget);
+    near.reserve(n);
     pass(false, [&](const CentreBlock& b, std::size_t i) {
       double d[3];
       offset(b.coordinates + 3 * i, d);
@@ -341,6 +357,7 @@ StellarCentre find_stellar_centre(const VisitStarBlocks& visit, double box_size,
   std::uint64_t total = 0;
   double r_max = 0;
   std::vector<RadiusMass> held;
+  held.reserve(std::min(n, budget + 1));
   bool all_held = true;
   pass(false, [&](const CentreBlock& b, std::size_t i) {
     const double r = radius_of(b.coordinates + 3 * i);

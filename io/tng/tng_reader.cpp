@@ -476,6 +476,22 @@ ShardedArray<float> read_field(const Mesh& mesh, const TypeSource& src, const Pr
   return array;
 }
 
+// Field `f` from values already read and checked by a pass over the stars (visit_star_rows:
+// finite, within the field's bounds), `raw` holding the selected rows' k components each in
+// the file's units, converted as read_field converts them: the same floats without reading
+// the dataset again.
+ShardedArray<float> convert_held(const Mesh& mesh, const PresentField& f, const double* raw,
+                                 std::size_t rows, const Frame& frame) {
+  const std::size_t ku = static_cast<std::size_t>(f.rule->components);
+  return from_callback<float>(
+      mesh, rows, f.rule->components, Sharding::sharded(), [&](IndexRange r, float* out) {
+        for (std::size_t i = r.begin; i < r.end; ++i)
+          for (std::size_t c = 0; c < ku; ++c)
+            out[(i - r.begin) * ku + c] = static_cast<float>(tng::convert_value(
+                f.rule->conversion, f.factor, raw[i * ku + c], static_cast<int>(c), frame));
+      });
+}
+
 // Where the subhalo's centre, bulk velocity and half-mass radius come from.
 struct Centre {
   std::array<double, 3> center_code{0, 0, 0};
@@ -511,6 +527,7 @@ tng::VisitStarBlocks visit_star_rows(
         f.raw.resize((rows.back() + 1 - rows.front()) * k);
         src.read(f.rule.dataset, rows.front(), rows.back() + 1, f.rule.components, f.raw.data());
         f.values.clear();
+        f.values.reserve(rows.size() * k);
         for (const std::size_t row : rows)
           for (std::size_t c = 0; c < k; ++c) {
             const double v = f.raw[(row - rows.front()) * k + c];
@@ -1131,6 +1148,7 @@ GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options, TngIngestRe
 
   Centre centre;
   std::future<Centre> centring;
+  tng::VisitStarBlocks held_stars;  // a cutout's Coordinates, Masses, Velocities, held once read
   if (catalog) {
     centre = catalog->centre;
     rep.center_method = "SubhaloPos";
@@ -1146,6 +1164,7 @@ GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options, TngIngestRe
     const tng::VisitStarBlocks visit =
         visit_read_once(visit_star_rows(stars_src, rows_in, stars_src.rows, hdr.time));
     visit(true, [](const tng::CentreBlock&) {});
+    held_stars = visit;
     centring = std::async(std::launch::async,
                           [&star_fields, visit, box = hdr.box_size, budget = selected.size()] {
                             return centre_from_stars(star_fields, visit, box, budget);
@@ -1168,7 +1187,25 @@ GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options, TngIngestRe
   if (centring.valid()) centre = centring.get();
   data.galaxy = galaxy_record(hdr, options, centre, star_fields);
   const Frame frame = conversion_frame(data.galaxy, hdr, centre);
-  read_species(mesh, stars_src, centred_fields, stars_sel.rows, frame, data.stars);
+  // Positions and velocities: a cutout's were read (and checked) for the centring and are held;
+  // converted from there, not read from the file a second time.
+  if (held_stars) {
+    held_stars(true, [&](const tng::CentreBlock& b) {
+      for (const auto& f : centred_fields) {
+        const double* raw =
+            f.rule == stars_src.format->rule_for(Species::stars, "position_kpc")   ? b.coordinates
+            : f.rule == stars_src.format->rule_for(Species::stars, "velocity_kms") ? b.velocities
+                                                                                   : nullptr;
+        if (raw && b.n == stars_sel.rows.size())
+          tng::assign_field(data.stars, *f.rule, convert_held(mesh, f, raw, b.n, frame));
+        else
+          tng::assign_field(data.stars, *f.rule,
+                            read_field(mesh, stars_src, f, stars_sel.rows, frame));
+      }
+    });
+  } else {
+    read_species(mesh, stars_src, centred_fields, stars_sel.rows, frame, data.stars);
+  }
   if (!gas_src.segments.empty())
     data.gas = read_gas_cells(mesh, gas_src, gas_fields, gas_sel, frame);
 

@@ -390,12 +390,13 @@ class BinnedSpectra final : public PartialResult {
     Cube cube;
     cube.shape = setup_.shape;
     cube.unit = "Lsun/Angstrom";
-    cube.data = large_vector<double>(cube.shape.n_voxels());
     std::vector<double> light_moments(3 * cube.shape.n_spaxels(), 0.0);
     const std::int32_t n_spaxels = static_cast<std::int32_t>(cube.shape.n_spaxels());
     BinnedProductStats totals;
     while (true) {
       const HostHistogram histogram = gather(state.mesh);
+      // The cube once the first tile is gathered (and freed): not held beside the tile.
+      if (cube.data.empty()) cube.data = large_vector<double>(cube.shape.n_voxels());
       BinnedProductInput in;
       in.ssp = setup_.tables->host_view(setup_.outside);
       in.bins = setup_.bins;
@@ -486,13 +487,22 @@ class BinnedSpectra final : public PartialResult {
     HostHistogram out;
     if (storage_ == HistogramStorage::dense) {
       psum(mesh, sums_);
-      const std::vector<std::int64_t> sums = sums_.to_host();
+      // Replica 0 of the reduced tile (what to_host downloads) scanned in slices: a host copy
+      // of the whole tile (24 MB at MUSE's 625 spaxels) beside it was the stage's peak (#22).
+      const DeviceBuffer<std::int64_t>& total = sums_.buffer_of(*sums_.shards().front().device);
+      constexpr std::size_t kSlice = std::size_t{1} << 16;
+      const std::size_t n = sums_.rows();
+      std::vector<std::int64_t> slice(std::min(kSlice, n));
+      for (std::size_t first = 0; first < n; first += kSlice) {
+        const std::size_t count = std::min(kSlice, n - first);
+        total.download(slice.data(), count, first);
+        for (std::size_t i = 0; i < count; ++i)
+          if (slice[i] != 0) {
+            out.index.push_back(first + i);
+            out.mass_msun.push_back(static_cast<double>(slice[i]) * quantum);
+          }
+      }
       sums_ = {};
-      for (std::size_t i = 0; i < sums.size(); ++i)
-        if (sums[i] != 0) {
-          out.index.push_back(i);
-          out.mass_msun.push_back(static_cast<double>(sums[i]) * quantum);
-        }
       return out;
     }
     // A run across processes: every process's entries, merged in rank order on every process.
