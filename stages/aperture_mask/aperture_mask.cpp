@@ -57,10 +57,11 @@ void crop_margin(const CubeMargin& margin, Cube& cube, std::map<std::string, Sky
                       in.n_wave - 2 * margin.wavelengths};
   if (out.nx <= 0 || out.ny <= 0 || out.n_wave <= 0)
     throw std::logic_error("aperture_mask: the cube is smaller than its margin");
+  // In place: every kept run moves to an index no later than its own (spaxel and plane offsets
+  // only shrink), so a forward pass never overwrites a value it has still to move. A cropped copy
+  // was a second cube (2.7 GB on MUSE-WFM) at this stage's peak, and its page faults.
   auto crop = [&](std::vector<double>& values, int n_wave_in, int n_wave_out, int k0) {
     if (values.empty()) return;
-    std::vector<double> kept =
-        large_vector<double>(out.n_spaxels() * static_cast<std::size_t>(n_wave_out));
     for (int iy = 0; iy < out.ny; ++iy)
       for (int ix = 0; ix < out.nx; ++ix) {
         const std::size_t from =
@@ -68,10 +69,12 @@ void crop_margin(const CubeMargin& margin, Cube& cube, std::map<std::string, Sky
                 n_wave_in +
             k0;
         const std::size_t to = (static_cast<std::size_t>(iy) * out.nx + ix) * n_wave_out;
-        std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(from), n_wave_out,
-                    kept.begin() + static_cast<std::ptrdiff_t>(to));
+        if (to != from)  // to < from: std::copy's forward order is safe on the overlap
+          std::copy(values.begin() + static_cast<std::ptrdiff_t>(from),
+                    values.begin() + static_cast<std::ptrdiff_t>(from + n_wave_out),
+                    values.begin() + static_cast<std::ptrdiff_t>(to));
       }
-    values = std::move(kept);
+    values.resize(out.n_spaxels() * static_cast<std::size_t>(n_wave_out));
   };
   // The correlation matrices' spaxel indices move with the crop, and their planes with the
   // band's; entries of spaxels cut off go.
