@@ -723,6 +723,71 @@ TEST_CASE("noise: pulls are standard normal and the variance follows the model",
     CHECK(noisy.variance[i] == Approx(0.5 * var_ref + clean.data[i] * 0.5 * var_ref / s_ref));
 }
 
+TEST_CASE("noise: the counter-based Ziggurat draws standard normals", "[post][noise]") {
+  // 2e6 draws of counter_normal (stages/noise/random.h), against the normal distribution's own
+  // numbers: moments, the share beyond the Ziggurat's tail edge r = 3.6541528853610088 (drawn by
+  // a path of its own) and a chi-square over 100 bins of equal probability (erfc).
+  constexpr std::size_t n = 2'000'000;
+  std::vector<double> z(n);
+  for (std::size_t i = 0; i < n; ++i) z[i] = counter_normal(7, i);
+  double m1 = 0, m2 = 0, m3 = 0, m4 = 0, beyond_r = 0, beyond_1 = 0, biggest = 0;
+  constexpr int n_bins = 100;
+  std::vector<double> counts(n_bins, 0.0);
+  // Bin edges: the normal's quantiles at j / n_bins, found by bisection on Phi(x) = erfc(-x /
+  // sqrt 2) / 2.
+  auto phi = [](double x) { return 0.5 * std::erfc(-x / std::numbers::sqrt2); };
+  std::vector<double> edges(n_bins - 1);
+  for (int j = 1; j < n_bins; ++j) {
+    double lo = -10, hi = 10;
+    for (int it = 0; it < 100; ++it)
+      (phi(0.5 * (lo + hi)) < double(j) / n_bins ? lo : hi) = 0.5 * (lo + hi);
+    edges[j - 1] = 0.5 * (lo + hi);
+  }
+  for (const double v : z) {
+    REQUIRE(std::isfinite(v));
+    m1 += v;
+    m2 += v * v;
+    m3 += v * v * v;
+    m4 += v * v * v * v;
+    beyond_r += std::abs(v) > 3.6541528853610088;
+    beyond_1 += std::abs(v) > 1.0;
+    biggest = std::max(biggest, std::abs(v));
+    counts[std::upper_bound(edges.begin(), edges.end(), v) - edges.begin()] += 1;
+  }
+  const double dn = static_cast<double>(n);
+  m1 /= dn, m2 /= dn, m3 /= dn, m4 /= dn;
+  // Statistical errors for N = 2e6 (5 sigma): mean 1/sqrt(N) = 7.1e-4, E[z^2] sqrt(2/N) = 1e-3,
+  // E[z^3] sqrt(15/N) = 2.7e-3, E[z^4] sqrt(96/N) = 6.9e-3.
+  CHECK(std::abs(m1) < 5 * 7.1e-4);
+  CHECK(std::abs(m2 - 1.0) < 5 * 1.0e-3);
+  CHECK(std::abs(m3) < 5 * 2.7e-3);
+  CHECK(std::abs(m4 - 3.0) < 5 * 6.9e-3);
+  // P(|z| > 1) = 0.31731 (sd 3.3e-4), P(|z| > r) = 2.581e-4 (516 expected, sd 23).
+  CHECK(beyond_1 / dn == Approx(0.3173105).margin(5 * 3.3e-4));
+  CHECK(beyond_r ==
+        Approx(dn * std::erfc(3.6541528853610088 / std::numbers::sqrt2)).margin(5 * 23));
+  CHECK(biggest > 4.5);  // the tail reaches beyond r (P(max > 4.5) = 1 - (1 - 6.8e-6)^N ~ 1)
+  // Chi-square with 99 degrees of freedom: mean 99, sd 14; 99 + 5 sd.
+  double chi2 = 0;
+  const double expected = dn / n_bins;
+  for (double c : counts) chi2 += (c - expected) * (c - expected) / expected;
+  CHECK(chi2 < 99 + 5 * 14);
+  // The tail's shape (its own path, Marsaglia 1964): of 2e7 draws ~5161 lie beyond r, and of
+  // those a share Q(r + 0.5) / Q(r) = 0.12653 beyond r + 0.5 (sd 0.0046; an exponential tail
+  // without the rejection step would give exp(-r / 2) = 0.161).
+  double tail = 0, far = 0;
+  for (std::size_t i = 0; i < 20'000'000; ++i) {
+    const double a = std::abs(counter_normal(11, i));
+    tail += a > 3.6541528853610088;
+    far += a > 3.6541528853610088 + 0.5;
+  }
+  REQUIRE(tail > 4000);
+  CHECK(far / tail == Approx(0.1265325).margin(5 * 0.0046));
+  // Counter-based: a draw depends on its index alone, not on what was drawn before.
+  CHECK(counter_normal(7, 123456) == z[123456]);
+  CHECK(counter_normal(8, 123456) != z[123456]);
+}
+
 TEST_CASE("noise: the reference level is the median bright-spaxel mean", "[post]") {
   // Spaxel s has mean signal s + 1 (s = 0..99), brightest 100; threshold 0.1 keeps 10..100
   // (91 spaxels), whose median is 55.

@@ -9,8 +9,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <numbers>
+#include <type_traits>
+#include <utility>
 #include <variant>
 
 #include "core/config_error.h"
@@ -133,31 +136,51 @@ void write_wcs(Writer& w, const Cube& cube, int naxis) {
   }
 }
 
-// Writes one image extension (flux or variance), transposing from spaxel-major in chunks of
-// wavelength planes so that memory stays bounded.
-void write_image(fitsfile* f, const std::string& file, const Cube& cube,
-                 const std::vector<double>& values, const char* extname, const std::string& unit,
-                 const char* description) {
+// Writes one image extension of voxel values value(i) (i spaxel-major), transposing from
+// spaxel-major in chunks of wavelength planes so that memory stays bounded. The values are
+// converted here to the image's type (T: float for FLOAT_IMG, double for DOUBLE_IMG, int for
+// LONG_IMG), once, so that cfitsio only swaps their bytes (handed doubles for a FLOAT_IMG it
+// converted each value again, with its own scaling checks).
+template <class T, class Value>
+void write_image_of(fitsfile* f, const std::string& file, const Cube& cube, Value&& value,
+                    const char* extname, const std::string& unit, const char* description) {
+  constexpr int bitpix = std::is_same_v<T, float>    ? FLOAT_IMG
+                         : std::is_same_v<T, double> ? DOUBLE_IMG
+                                                     : LONG_IMG;
+  constexpr int datatype = std::is_same_v<T, float>    ? TFLOAT
+                           : std::is_same_v<T, double> ? TDOUBLE
+                                                       : TINT;
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int>);
   const auto& s = cube.shape;
   long naxes[3] = {s.nx, s.ny, s.n_wave};
   int status = 0;
-  const bool single = fits_in_float32(values);
-  fits_create_img(f, single ? FLOAT_IMG : DOUBLE_IMG, 3, naxes, &status);
+  fits_create_img(f, bitpix, 3, naxes, &status);
   check(status, file, std::string("cannot create extension ") + extname);
   Writer w(f, file);
   w.str("EXTNAME", extname, description);
   if (!unit.empty()) w.str("BUNIT", unit, "");
   write_wcs(w, cube, 3);
 
-  // Doubles go to cfitsio, which converts them to the image's type.
   const std::size_t n_spaxels = s.n_spaxels();
-  detail::for_each_plane_block<double>(
-      s, values, kChunkElements, [&](int k0, int k1, double* block) {
+  detail::for_each_plane_block_of<T>(
+      s, kChunkElements, std::forward<Value>(value), [&](int k0, int k1, T* block) {
         long first[3] = {1, 1, k0 + 1};
-        fits_write_pix(f, TDOUBLE, first, static_cast<LONGLONG>((k1 - k0) * n_spaxels), block,
+        fits_write_pix(f, datatype, first, static_cast<LONGLONG>((k1 - k0) * n_spaxels), block,
                        &status);
         check(status, file, std::string("cannot write the pixels of ") + extname);
       });
+}
+
+// A held array (flux or variance): float32 where it holds every value (fits_in_float32).
+void write_image(fitsfile* f, const std::string& file, const Cube& cube,
+                 const std::vector<double>& values, const char* extname, const std::string& unit,
+                 const char* description) {
+  const double* v = values.data();
+  auto value = [v](std::size_t i) { return v[i]; };
+  if (fits_in_float32(values))
+    write_image_of<float>(f, file, cube, value, extname, unit, description);
+  else
+    write_image_of<double>(f, file, cube, value, extname, unit, description);
 }
 
 // A 1-D image extension of one value per wavelength plane (MaNGA's WAVE, SPECRES).
@@ -216,35 +239,33 @@ constexpr std::int32_t kMangaNoCoverage = 1, kMangaDoNotUse = 1 << 10;
 // stays NaN where there is no measurement (MaNGA writes 0 there and relies on the mask).
 void write_manga_extensions(fitsfile* f, const std::string& file, const Cube& cube) {
   write_image(f, file, cube, cube.data, "FLUX", cube.unit, "flux");
+  const double* data = cube.data.data();
   if (!cube.variance.empty()) {
-    std::vector<double> ivar(cube.variance.size());
-    for (std::size_t i = 0; i < ivar.size(); ++i) {
-      const double v = cube.variance[i];
-      ivar[i] = v > 0 && std::isfinite(v) && !std::isnan(cube.data[i]) ? 1.0 / v : 0.0;
+    // IVAR is made a block of planes at a time as it is written (a whole-cube array of it would
+    // be 2.7 GB of double on MUSE-WFM), float32 where every value fits (as fits_in_float32).
+    const double* var = cube.variance.data();
+    auto ivar = [data, var](std::size_t i) {
+      const double v = var[i];
+      return v > 0 && std::isfinite(v) && !std::isnan(data[i]) ? 1.0 / v : 0.0;
+    };
+    constexpr double lo = std::numeric_limits<float>::min(), hi = std::numeric_limits<float>::max();
+    const long long n = static_cast<long long>(cube.variance.size());
+    long long outside = 0;
+#pragma omp parallel for schedule(static) reduction(+ : outside)
+    for (long long i = 0; i < n; ++i) {
+      const double a = std::abs(ivar(static_cast<std::size_t>(i)));
+      outside += !(a == 0.0 || (a >= lo && a <= hi));
     }
-    write_image(f, file, cube, ivar, "IVAR", inverse_squared_unit(cube.unit),
-                "inverse variance of FLUX");
+    const std::string ivar_unit = inverse_squared_unit(cube.unit);
+    if (outside == 0)
+      write_image_of<float>(f, file, cube, ivar, "IVAR", ivar_unit, "inverse variance of FLUX");
+    else
+      write_image_of<double>(f, file, cube, ivar, "IVAR", ivar_unit, "inverse variance of FLUX");
   }
-  {
-    const auto& s = cube.shape;
-    long naxes[3] = {s.nx, s.ny, s.n_wave};
-    int status = 0;
-    fits_create_img(f, LONG_IMG, 3, naxes, &status);
-    check(status, file, "cannot create extension MASK");
-    Writer w(f, file);
-    w.str("EXTNAME", "MASK", "MANGA_DRP3PIXMASK bits: 1 NOCOV, 1024 DONOTUSE");
-    write_wcs(w, cube, 3);
-    std::vector<double> mask(cube.data.size());
-    for (std::size_t i = 0; i < mask.size(); ++i)
-      mask[i] = std::isnan(cube.data[i]) ? kMangaNoCoverage | kMangaDoNotUse : 0;
-    detail::for_each_plane_block<double>(
-        s, mask, kChunkElements, [&](int k0, int k1, double* block) {
-          long first[3] = {1, 1, k0 + 1};
-          fits_write_pix(f, TDOUBLE, first, static_cast<LONGLONG>((k1 - k0) * s.n_spaxels()), block,
-                         &status);
-          check(status, file, "cannot write the pixels of MASK");
-        });
-  }
+  write_image_of<int>(
+      f, file, cube,
+      [data](std::size_t i) { return std::isnan(data[i]) ? kMangaNoCoverage | kMangaDoNotUse : 0; },
+      "MASK", "", "MANGA_DRP3PIXMASK bits: 1 NOCOV, 1024 DONOTUSE");
   std::vector<double> wave(static_cast<std::size_t>(cube.shape.n_wave));
   for (int k = 0; k < cube.shape.n_wave; ++k) wave[k] = cube.axes.wavelength_angstrom(k);
   write_spectrum_extension(

@@ -184,10 +184,17 @@ std::string powered_unit(const std::string& unit, int exponent) {
 
 bool fits_in_float32(const std::vector<double>& values) {
   constexpr double lo = std::numeric_limits<float>::min(), hi = std::numeric_limits<float>::max();
-  return std::all_of(values.begin(), values.end(), [&](double v) {
+  // On all threads: each writer asks this of the data and of the variance, 3.3e8 values each on
+  // MUSE-WFM (~0.4 s a pass on one thread).
+  const long long n = static_cast<long long>(values.size());
+  long long outside = 0;
+#pragma omp parallel for schedule(static) reduction(+ : outside)
+  for (long long i = 0; i < n; ++i) {
+    const double v = values[static_cast<std::size_t>(i)];
     const double a = std::abs(v);
-    return std::isnan(v) || a == 0.0 || (a >= lo && a <= hi);
-  });
+    outside += !(std::isnan(v) || a == 0.0 || (a >= lo && a <= hi));
+  }
+  return outside == 0;
 }
 
 void validate_cube(const Cube& cube, const std::string& what) {

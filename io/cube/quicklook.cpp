@@ -300,10 +300,25 @@ std::vector<double> white_light_image(const Cube& cube) {
 
 std::vector<double> integrated_spectrum(const Cube& cube) {
   const auto& s = cube.shape;
-  std::vector<double> spectrum(static_cast<std::size_t>(s.n_wave), 0.0);
-  for (std::size_t sp = 0; sp < s.n_spaxels(); ++sp)
-    for (int k = 0; k < s.n_wave; ++k)
-      if (const double v = cube.data[sp * s.n_wave + k]; !std::isnan(v)) spectrum[k] += v;
+  const auto n_wave = static_cast<std::size_t>(s.n_wave);
+  const std::size_t n_spaxels = s.n_spaxels();
+  // On all threads (one pass over a 2.7 GB cube on MUSE-WFM): a fixed number of runs of spaxels,
+  // each summed in order, then the runs' sums added in order, so the spectrum does not depend on
+  // the thread count.
+  constexpr std::size_t kRuns = 64;
+  std::vector<double> partial(kRuns * n_wave, 0.0);
+#pragma omp parallel for schedule(static)
+  for (long long r = 0; r < static_cast<long long>(kRuns); ++r) {
+    double* sum = partial.data() + static_cast<std::size_t>(r) * n_wave;
+    const std::size_t begin = n_spaxels * static_cast<std::size_t>(r) / kRuns;
+    const std::size_t end = n_spaxels * static_cast<std::size_t>(r + 1) / kRuns;
+    for (std::size_t sp = begin; sp < end; ++sp)
+      for (std::size_t k = 0; k < n_wave; ++k)
+        if (const double v = cube.data[sp * n_wave + k]; !std::isnan(v)) sum[k] += v;
+  }
+  std::vector<double> spectrum(n_wave, 0.0);
+  for (std::size_t r = 0; r < kRuns; ++r)
+    for (std::size_t k = 0; k < n_wave; ++k) spectrum[k] += partial[r * n_wave + k];
   return spectrum;
 }
 

@@ -1,5 +1,10 @@
 #include "stages/aperture_mask/aperture_mask.h"
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -26,6 +31,20 @@ void keep_correlations(SpatialCorrelation& c, Keep keep) {
   }
   for (auto* indices : {&c.i_x, &c.i_y, &c.j_x, &c.j_y}) indices->resize(n);
   c.rho.resize(n);
+}
+
+// Gives the kernel back the whole pages of `values` past its size (the cropped margin, ~0.2 GB
+// on MUSE-WFM), which stayed resident after an in-place crop: the capacity is kept (a
+// shrink_to_fit would copy the cube), its pages read as zeros if the vector ever grows again.
+void release_tail_pages([[maybe_unused]] std::vector<double>& values) {
+#if defined(__linux__) && defined(MADV_DONTNEED)
+  const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto end = reinterpret_cast<std::uintptr_t>(values.data() + values.size());
+  const auto last = reinterpret_cast<std::uintptr_t>(values.data() + values.capacity());
+  const std::uintptr_t first = (end + page - 1) / page * page;
+  const std::uintptr_t stop = last / page * page;
+  if (stop > first) ::madvise(reinterpret_cast<void*>(first), stop - first, MADV_DONTNEED);
+#endif
 }
 
 }  // namespace
@@ -57,10 +76,11 @@ void crop_margin(const CubeMargin& margin, Cube& cube, std::map<std::string, Sky
                       in.n_wave - 2 * margin.wavelengths};
   if (out.nx <= 0 || out.ny <= 0 || out.n_wave <= 0)
     throw std::logic_error("aperture_mask: the cube is smaller than its margin");
+  // In place: every kept run moves to an index no later than its own (spaxel and plane offsets
+  // only shrink), so a forward pass never overwrites a value it has still to move. A cropped copy
+  // was a second cube (2.7 GB on MUSE-WFM) at this stage's peak, and its page faults.
   auto crop = [&](std::vector<double>& values, int n_wave_in, int n_wave_out, int k0) {
     if (values.empty()) return;
-    std::vector<double> kept =
-        large_vector<double>(out.n_spaxels() * static_cast<std::size_t>(n_wave_out));
     for (int iy = 0; iy < out.ny; ++iy)
       for (int ix = 0; ix < out.nx; ++ix) {
         const std::size_t from =
@@ -68,10 +88,13 @@ void crop_margin(const CubeMargin& margin, Cube& cube, std::map<std::string, Sky
                 n_wave_in +
             k0;
         const std::size_t to = (static_cast<std::size_t>(iy) * out.nx + ix) * n_wave_out;
-        std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(from), n_wave_out,
-                    kept.begin() + static_cast<std::ptrdiff_t>(to));
+        if (to != from)  // to < from: std::copy's forward order is safe on the overlap
+          std::copy(values.begin() + static_cast<std::ptrdiff_t>(from),
+                    values.begin() + static_cast<std::ptrdiff_t>(from + n_wave_out),
+                    values.begin() + static_cast<std::ptrdiff_t>(to));
       }
-    values = std::move(kept);
+    values.resize(out.n_spaxels() * static_cast<std::size_t>(n_wave_out));
+    release_tail_pages(values);
   };
   // The correlation matrices' spaxel indices move with the crop, and their planes with the
   // band's; entries of spaxels cut off go.

@@ -118,6 +118,7 @@ double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::ui
   // In huge pages: 2.7 GB of 4 kB pages on MUSE-WFM is ~650,000 page faults (data/host_memory.h).
   cube.variance = large_vector<double>(cube.data.size());
   const std::uint64_t state = counter_state(seed);
+  const ZigguratTables& tables = ziggurat_tables();
   const long long n = static_cast<long long>(cube.data.size());
 #pragma omp parallel for schedule(static)
   for (long long i = 0; i < n; ++i) {
@@ -131,7 +132,8 @@ double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::ui
                                  std::max(cube.data[i], 0.0) *
                                      per_plane[static_cast<std::size_t>(i) % n_wave].second;
     cube.variance[i] = var;
-    cube.data[i] += std::sqrt(var) * counter_normal_of_state(state, static_cast<std::uint64_t>(i));
+    cube.data[i] +=
+        std::sqrt(var) * counter_normal_of_state(state, static_cast<std::uint64_t>(i), tables);
   }
   return s_ref;
 }

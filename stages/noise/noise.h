@@ -24,9 +24,10 @@
 // body of the galaxy.
 //
 // The cube's data gets sigma(voxel) * z(voxel), z a standard normal. Random numbers are
-// counter-based: z(voxel) comes from the SplitMix64 stream (Steele, Lea & Flood 2014, OOPSLA)
-// of the seed, jumped to position 2 * voxel (two uniforms, Box & Muller 1958), so the cube is
-// the same for any number of threads and any schedule. The seed is `seed` if given, else the
+// counter-based: z(voxel) is a Ziggurat draw (Marsaglia & Tsang 2000) from position `voxel` of
+// the SplitMix64 stream (Steele, Lea & Flood 2014, OOPSLA) of the seed, with its rare retries
+// from a stream keyed by the voxel (stages/noise/random.h), so the cube is the same for any
+// number of threads and any schedule. The seed is `seed` if given, else the
 // observation's.
 //
 // That is the default model, `"model": "snr"`, for presets without exposure data. `"model":
