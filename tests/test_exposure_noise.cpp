@@ -23,6 +23,7 @@
 #include "stages/noise/noise.h"
 #include "stages/noise/random.h"
 #include "stages/stage.h"
+#include "temp_dir.h"
 
 using namespace ifusim;
 namespace fs = std::filesystem;
@@ -99,19 +100,7 @@ std::string example(const std::string& name) {
   return std::string(IFUSIM_SOURCE_DIR) + "/configs/examples/" + name + ".json";
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("ifusim_exposure_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
-    fs::remove_all(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  static int& counter() {
-    static int c = 0;
-    return c;
-  }
-};
+using test::TempDir;
 
 // The synthetic example, small (3000 stars, no gas), with `overrides`: the error it stops with.
 std::string run_error(std::vector<std::string> overrides, const fs::path& out) {

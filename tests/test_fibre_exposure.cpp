@@ -18,6 +18,7 @@
 #include "pipeline/runner.h"
 #include "stages/fibres/fibres.h"
 #include "stages/noise/exposure.h"
+#include "temp_dir.h"
 
 using namespace ifusim;
 namespace fs = std::filesystem;
@@ -106,19 +107,7 @@ std::size_t centre_spaxel(int side) {
   return static_cast<std::size_t>(side / 2) * side + side / 2;
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("ifusim_fibre_exposure_" + std::to_string(::getpid()) + "_" + std::to_string(n()++));
-    fs::remove_all(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  static int& n() {
-    static int c = 0;
-    return c;
-  }
-};
+using test::TempDir;
 
 }  // namespace
 

@@ -16,6 +16,7 @@
 #include "io/hdf5.h"
 #include "io/telescope.h"
 #include "stages/noise/noise.h"
+#include "temp_dir.h"
 
 using namespace ifusim;
 namespace fs = std::filesystem;
@@ -43,17 +44,7 @@ Cube log_example_cube() {
   return c;
 }
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() /
-             ("ifusim_logcube_" + name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& file) const { return (path / file).string(); }
-};
+using test::TempDir;
 
 }  // namespace
 

@@ -15,27 +15,14 @@
 #include "io/cube/cube_io.h"
 #include "io/cube/quicklook.h"
 #include "io/hdf5.h"
+#include "temp_dir.h"
 
 using namespace ifusim;
 namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory per test case, removed at the end.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() /
-             ("ifusim_outputs_" + name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& f) const { return (path / f).string(); }
-  std::size_t n_files() const {
-    return static_cast<std::size_t>(std::distance(fs::directory_iterator(path), {}));
-  }
-};
+using test::TempDir;
 
 // Float32 storage: what a written value reads back as, exactly.
 double as_float(double v) {

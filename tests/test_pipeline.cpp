@@ -20,6 +20,7 @@
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
 #include "pipeline/runner.h"
+#include "temp_dir.h"
 
 using namespace ifusim;
 namespace fs = std::filesystem;
@@ -30,19 +31,7 @@ std::string example(const std::string& name) {
   return std::string(IFUSIM_SOURCE_DIR) + "/configs/examples/" + name + ".json";
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("ifusim_pipeline_" + std::to_string(::getpid()) + "_" + std::to_string(counter()++));
-    fs::remove_all(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  static int& counter() {
-    static int c = 0;
-    return c;
-  }
-};
+using test::TempDir;
 
 RunReport run(const RunConfig& config, int n_devices, const fs::path& out) {
   RunOptions options;

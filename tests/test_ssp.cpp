@@ -24,6 +24,7 @@
 #include "io/ssp/pypipe3d.h"
 #include "io/ssp/ssp_hdf5.h"
 #include "io/ssp/ssp_library.h"
+#include "temp_dir.h"
 
 using namespace ifusim;
 namespace fs = std::filesystem;
@@ -41,19 +42,7 @@ std::string mastar_file() {
   return data_dir() + "/ssp/MaStar_CB19.12_1_5.fits.gz";
 }
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag) {
-    path = fs::temp_directory_path() /
-           ("ifusim_test_ssp_" + tag + "_" + std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
+using test::TempDir;
 
 using Key = std::pair<std::string, std::variant<double, std::string>>;
 
