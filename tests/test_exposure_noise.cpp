@@ -15,6 +15,7 @@
 #include "core/config_error.h"
 #include "core/json_params.h"
 #include "data/wavelength.h"
+#include "exposure_fixtures.h"
 #include "io/run_config.h"
 #include "io/sky/sky_tables.h"
 #include "io/telescope.h"
@@ -30,48 +31,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const SkySpectrum& paranal_sky() {
-  static const SkySpectrum sky = read_sky_spectrum(data_dir() + "/sky/paranal_sky.fits");
-  return sky;
-}
-
-const ExtinctionCurve& paranal_extinction() {
-  static const ExtinctionCurve curve =
-      read_extinction_curve(data_dir() + "/sky/paranalextinct.dat");
-  return curve;
-}
+using test::paranal_extinction;
+using test::paranal_sky;
 
 // A MUSE-like exposure: VLT area, a flat throughput, no detector noise unless a test adds it.
 ExposureParams muse_like(double exposure_s, int n_exposures = 1) {
-  ExposureParams p;
-  p.exposure_s = exposure_s;
-  p.n_exposures = n_exposures;
-  p.collecting_area_m2 = 49.29;
-  p.throughput = ResolutionCurve(0.3);
-  p.dark_e_per_pixel_s = 0.0;
-  p.read_noise_e = 0.0;
-  p.sky_file_key = "stages.noise.sky_file";
-  p.extinction_key = "stages.noise.site";
-  return p;
+  return test::flat_exposure(49.29, 0.3, exposure_s, n_exposures, "stages.noise");
 }
-
 Observation observation(double start_angstrom, const std::string& medium = "air") {
-  Observation obs;
-  obs.axes.spaxel_arcsec = 0.2;
-  obs.axes.wave_start_angstrom = start_angstrom;
-  obs.axes.wave_step_angstrom = 1.25;
-  obs.axes.wavelength_medium = medium;
-  obs.telescope_lsf_fwhm_angstrom = 2.5;
-  obs.seed = 7;
-  return obs;
+  return test::exposure_observation(0.2, start_angstrom, medium);
 }
 
 Cube flat_cube(int side, int n_wave, double value) {
-  Cube cube;
-  cube.shape = {side, side, n_wave};
-  cube.unit = "10**(-20)*erg/(s*cm**2*Angstrom)";
-  cube.data.assign(cube.shape.n_voxels(), value);
-  return cube;
+  return test::flat_cube(side, n_wave, value);
 }
 
 // The variance of plane k of `cube` about `truth`, over all spaxels.

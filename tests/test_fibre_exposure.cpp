@@ -13,6 +13,7 @@
 
 #include "core/config_error.h"
 #include "data/wavelength.h"
+#include "exposure_fixtures.h"
 #include "io/run_config.h"
 #include "io/sky/sky_tables.h"
 #include "pipeline/runner.h"
@@ -25,15 +26,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const SkySpectrum& paranal_sky() {
-  static const SkySpectrum sky = read_sky_spectrum(data_dir() + "/sky/paranal_sky.fits");
-  return sky;
-}
-
-const ExtinctionCurve& kpno_extinction() {
-  static const ExtinctionCurve curve = read_extinction_curve(data_dir() + "/sky/kpnoextinct.dat");
-  return curve;
-}
+using test::kpno_extinction;
+using test::paranal_sky;
 
 constexpr double kSpaxel = 0.5;  // arcsec, MaNGA's cubes
 
@@ -61,35 +55,15 @@ FibresParams manga(int n_fibres, const ExposureParams& exposure) {
 
 // The Sloan telescope (3.99 m^2), a flat throughput, no detector noise unless a test adds it.
 ExposureParams sloan_like(double exposure_s, int n_exposures = 1) {
-  ExposureParams p;
-  p.exposure_s = exposure_s;
-  p.n_exposures = n_exposures;
-  p.collecting_area_m2 = 3.99;
-  p.throughput = ResolutionCurve(0.25);
-  p.dark_e_per_pixel_s = 0.0;
-  p.read_noise_e = 0.0;
-  p.sky_file_key = "stages.fibres.noise.sky_file";
-  p.extinction_key = "stages.fibres.noise.site";
-  return p;
+  return test::flat_exposure(3.99, 0.25, exposure_s, n_exposures, "stages.fibres.noise");
 }
-
 Observation observation(double start_angstrom, const std::string& medium = "air") {
-  Observation obs;
-  obs.axes.spaxel_arcsec = kSpaxel;
-  obs.axes.wave_start_angstrom = start_angstrom;
-  obs.axes.wave_step_angstrom = 1.25;
-  obs.axes.wavelength_medium = medium;
-  obs.telescope_lsf_fwhm_angstrom = 2.5;
-  obs.seed = 7;
-  return obs;
+  return test::exposure_observation(kSpaxel, start_angstrom, medium);
 }
 
 Cube flat_cube(int side, int n_wave, double value) {
-  Cube cube;
-  cube.shape = {side, side, n_wave};
+  Cube cube = test::flat_cube(side, n_wave, value);
   cube.axes.spaxel_arcsec = kSpaxel;
-  cube.unit = "10**(-20)*erg/(s*cm**2*Angstrom)";
-  cube.data.assign(cube.shape.n_voxels(), value);
   return cube;
 }
 
