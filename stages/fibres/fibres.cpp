@@ -331,13 +331,10 @@ class FibresStage final : public Stage {
     const std::uint64_t seed =
         params_.noise && params_.noise->seed ? *params_.noise->seed : state.observation.seed;
     const Observation& obs = state.observation;
-    std::vector<double> widths;  // a logarithmic grid's plane widths (margin included)
-    if (obs.axes.is_log())
-      for (int k = 0; k < state.cube->shape.n_wave; ++k)
-        widths.push_back(obs.simulated_grid().width(k));
     const std::size_t n = apply_fibres(
         params_, spaxel_arcsec, wavelength, obs.axes.width_angstrom(0), obs.margin.wavelengths,
-        seed, *state.cube, path_, widths, {sky_.sky.get(), sky_.extinction.get(), &obs});
+        seed, *state.cube, path_, noise_plane_widths(obs, state.cube->shape.n_wave),
+        {sky_.sky.get(), sky_.extinction.get(), &obs});
     spdlog::info(
         "fibres: {} fibres x {} dither positions, cube reconstructed (Shepard, sigma {} "
         "arcsec, r_lim {} arcsec){}",

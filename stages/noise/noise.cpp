@@ -142,12 +142,8 @@ namespace {
 
 class NoiseStage final : public Stage {
  public:
-  NoiseStage(NoiseParams params, std::string path, std::shared_ptr<const SkySpectrum> sky,
-             std::shared_ptr<const ExtinctionCurve> extinction)
-      : params_(std::move(params)),
-        path_(std::move(path)),
-        sky_(std::move(sky)),
-        extinction_(std::move(extinction)) {}
+  NoiseStage(NoiseParams params, std::string path, ExposureSky sky)
+      : params_(std::move(params)), path_(std::move(path)), sky_(std::move(sky)) {}
   std::string name() const override { return "noise"; }
   std::vector<std::string> needs() const override {
     // The exposure model counts photons of a flux cube.
@@ -165,12 +161,12 @@ class NoiseStage final : public Stage {
     if (!state.cube) throw std::logic_error("noise: no cube (psum must run first)");
     const std::uint64_t seed = params_.seed.value_or(state.observation.seed);
     if (params_.exposure_model) {
-      if (!sky_ || !extinction_)
+      if (!sky_.sky || !sky_.extinction)
         throw std::logic_error("noise (" + path_ +
                                "): the exposure model was made without its sky files' loaders");
       const ExposureParams& e = params_.exposure;
-      const ExposureBins bins =
-          apply_exposure_noise(e, *sky_, *extinction_, state.observation, seed, *state.cube, path_);
+      const ExposureBins bins = apply_exposure_noise(e, *sky_.sky, *sky_.extinction,
+                                                     state.observation, seed, *state.cube, path_);
       const std::size_t mid = bins.sky_electrons.size() / 2;
       spdlog::info(
           "noise: {} x {} s at airmass {}, sky V = {} mag/arcsec^2: at {:.0f} A a spaxel gets "
@@ -181,12 +177,8 @@ class NoiseStage final : public Stage {
       return;
     }
     const Observation& obs = state.observation;
-    std::vector<double> widths;  // a logarithmic grid's plane widths (margin included)
-    if (obs.axes.is_log())
-      for (int k = 0; k < state.cube->shape.n_wave; ++k)
-        widths.push_back(obs.simulated_grid().width(k));
-    const double s_ref =
-        apply_noise(params_, obs.axes.width_angstrom(0), seed, *state.cube, path_, widths);
+    const double s_ref = apply_noise(params_, obs.axes.width_angstrom(0), seed, *state.cube, path_,
+                                     noise_plane_widths(obs, state.cube->shape.n_wave));
     spdlog::info("noise: S/N {} per {} at the reference level {} {} (seed {})", params_.snr,
                  params_.per_angstrom ? "Angstrom" : "pixel", s_ref, state.cube->unit, seed);
   }
@@ -194,11 +186,18 @@ class NoiseStage final : public Stage {
  private:
   NoiseParams params_;
   std::string path_;
-  std::shared_ptr<const SkySpectrum> sky_;             // the exposure model's
-  std::shared_ptr<const ExtinctionCurve> extinction_;  // the exposure model's
+  ExposureSky sky_;  // the exposure model's sky and extinction
 };
 
 }  // namespace
+
+std::vector<double> noise_plane_widths(const Observation& obs, int n_wave) {
+  std::vector<double> widths;
+  if (!obs.axes.is_log()) return widths;
+  const WaveGrid grid = obs.simulated_grid();
+  for (int k = 0; k < n_wave; ++k) widths.push_back(grid.width(k));
+  return widths;
+}
 
 nlohmann::json noise_params_json(const nlohmann::json& params) {
   // What the telescope gives the exposure model, which the stage inherits from the run config,
@@ -224,8 +223,7 @@ std::unique_ptr<Stage> make_noise_stage(const nlohmann::json& params, const std:
                                         const StageResources& resources) {
   NoiseParams p = NoiseParams::from_json(JsonParams(noise_params_json(params), path));
   ExposureSky sky = load_exposure_sky(p, resources);
-  return std::make_unique<NoiseStage>(std::move(p), path, std::move(sky.sky),
-                                      std::move(sky.extinction));
+  return std::make_unique<NoiseStage>(std::move(p), path, std::move(sky));
 }
 
 StageEntry noise_stage() {

@@ -37,6 +37,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -71,6 +72,10 @@ double counter_normal(std::uint64_t seed, std::uint64_t index);
 double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::uint64_t seed,
                    Cube& cube, const std::string& path = "noise",
                    const std::vector<double>& plane_width_angstrom = {});
+
+// The plane widths apply_noise takes for `obs`: each simulated plane's (margin included) on a
+// logarithmic grid, none (its constant step is used) on a linear one.
+std::vector<double> noise_plane_widths(const Observation& obs, int n_wave);
 
 // The telescope keys the exposure model inherits from the run config (telescope.X, see
 // noise_stage's `inherits`; the fibres stage's `noise` inherits them too).
