@@ -27,6 +27,15 @@ inline const ExtinctionCurve& kpno_extinction() {
   return curve;
 }
 
+// A constant extinction of `mag_per_airmass` over 3000-11000 A (the tests' bands).
+inline ExtinctionCurve flat_extinction(double mag_per_airmass) {
+  ExtinctionCurve flat;
+  flat.file = "flat";
+  flat.wavelength_angstrom = {3000.0, 11000.0};
+  flat.mag_per_airmass = {mag_per_airmass, mag_per_airmass};
+  return flat;
+}
+
 // `collecting_area_m2` and a flat `throughput`, keys named as under `stage_key`
 // ("stages.noise", "stages.fibres.noise").
 inline ExposureParams flat_exposure(double collecting_area_m2, double throughput, double exposure_s,

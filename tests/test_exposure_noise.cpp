@@ -264,10 +264,7 @@ TEST_CASE("exposure noise: a flat AB source gives the photon count worked out by
   ExposureParams p = muse_like(900.0, 3);
   p.airmass = 1.3;
   p.sky_mag_arcsec2 = 39.9;
-  ExtinctionCurve flat;
-  flat.file = "flat";
-  flat.wavelength_angstrom = {3000.0, 11000.0};
-  flat.mag_per_airmass = {0.12, 0.12};
+  const ExtinctionCurve flat = test::flat_extinction(0.12);
   const double f_nu = std::pow(10.0, -0.4 * (20.0 + 48.60));
   const double c_angstrom_s = 2.99792458e18;
   const double h = 6.62607015e-27;  // erg s

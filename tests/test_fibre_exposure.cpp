@@ -14,6 +14,7 @@
 #include "core/config_error.h"
 #include "data/wavelength.h"
 #include "exposure_fixtures.h"
+#include "fibre_fixtures.h"
 #include "io/run_config.h"
 #include "io/sky/sky_tables.h"
 #include "pipeline/runner.h"
@@ -31,21 +32,9 @@ using test::paranal_sky;
 
 constexpr double kSpaxel = 0.5;  // arcsec, MaNGA's cubes
 
-// A MaNGA bundle of n_fibres (19 or 127): 2 arcsec cores at a 2.5 arcsec pitch (Drory et al.
-// 2015), three dithers on a triangle of side 2.5 / sqrt(3) (Law et al. 2015), with an exposure
-// noise model in `noise`.
+// A MaNGA bundle of n_fibres (19 or 127) with an exposure noise model in `noise`.
 FibresParams manga(int n_fibres, const ExposureParams& exposure) {
-  FibresParams p;
-  p.bundle.n_fibres = n_fibres;
-  p.bundle.core_diameter_arcsec = 2.0;
-  p.bundle.pitch_arcsec = 2.5;
-  const double rc = 2.5 / 3.0;  // the triangle's circumradius: side / sqrt(3)
-  p.bundle.dither_x_arcsec.clear();
-  p.bundle.dither_y_arcsec.clear();
-  for (double angle_deg : {90.0, 210.0, 330.0}) {
-    p.bundle.dither_x_arcsec.push_back(rc * std::cos(angle_deg * std::numbers::pi / 180.0));
-    p.bundle.dither_y_arcsec.push_back(rc * std::sin(angle_deg * std::numbers::pi / 180.0));
-  }
+  FibresParams p = test::manga_bundle(n_fibres);
   NoiseParams noise;
   noise.exposure_model = true;
   noise.exposure = exposure;
@@ -98,10 +87,7 @@ TEST_CASE("fibre exposure: a flat AB = 20 source's photons per fibre, worked out
   ExposureParams e = sloan_like(900.0, 3);
   e.airmass = 1.2;
   e.sky_mag_arcsec2 = 39.9;
-  ExtinctionCurve flat;
-  flat.file = "flat";
-  flat.wavelength_angstrom = {3000.0, 11000.0};
-  flat.mag_per_airmass = {0.15, 0.15};
+  const ExtinctionCurve flat = test::flat_extinction(0.15);
   const FibresParams params = manga(19, e);
   const double f_nu = std::pow(10.0, -0.4 * (20.0 + 48.60));
   const double c_angstrom_s = 2.99792458e18, h = 6.62607015e-27;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/config_error.h"
+#include "fibre_fixtures.h"
 #include "io/cube/cube_io.h"
 #include "io/hdf5.h"
 #include "io/run_config.h"
@@ -25,25 +26,6 @@
 using namespace ifusim;
 
 namespace {
-
-// MaNGA's 19-fibre bundle: 2 arcsec cores at a 2.5 arcsec pitch (Drory et al. 2015), three
-// dithers on a triangle of side 2.5 / sqrt(3) = 1.443 arcsec (Law et al. 2015), centred.
-FibresParams manga19() {
-  FibresParams p;
-  p.bundle.n_fibres = 19;
-  p.bundle.core_diameter_arcsec = 2.0;
-  p.bundle.pitch_arcsec = 2.5;
-  const double side = 2.5 / std::sqrt(3.0);
-  // An equilateral triangle of side `side` centred on the origin: circumradius side / sqrt(3).
-  const double rc = side / std::sqrt(3.0);
-  p.bundle.dither_x_arcsec.clear();
-  p.bundle.dither_y_arcsec.clear();
-  for (double angle_deg : {90.0, 210.0, 330.0}) {
-    p.bundle.dither_x_arcsec.push_back(rc * std::cos(angle_deg * std::numbers::pi / 180.0));
-    p.bundle.dither_y_arcsec.push_back(rc * std::sin(angle_deg * std::numbers::pi / 180.0));
-  }
-  return p;
-}
 
 constexpr double kSpaxel = 0.5;  // arcsec, MaNGA's cubes
 
@@ -97,7 +79,7 @@ double moment_fwhm(const Cube& c) {
 
 TEST_CASE("fibres: a flat sky fills each core and an exposure holds the bundle's filling factor",
           "[fibres]") {
-  const FibresParams p = manga19();
+  const FibresParams p = test::manga_bundle(19);
   Cube sky = sky_cube(41, 3, 5000.0);
   const double mu = 2.0;  // per arcsec^2
   std::fill(sky.data.begin(), sky.data.end(), mu * kSpaxel * kSpaxel);
@@ -120,7 +102,7 @@ TEST_CASE("fibres: a flat sky fills each core and an exposure holds the bundle's
 }
 
 TEST_CASE("fibres: light conserved through the fibres and the reconstruction", "[fibres]") {
-  const FibresParams p = manga19();
+  const FibresParams p = test::manga_bundle(19);
   const int n = 41;
   Cube sky = sky_cube(n, 2, 5000.0);
   // A Gaussian blob (sigma 1.2 arcsec) at the centre, well inside the bundle (radius ~6 arcsec),
@@ -160,7 +142,7 @@ TEST_CASE("fibres: light conserved through the fibres and the reconstruction", "
 
 TEST_CASE("fibres: neighbouring spaxels' noise correlation matches the GCORREL written",
           "[fibres]") {
-  FibresParams p = manga19();
+  FibresParams p = test::manga_bundle(19);
   NoiseParams noise;
   noise.snr = 5.0;
   noise.reference = 1.0;
@@ -244,7 +226,7 @@ TEST_CASE("fibres: neighbouring spaxels' noise correlation matches the GCORREL w
 
 TEST_CASE("fibres: a point source comes out broader than the seeing, as MaNGA's cubes",
           "[fibres]") {
-  const FibresParams p = manga19();
+  const FibresParams p = test::manga_bundle(19);
   const int n = 41;
   Cube sky = sky_cube(n, 1, 5000.0);
   sky.data[static_cast<std::size_t>(n / 2) * n + n / 2] = 1.0;  // at the field's centre
