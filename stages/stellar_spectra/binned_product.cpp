@@ -21,6 +21,10 @@ using RowMatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::R
 // A block takes the dense product when at least this fraction of its (rows x columns) is filled.
 constexpr double kDenseFill = 0.25;
 
+// B's chunks of bins are whole multiples of this many bins: of every SIMD width's register tile
+// of Eigen's float GEMM over the bins (3 packets: 12 in SSE, 24 in AVX, 48 in AVX-512).
+constexpr std::size_t kChunkBinAlign = 48;
+
 // H over the populated columns, row by row (compressed sparse rows).
 struct SparseRows {
   std::vector<std::size_t> offsets;  // n_rows + 1
@@ -34,62 +38,72 @@ double dust_factor(const BinnedProductInput& in, int term, int k, double doppler
   return in.dust ? in.dust->factor(in.bins.vacuum_centre(k) / doppler, term) : 1.0;
 }
 
-BasisColumn spectrum_row(const BinnedProductInput& in, int node, int velocity_node, int term,
-                         double* out) {
+// Bins [k0, k1) of the row, out[k - k0]; the band's energy is added to light.band_energy bin by
+// bin in order, so that the chunks of a row (binned_product) sum it as the whole row would.
+void spectrum_row(const BinnedProductInput& in, int node, int velocity_node, int term, int k0,
+                  int k1, double* out, BasisColumn& light) {
   const HistogramTile& tile = in.tile;
   const double doppler =
       tile.one_plus_z * std::exp(tile.velocity.u_min + velocity_node * tile.velocity.du);
   int j = 0;
   double f = 0.0;
-  locate(in.ssp, in.bins.vacuum_edge(0) / doppler, j, f);
+  locate(in.ssp, in.bins.vacuum_edge(k0) / doppler, j, f);
   double below = cumulative_at(in.ssp, node, j, f);
-  for (int k = 0; k < in.bins.n; ++k) {
+  for (int k = k0; k < k1; ++k) {
     locate(in.ssp, in.bins.vacuum_edge(k + 1) / doppler, j, f);
     const double c = cumulative_at(in.ssp, node, j, f);
-    out[k] = (c - below) / in.bins.width(k) * dust_factor(in, term, k, doppler);
+    out[k - k0] = (c - below) / in.bins.width(k) * dust_factor(in, term, k, doppler);
     below = c;
   }
-  BasisColumn light{0.0, tile.velocity.velocity_kms(velocity_node)};
-  for (int k = in.band_first_bin; k < in.band_end_bin; ++k)
-    light.band_energy += out[k] * in.bins.width(k);
+  light.velocity_kms = tile.velocity.velocity_kms(velocity_node);
+  for (int k = std::max(k0, in.band_first_bin); k < std::min(k1, in.band_end_bin); ++k)
+    light.band_energy += out[k - k0] * in.bins.width(k);
   for (const EdgeWindow& window : tile.edges)
-    for (int k = window.first_bin; k < window.first_bin + window.n_bins; ++k)
-      out[k] = (continued_cumulative(in.ssp, node, in.bins.vacuum_edge(k + 1) / doppler) -
-                continued_cumulative(in.ssp, node, in.bins.vacuum_edge(k) / doppler)) /
-               in.bins.width(k) * dust_factor(in, term, k, doppler);
-  return light;
+    for (int k = std::max(k0, window.first_bin); k < std::min(k1, window.first_bin + window.n_bins);
+         ++k)
+      out[k - k0] = (continued_cumulative(in.ssp, node, in.bins.vacuum_edge(k + 1) / doppler) -
+                     continued_cumulative(in.ssp, node, in.bins.vacuum_edge(k) / doppler)) /
+                    in.bins.width(k) * dust_factor(in, term, k, doppler);
 }
 
 // An S (part 0) or P (part 1) column of a template's end, at bin `bin` of the observed axis.
 void edge_row(const BinnedProductInput& in, const EdgeWindow& window, int part, int bin, int term,
-              double* out) {
-  std::fill(out, out + in.bins.n, 0.0);
+              int k0, int k1, double* out) {
+  std::fill(out, out + (k1 - k0), 0.0);
   const int end = window.first_bin + window.n_bins;
   // The continuation covers the bins the step has passed: above it (red end) or below it (blue).
   const int lo = part == 1 ? bin : window.red ? bin + 1 : window.first_bin;
   const int hi = part == 1 ? bin + 1 : window.red ? end : bin;
   const double doppler = in.bins.vacuum_centre(bin) / window.rest_angstrom;
-  for (int k = lo; k < hi; ++k)
-    out[k] = -window.flux_scale * (in.bins.vacuum_edge(k + 1) - in.bins.vacuum_edge(k)) /
-             in.bins.width(k) * dust_factor(in, term, k, doppler);
+  for (int k = std::max(lo, k0); k < std::min(hi, k1); ++k)
+    out[k - k0] = -window.flux_scale * (in.bins.vacuum_edge(k + 1) - in.bins.vacuum_edge(k)) /
+                  in.bins.width(k) * dust_factor(in, term, k, doppler);
 }
 
 }  // namespace
 
-BasisColumn basis_row(const BinnedProductInput& in, std::size_t column, double* out) {
+void basis_row(const BinnedProductInput& in, std::size_t column, int k0, int k1, double* out,
+               BasisColumn& light) {
   const HistogramTile& tile = in.tile;
   const std::size_t n_a = static_cast<std::size_t>(tile.dust.rank);
   const int term = static_cast<int>(column % n_a);
   if (column < tile.spectrum_columns()) {
     const auto velocity_node = static_cast<int>(column / n_a % tile.velocity.n);
     const auto node = static_cast<int>(column / n_a / tile.velocity.n);
-    return spectrum_row(in, node, velocity_node, term, out);
+    spectrum_row(in, node, velocity_node, term, k0, k1, out, light);
+    return;
   }
   const int e = column < tile.edge_column(1) ? 0 : 1;
   const EdgeWindow& window = tile.edges[e];
   const auto at = static_cast<int>((column - tile.edge_column(e)) / n_a);
-  edge_row(in, window, at / window.n_bins, window.first_bin + at % window.n_bins, term, out);
-  return {};
+  edge_row(in, window, at / window.n_bins, window.first_bin + at % window.n_bins, term, k0, k1,
+           out);
+}
+
+BasisColumn basis_row(const BinnedProductInput& in, std::size_t column, double* out) {
+  BasisColumn light;
+  basis_row(in, column, 0, in.bins.n, out, light);
+  return light;
 }
 
 BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
@@ -123,89 +137,126 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
 
   // 2. Light weights: each populated column's energy within the band, and its velocity.
   const std::size_t n_pop = populated.size();
-  std::vector<double> column_energy(n_pop), column_velocity(n_pop);
+  std::vector<BasisColumn> column_light(n_pop);
 
-  // 3. B over chunks of columns (bounded memory), then the product per row block. Chunks are
-  // ranges of column ids, not of populated columns, so that a spaxel's sum is split the same
-  // way whatever else its tile holds.
-  const std::size_t chunk_ids =
-      std::max<std::size_t>(1, in.basis_memory_bytes / (n_wave * sizeof(float)));
-  for (std::size_t id0 = 0, c0 = 0; id0 < n_columns; id0 += chunk_ids) {
-    std::size_t c1 = c0;
-    while (c1 < n_pop && populated[c1] < id0 + chunk_ids) ++c1;
-    if (c1 == c0) continue;
-    RowMatrixF basis(static_cast<Eigen::Index>(c1 - c0), static_cast<Eigen::Index>(n_wave));
+  // 3. Each row block's columns (ascending) and its kind of product, once: a block takes the
+  // dense product where it is filled enough, over all its columns at once.
+  const std::size_t n_blocks = (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  std::vector<std::vector<std::int32_t>> block_columns(n_blocks);
+  std::vector<char> block_dense(n_blocks, 0);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::size_t b = 0; b < n_blocks; ++b) {
+    const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
+    std::vector<std::int32_t>& columns = block_columns[b];
+    columns.assign(h.column.begin() + static_cast<std::ptrdiff_t>(h.offsets[r0]),
+                   h.column.begin() + static_cast<std::ptrdiff_t>(h.offsets[r1]));
+    std::sort(columns.begin(), columns.end());
+    columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
+    const std::size_t nnz = h.offsets[r1] - h.offsets[r0], cols = columns.size();
+    block_dense[b] = cols >= 16 &&
+                     static_cast<double>(nnz) >= kDenseFill * static_cast<double>((r1 - r0) * cols);
+    columns.shrink_to_fit();
+  }
+  for (std::size_t b = 0; b < n_blocks; ++b)
+    if (!block_columns[b].empty()) ++(block_dense[b] ? stats.dense_blocks : stats.sparse_blocks);
+
+  // 4. Each populated column's light weight: its band's energy summed bin after bin over the
+  // band, as the whole row sums it.
+  if (in.band_end_bin > in.band_first_bin) {
 #pragma omp parallel
     {
-      std::vector<double> row(n_wave);  // made in double, stored in float
+      std::vector<double> band(static_cast<std::size_t>(in.band_end_bin - in.band_first_bin));
 #pragma omp for schedule(dynamic, 16)
-      for (std::size_t p = c0; p < c1; ++p) {
-        const BasisColumn light = basis_row(in, populated[p], row.data());
-        float* to = basis.row(static_cast<Eigen::Index>(p - c0)).data();
-        for (std::size_t k = 0; k < n_wave; ++k) to[k] = static_cast<float>(row[k]);
-        column_energy[p] = light.band_energy;
-        column_velocity[p] = light.velocity_kms;
-      }
+      for (std::size_t p = 0; p < n_pop; ++p)
+        basis_row(in, populated[p], in.band_first_bin, in.band_end_bin, band.data(),
+                  column_light[p]);
+    }
+  }
+  for (std::size_t p = 0; p < n_pop; ++p)
+    if (populated[p] < in.tile.spectrum_columns()) {
+      const auto n_a = static_cast<std::size_t>(in.tile.dust.rank);
+      column_light[p].velocity_kms =
+          in.tile.velocity.velocity_kms(static_cast<int>(populated[p] / n_a % in.tile.velocity.n));
     }
 
-    const std::size_t n_blocks = (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;
-    std::size_t dense_blocks = 0, sparse_blocks = 0;
-#pragma omp parallel for schedule(dynamic, 1) reduction(+ : dense_blocks, sparse_blocks)
-    for (std::size_t b = 0; b < n_blocks; ++b) {
-      const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
-      // The block's non-zeros within this chunk, and its distinct columns.
-      std::vector<std::int32_t> block_columns;
-      std::size_t nnz = 0;
-      for (std::size_t r = r0; r < r1; ++r)
-        for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e)
-          if (static_cast<std::size_t>(h.column[e]) >= c0 &&
-              static_cast<std::size_t>(h.column[e]) < c1) {
-            block_columns.push_back(h.column[e]);
-            ++nnz;
-          }
-      if (nnz == 0) continue;
-      std::sort(block_columns.begin(), block_columns.end());
-      block_columns.erase(std::unique(block_columns.begin(), block_columns.end()),
-                          block_columns.end());
-      const std::size_t rows = r1 - r0, cols = block_columns.size();
-      Eigen::Map<RowMatrix> out(cube_rows + r0 * n_wave, static_cast<Eigen::Index>(rows),
-                                static_cast<Eigen::Index>(n_wave));
-      if (cols >= 16 && static_cast<double>(nnz) >= kDenseFill * static_cast<double>(rows * cols)) {
-        RowMatrixF hd =
-            RowMatrixF::Zero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
-        RowMatrixF bg(static_cast<Eigen::Index>(cols), static_cast<Eigen::Index>(n_wave));
-        for (std::size_t q = 0; q < cols; ++q)
-          bg.row(static_cast<Eigen::Index>(q)) =
-              basis.row(static_cast<Eigen::Index>(block_columns[q] - c0));
-        for (std::size_t r = r0; r < r1; ++r)
-          for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {
-            const auto col = static_cast<std::size_t>(h.column[e]);
-            if (col < c0 || col >= c1) continue;
-            const auto q =
-                std::lower_bound(block_columns.begin(), block_columns.end(), h.column[e]) -
-                block_columns.begin();
-            hd(static_cast<Eigen::Index>(r - r0), q) = static_cast<float>(h.value[e]);
-          }
-        const RowMatrixF product = hd * bg;
-        out += product.cast<double>();
-        ++dense_blocks;
-      } else {
-        for (std::size_t r = r0; r < r1; ++r)
-          for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {
-            const auto col = static_cast<std::size_t>(h.column[e]);
-            if (col < c0 || col >= c1) continue;
-            out.row(static_cast<Eigen::Index>(r - r0)) +=
-                h.value[e] * basis.row(static_cast<Eigen::Index>(col - c0)).cast<double>();
-          }
-        ++sparse_blocks;
+  // 5. B in chunks of wavelength bins (bounded memory, binned_product.h), a chunk to a thread at a
+  // time: every populated column's values over the chunk's bins, then each block's product over
+  // them into those bins of the cube's rows (the threads' bins never overlap: one parallel loop,
+  // no barrier per chunk). A block's sums still run over all its columns at once, so each voxel
+  // is the sum the whole B gave, bit for bit: Eigen's GEMM adds a voxel's terms in an order set
+  // by the inner dimension (the block's columns) alone, and the chunks are whole multiples of
+  // kChunkBinAlign bins, so that they cut the bins where its register tiles over them are cut
+  // anyway (scripts/compare-builds.sh: every cube the same as B whole gave).
+  const std::size_t chunk_bins = std::max(
+      kChunkBinAlign, in.basis_memory_bytes /
+                          (std::max<std::size_t>(n_pop, 1) * sizeof(float) * kChunkBinAlign) *
+                          kChunkBinAlign);
+  const std::size_t n_chunks = n_pop == 0 ? 0 : (n_wave + chunk_bins - 1) / chunk_bins;
+#pragma omp parallel
+  {
+    // This thread's chunk of B, a row in double, its gathered columns and float product, reused
+    // chunk after chunk and block after block (each a fresh buffer was a fresh mapping and its
+    // page faults each time).
+    std::vector<float> basis_buffer, gathered, product_buffer;
+    std::vector<double> row;
+#pragma omp for schedule(dynamic, 1)
+    for (std::size_t chunk = 0; chunk < n_chunks; ++chunk) {
+      const std::size_t k0 = chunk * chunk_bins, k1 = std::min(n_wave, k0 + chunk_bins),
+                        width = k1 - k0;
+      basis_buffer.resize(n_pop * width);
+      row.resize(width);
+      Eigen::Map<RowMatrixF> basis(basis_buffer.data(), static_cast<Eigen::Index>(n_pop),
+                                   static_cast<Eigen::Index>(width));
+      for (std::size_t p = 0; p < n_pop; ++p) {
+        BasisColumn unused;  // the light weights are made above, over the band
+        basis_row(in, populated[p], static_cast<int>(k0), static_cast<int>(k1), row.data(), unused);
+        float* to = basis.row(static_cast<Eigen::Index>(p)).data();
+        for (std::size_t k = 0; k < width; ++k) to[k] = static_cast<float>(row[k]);  // float B
+      }
+      for (std::size_t b = 0; b < n_blocks; ++b) {
+        const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
+        const std::vector<std::int32_t>& columns = block_columns[b];
+        if (columns.empty()) continue;
+        const std::size_t rows = r1 - r0, cols = columns.size();
+        Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>> out(
+            cube_rows + r0 * n_wave + k0, static_cast<Eigen::Index>(rows),
+            static_cast<Eigen::Index>(width),
+            Eigen::OuterStride<>(static_cast<Eigen::Index>(n_wave)));
+        if (block_dense[b]) {
+          RowMatrixF hd =
+              RowMatrixF::Zero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
+          for (std::size_t r = r0; r < r1; ++r)
+            for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {
+              const auto q =
+                  std::lower_bound(columns.begin(), columns.end(), h.column[e]) - columns.begin();
+              hd(static_cast<Eigen::Index>(r - r0), q) = static_cast<float>(h.value[e]);
+            }
+          gathered.resize(cols * width);
+          Eigen::Map<RowMatrixF> bg(gathered.data(), static_cast<Eigen::Index>(cols),
+                                    static_cast<Eigen::Index>(width));
+          for (std::size_t q = 0; q < cols; ++q)
+            bg.row(static_cast<Eigen::Index>(q)) = basis.row(columns[q]);
+          product_buffer.resize(rows * width);
+          Eigen::Map<RowMatrixF> product(product_buffer.data(), static_cast<Eigen::Index>(rows),
+                                         static_cast<Eigen::Index>(width));
+          product.noalias() = hd * bg;
+          out += product.cast<double>();
+        } else {
+          for (std::size_t r = r0; r < r1; ++r)
+            for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e)
+              out.row(static_cast<Eigen::Index>(r - r0)) +=
+                  h.value[e] * basis.row(h.column[e]).cast<double>();
+        }
       }
     }
-    stats.dense_blocks += dense_blocks;
-    stats.sparse_blocks += sparse_blocks;
-    c0 = c1;
+  }
+  std::vector<double> column_energy(n_pop), column_velocity(n_pop);
+  for (std::size_t p = 0; p < n_pop; ++p) {
+    column_energy[p] = column_light[p].band_energy;
+    column_velocity[p] = column_light[p].velocity_kms;
   }
 
-  // 4. Light-weighted moments of v per spaxel.
+  // 6. Light-weighted moments of v per spaxel.
   for (std::size_t r = 0; r < n_rows; ++r) {
     double w = 0.0, wv = 0.0, wvv = 0.0;
     for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {

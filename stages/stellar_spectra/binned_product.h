@@ -5,6 +5,7 @@
 // part of H is dense and a sparse one (one axpy per non-zero) where it is not, so that a wide,
 // sparsely filled field costs what its stars cost. Row blocks are independent and each is computed
 // the same way whatever the number of threads or devices, so the cube is bitwise reproducible.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -17,13 +18,29 @@ namespace ifusim {
 // of the histogram start at multiples of it, so that every block is the same whatever the tiling.
 inline constexpr std::size_t kRowsPerBlock = 32;
 
+// B is made and multiplied in chunks of wavelength bins (binned_product.cpp), a chunk to a thread
+// at a time, each at most basis_chunk_bytes over the populated columns: a thread holds its chunk
+// and its gathered copy of a block's columns of it, each within the bound. The bound follows the
+// whole field's cube, not the tile, and not the thread count. A floor of 1 MiB: at MUSE's
+// 25 x 25 x 3721 two threads hold ~4 MiB beside the 18.6 MB cube (issue 22: 62.5 MB for the whole
+// process at 1e5 stars), where B whole (1065 populated columns, 15.9 MB in float) and its
+// gathers were ~48 MB. A 64th of the cube above it, so that a large field (MUSE-WFM's 2.7 GB cube,
+// ~5000 columns, 72 MB of B) keeps few chunks: each chunk makes its bins of every basis row again
+// from the chunk's first edge (one more search a row).
+inline constexpr std::size_t kMinBasisChunkBytes = std::size_t(1) << 20;
+inline std::size_t basis_chunk_bytes(std::size_t field_spaxels, std::size_t n_wave) {
+  const std::size_t cube_bytes = field_spaxels * n_wave * sizeof(double);
+  return std::max(kMinBasisChunkBytes, cube_bytes / 64);
+}
+
 struct BinnedProductInput {
   SspView ssp;  // host view of the template tables
   WaveBins bins;
   const DustExpansion* dust = nullptr;  // the terms of the dust axis (tile.dust); none without
   HistogramTile tile;
   int band_first_bin = 0, band_end_bin = 0;  // bins whose energy weighs the light moments
-  std::size_t basis_memory_bytes = std::size_t(512) << 20;  // B held at once (column chunks)
+  // B's chunk and each thread's gather held at once: basis_chunk_bytes of the whole field.
+  std::size_t basis_memory_bytes = kMinBasisChunkBytes;
 };
 
 struct BinnedProductStats {
@@ -59,5 +76,9 @@ struct BasisColumn {
   double velocity_kms = 0.0;
 };
 BasisColumn basis_row(const BinnedProductInput& in, std::size_t column, double* out);
+// Bins [k0, k1) of the same row, out[k - k0], with the band's energy over them added to
+// light.band_energy bin after bin (so chunks of a row in order sum it as the whole row does).
+void basis_row(const BinnedProductInput& in, std::size_t column, int k0, int k1, double* out,
+               BasisColumn& light);
 
 }  // namespace ifusim
