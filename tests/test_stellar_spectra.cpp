@@ -477,12 +477,12 @@ TEST_CASE("binned spectra agree with exact on the MaStar and MILES libraries, MU
 }
 
 // B's chunks (binned_product.h): made and multiplied a range of wavelength bins at a time, a chunk
-// to a thread. Each voxel's sum still runs over all its block's columns in one product, so the cube
-// and the light moments are bitwise those of B whole. A chunk that lost or repeated a bin, a basis
-// row restarted at the wrong edge, or a block's columns gathered from the wrong chunk, would be off
-// by a bin's or a column's light.
-TEST_CASE("binned product: B in chunks of bins gives B whole's cube, bitwise",
-          "[spectra][binned]") {
+// to a thread. Each voxel's sum still runs over all its block's columns in one product: the cube
+// agrees with B whole's to float rounding (here bitwise: Eigen tiles these bins the same way), and
+// the light moments do not move at all. A chunk that lost or repeated a bin, a basis row restarted
+// at the wrong edge, or a block's columns gathered from the wrong chunk, would be off by a bin's or
+// a column's light.
+TEST_CASE("binned product: B in chunks of bins gives B whole's cube", "[spectra][binned]") {
   const SspTables tables = make_ssp_tables(test::synthetic_ssp_grid());
   BinnedProductInput in;
   in.ssp = tables.host_view(OutsideGrid::clamp);
@@ -533,11 +533,14 @@ TEST_CASE("binned product: B in chunks of bins gives B whole's cube, bitwise",
   CHECK(whole.stats.dense_blocks > 0);
   CHECK(whole.stats.sparse_blocks > 0);
   // Chunks of 48 bins (six, and one of 12), of 96, and the least (1 byte: 48 bins).
-  const std::size_t bin_bytes = whole.stats.populated_columns * sizeof(float);
+  const std::size_t bin_bytes = n_columns * sizeof(float);
   for (const std::size_t chunk_bytes : {48 * bin_bytes, 96 * bin_bytes, std::size_t{1}}) {
     const Product chunked = product(chunk_bytes);
     INFO("chunk bytes: " << chunk_bytes);
-    CHECK(std::memcmp(chunked.cube.data(), whole.cube.data(), n_voxels * sizeof(double)) == 0);
+    double apart = 0.0;
+    for (std::size_t i = 0; i < n_voxels; ++i)
+      apart = std::max(apart, std::abs(chunked.cube[i] - whole.cube[i]));
+    CHECK(apart <= 1e-6 * peak);
     CHECK(chunked.moments == whole.moments);
     CHECK(chunked.stats.dense_blocks == whole.stats.dense_blocks);
   }

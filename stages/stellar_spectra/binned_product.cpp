@@ -182,15 +182,15 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
   // 5. B in chunks of wavelength bins (bounded memory, binned_product.h), a chunk to a thread at a
   // time: every populated column's values over the chunk's bins, then each block's product over
   // them into those bins of the cube's rows (the threads' bins never overlap: one parallel loop,
-  // no barrier per chunk). A block's sums still run over all its columns at once, so each voxel
-  // is the sum the whole B gave, bit for bit: Eigen's GEMM adds a voxel's terms in an order set
-  // by the inner dimension (the block's columns) alone, and the chunks are whole multiples of
-  // kChunkBinAlign bins, so that they cut the bins where its register tiles over them are cut
-  // anyway (scripts/compare-builds.sh: every cube the same as B whole gave).
-  const std::size_t chunk_bins = std::max(
-      kChunkBinAlign, in.basis_memory_bytes /
-                          (std::max<std::size_t>(n_pop, 1) * sizeof(float) * kChunkBinAlign) *
-                          kChunkBinAlign);
+  // no barrier per chunk). A block's sums still run over all its columns at once; only Eigen's
+  // tiling of the bins can move with the chunks (the last bits of a voxel, where a chunk's end
+  // is not where the whole row's tiles end). The chunks' width is set by the tile's columns, not
+  // the populated ones, so that it is the same for every tile and device count (the bits with
+  // it); at most basis_memory_bytes even if every column is populated, and whole multiples of
+  // kChunkBinAlign bins (Eigen's register tiles over them: the same cuts as the whole row's).
+  const std::size_t chunk_bins =
+      std::max(kChunkBinAlign, in.basis_memory_bytes /
+                                   (n_columns * sizeof(float) * kChunkBinAlign) * kChunkBinAlign);
   const std::size_t n_chunks = n_pop == 0 ? 0 : (n_wave + chunk_bins - 1) / chunk_bins;
 #pragma omp parallel
   {

@@ -19,15 +19,15 @@ namespace ifusim {
 inline constexpr std::size_t kRowsPerBlock = 32;
 
 // B is made and multiplied in chunks of wavelength bins (binned_product.cpp), a chunk to a thread
-// at a time, each at most basis_chunk_bytes over the populated columns: a thread holds its chunk
-// and its gathered copy of a block's columns of it, each within the bound. The bound follows the
-// whole field's cube, not the tile, and not the thread count. A floor of 1 MiB: at MUSE's
-// 25 x 25 x 3721 two threads hold ~4 MiB beside the 18.6 MB cube (issue 22: 62.5 MB for the whole
-// process at 1e5 stars), where B whole (1065 populated columns, 15.9 MB in float) and its
-// gathers were ~48 MB. A 64th of the cube above it, so that a large field (MUSE-WFM's 2.7 GB cube,
-// ~5000 columns, 72 MB of B) keeps few chunks: each chunk makes its bins of every basis row again
-// from the chunk's first edge (one more search a row).
-inline constexpr std::size_t kMinBasisChunkBytes = std::size_t(1) << 20;
+// at a time, each at most basis_chunk_bytes were every column of the tile populated: a thread
+// holds its chunk and its gathered copy of a block's columns of it, each within the bound. The
+// bound follows the whole field's cube, not the tile, and not the thread count. A floor of 4 MiB:
+// at MUSE's 25 x 25 x 3721 (4820 columns, 1065 populated at 1e5 stars) chunks of 192 bins, two
+// threads holding ~2 MB beside the 18.6 MB cube (issue 22: 62.5 MB for the whole process at 1e5
+// stars), where B whole (15.9 MB in float) and each thread's gather of it were ~48 MB. A 64th of
+// the cube above it, so that a large field (MUSE-WFM's 2.7 GB cube) keeps wide chunks: each
+// chunk makes its bins of every basis row again from the chunk's first edge (one more search).
+inline constexpr std::size_t kMinBasisChunkBytes = std::size_t(4) << 20;
 inline std::size_t basis_chunk_bytes(std::size_t field_spaxels, std::size_t n_wave) {
   const std::size_t cube_bytes = field_spaxels * n_wave * sizeof(double);
   return std::max(kMinBasisChunkBytes, cube_bytes / 64);
