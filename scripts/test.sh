@@ -47,7 +47,7 @@ IFUSIM_CLI="$root/build/ifusim" OMP_NUM_THREADS=4 \
 
 section "build (ASan + UBSan, CPU backend)"
 "$root/scripts/build.sh" "$root/build-sanitize" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DIFUSIM_SANITIZE=ON -DIFUSIM_CUDA=OFF -DIFUSIM_PYTHON=OFF -DIFUSIM_MPI=OFF
+  -DIFUSIM_SANITIZE=ON -DIFUSIM_CUDA=OFF -DIFUSIM_PYTHON=OFF -DIFUSIM_MPI=OFF -DIFUSIM_BUILD_BENCH=OFF
 section "tests under ASan + UBSan"
 ASAN_OPTIONS=detect_leaks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$root/scripts/ubsan-suppressions.txt \
