@@ -295,11 +295,11 @@ void write_manga_extensions(fitsfile* f, const std::string& file, const Cube& cu
     write_spectrum_extension(f, file, "SPECRES", post, "",
                              "median spectral resolution lambda/FWHM (post-pixel)");
     write_spectrum_extension(f, file, "SPECRESD", one_lsf, "",
-                             "std. dev. of SPECRES between fibres (one LSF: 0)");
+                             "sd of SPECRES across fibres (0: one LSF)");
     write_spectrum_extension(f, file, "PRESPECRES", pre, "",
                              "median spectral resolution lambda/FWHM (pre-pixel)");
     write_spectrum_extension(f, file, "PRESPECRESD", one_lsf, "",
-                             "std. dev. of PRESPECRES between fibres (one LSF: 0)");
+                             "sd of PRESPECRES across fibres (0: one LSF)");
   }
 }
 
