@@ -291,14 +291,15 @@ void write_manga_extensions(fitsfile* f, const std::string& file, const Cube& cu
       pre[k] = wave[k] / fwhm;
       post[k] = wave[k] / post_pixel_fwhm(fwhm, cube.axes.width_angstrom(static_cast<int>(k)));
     }
-    const std::vector<double> one_lsf(wave.size(), 0.0);
     write_spectrum_extension(f, file, "SPECRES", post, "",
                              "median spectral resolution lambda/FWHM (post-pixel)");
-    write_spectrum_extension(f, file, "SPECRESD", one_lsf, "",
+    std::vector<double>& spread = post;  // no longer needed: the spreads' zeros (one LSF)
+    std::fill(spread.begin(), spread.end(), 0.0);
+    write_spectrum_extension(f, file, "SPECRESD", spread, "",
                              "sd of SPECRES across fibres (0: one LSF)");
     write_spectrum_extension(f, file, "PRESPECRES", pre, "",
                              "median spectral resolution lambda/FWHM (pre-pixel)");
-    write_spectrum_extension(f, file, "PRESPECRESD", one_lsf, "",
+    write_spectrum_extension(f, file, "PRESPECRESD", spread, "",
                              "sd of PRESPECRES across fibres (0: one LSF)");
   }
 }
