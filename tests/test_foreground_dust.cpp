@@ -194,7 +194,7 @@ TEST_CASE("galaxy.ebv_mw: bad values, a pipeline that would ignore it, two value
   OutDir out;
   // Given, > 0, and no stage applies it: refused before anything runs, naming the stage to add.
   CHECK_THROWS_WITH(run_into(ebv_config(false, {"galaxy.ebv_mw=0.1"}), out.path),
-                    Catch::StartsWith("galaxy.ebv_mw: 0.1 mag") &&
+                    Catch::StartsWith("galaxy.ebv_mw: 0.1,") &&
                         Catch::Contains("add foreground_dust to the pipeline"));
   // Given twice with different values.
   CHECK_THROWS_WITH(

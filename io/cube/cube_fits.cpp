@@ -228,6 +228,18 @@ std::vector<double> read_spectrum_extension(fitsfile* raw, const std::string& pa
   return values;
 }
 
+// A Gaussian LSF of the given FWHM pixelised by a pixel of the given width (a top hat, variance
+// width^2 / 12, added to the Gaussian's sigma^2), and back: MaNGA's SPECRES (post-pixel) and
+// PRESPECRES (pre-pixel) as the DRP data model defines them (Law et al. 2021, AJ 161, 52).
+constexpr double kFwhmPerSigmaSquared = 8.0 * std::numbers::ln2;  // (2 sqrt(2 ln 2))^2
+double post_pixel_fwhm(double fwhm, double width) {
+  return std::sqrt(fwhm * fwhm + kFwhmPerSigmaSquared * width * width / 12.0);
+}
+double pre_pixel_fwhm(double post_fwhm, double width) {
+  return std::sqrt(
+      std::max(post_fwhm * post_fwhm - kFwhmPerSigmaSquared * width * width / 12.0, 0.0));
+}
+
 // MaNGA's DRP bits used here (MANGA_DRP3PIXMASK, SDSS-IV DR17 bitmasks): NOCOV (bit 0, no
 // coverage) and DONOTUSE (bit 10).
 constexpr std::int32_t kMangaNoCoverage = 1, kMangaDoNotUse = 1 << 10;
@@ -248,16 +260,8 @@ void write_manga_extensions(fitsfile* f, const std::string& file, const Cube& cu
       const double v = var[i];
       return v > 0 && std::isfinite(v) && !std::isnan(data[i]) ? 1.0 / v : 0.0;
     };
-    constexpr double lo = std::numeric_limits<float>::min(), hi = std::numeric_limits<float>::max();
-    const long long n = static_cast<long long>(cube.variance.size());
-    long long outside = 0;
-#pragma omp parallel for schedule(static) reduction(+ : outside)
-    for (long long i = 0; i < n; ++i) {
-      const double a = std::abs(ivar(static_cast<std::size_t>(i)));
-      outside += !(a == 0.0 || (a >= lo && a <= hi));
-    }
     const std::string ivar_unit = inverse_squared_unit(cube.unit);
-    if (outside == 0)
+    if (fits_in_float32_of(cube.variance.size(), ivar))
       write_image_of<float>(f, file, cube, ivar, "IVAR", ivar_unit, "inverse variance of FLUX");
     else
       write_image_of<double>(f, file, cube, ivar, "IVAR", ivar_unit, "inverse variance of FLUX");
@@ -278,20 +282,25 @@ void write_manga_extensions(fitsfile* f, const std::string& file, const Cube& cu
     // written); mangadap reads R = lambda / FWHM from either (Westfall et al. 2019; Law et al.
     // 2021, AJ 161, 52, on pre- versus post-pixel LSFs). The cube's LSF (the telescope's
     // lsf_fwhm_angstrom) is the kernel the lsf stage applies before the flux-conserving binning:
-    // the pre-pixel one. Pixelising adds the pixel's top hat, variance width^2 / 12, to the
-    // Gaussian's sigma^2.
-    constexpr double kFwhmPerSigma2 = 8.0 * 0.69314718055994530942;  // (FWHM / sigma)^2
+    // the pre-pixel one (post_pixel_fwhm adds the pixel). SPECRESD and PRESPECRESD are the
+    // standard deviation of SPECRES and PRESPECRES across the fibres that feed the cube: the
+    // simulated instrument has one LSF curve for every fibre (and every spaxel), so they are 0.
     std::vector<double> pre(wave.size()), post(wave.size());
     for (std::size_t k = 0; k < wave.size(); ++k) {
       const double fwhm = cube.lsf_fwhm_angstrom[k];
-      const double width = cube.axes.width_angstrom(static_cast<int>(k));
       pre[k] = wave[k] / fwhm;
-      post[k] = wave[k] / std::sqrt(fwhm * fwhm + kFwhmPerSigma2 * width * width / 12.0);
+      post[k] = wave[k] / post_pixel_fwhm(fwhm, cube.axes.width_angstrom(static_cast<int>(k)));
     }
     write_spectrum_extension(f, file, "SPECRES", post, "",
                              "median spectral resolution lambda/FWHM (post-pixel)");
+    std::vector<double>& spread = post;  // no longer needed: the spreads' zeros (one LSF)
+    std::fill(spread.begin(), spread.end(), 0.0);
+    write_spectrum_extension(f, file, "SPECRESD", spread, "",
+                             "sd of SPECRES across fibres (0: one LSF)");
     write_spectrum_extension(f, file, "PRESPECRES", pre, "",
                              "median spectral resolution lambda/FWHM (pre-pixel)");
+    write_spectrum_extension(f, file, "PRESPECRESD", spread, "",
+                             "sd of PRESPECRES across fibres (0: one LSF)");
   }
 }
 
@@ -693,17 +702,11 @@ Cube read_cube_fits(const std::string& path) {
     const std::vector<double> post = pre.empty()
                                          ? read_spectrum_extension(raw, path, "SPECRES", cube.shape)
                                          : std::vector<double>{};
-    constexpr double kFwhmPerSigma2 = 8.0 * 0.69314718055994530942;
     for (int k = 0; k < cube.shape.n_wave && !(pre.empty() && post.empty()); ++k) {
       const double lambda = cube.axes.wavelength_angstrom(k);
-      if (!pre.empty()) {
-        cube.lsf_fwhm_angstrom.push_back(lambda / pre[k]);
-      } else {
-        const double width = cube.axes.width_angstrom(k);
-        const double fwhm = lambda / post[k];
-        cube.lsf_fwhm_angstrom.push_back(
-            std::sqrt(std::max(fwhm * fwhm - kFwhmPerSigma2 * width * width / 12.0, 0.0)));
-      }
+      cube.lsf_fwhm_angstrom.push_back(
+          pre.empty() ? pre_pixel_fwhm(lambda / post[k], cube.axes.width_angstrom(k))
+                      : lambda / pre[k]);
     }
   }
   read_maps(raw, path, cube);

@@ -5,6 +5,12 @@
 
 namespace ifusim {
 
+void check_same_cube(const Cube& cube, const CubeShape& shape, const std::string& unit) {
+  if (!(cube.shape == shape) || cube.unit != unit || cube.data.size() != shape.n_voxels())
+    throw std::logic_error("psum: partial cubes of different shapes or units (" + cube.unit + ", " +
+                           unit + ")");
+}
+
 void add_to_cube(RunState& state, const CubeShape& shape, const std::string& unit,
                  std::vector<double> data) {
   if (!state.cube) {
@@ -15,9 +21,10 @@ void add_to_cube(RunState& state, const CubeShape& shape, const std::string& uni
     return;
   }
   Cube& cube = *state.cube;
-  if (!(cube.shape == shape) || cube.unit != unit || cube.data.size() != data.size())
-    throw std::logic_error("psum: partial cubes of different shapes or units (" + cube.unit + ", " +
-                           unit + ")");
+  check_same_cube(cube, shape, unit);
+  if (cube.data.size() != data.size())
+    throw std::logic_error("psum: a partial cube of " + std::to_string(data.size()) +
+                           " values for a cube of " + std::to_string(cube.data.size()));
   // Element by element, so on all threads with the same sums (3.3e8 voxels on MUSE-WFM).
   const long long n = static_cast<long long>(data.size());
   double* sum = cube.data.data();

@@ -10,9 +10,13 @@
 
 namespace ifusim {
 
+// Throws std::logic_error unless `cube` is of `shape` and `unit` and holds its voxels: a partial
+// result of that shape and unit may be added into it (add_to_cube, or in place as the emission
+// lines' total does).
+void check_same_cube(const Cube& cube, const CubeShape& shape, const std::string& unit);
 // Adds `data` (of `shape`, in `unit`) into the run's cube: the cube itself where none is there
 // yet. Several stages' totals (stars, emission lines) make one cube; a shape or unit that differs
-// from the cube's is a logic error.
+// from the cube's is a logic error (check_same_cube).
 void add_to_cube(RunState& state, const CubeShape& shape, const std::string& unit,
                  std::vector<double> data);
 

@@ -231,14 +231,10 @@ struct LineTotal {
     // same sum as cube += (a cube of the lines).
     const bool into_cube = state.cube.has_value();
     std::vector<double> own;  // the lines' cube, where there is no cube yet
-    if (into_cube) {
-      if (!(state.cube->shape == shape) || state.cube->unit != "Lsun/Angstrom" ||
-          state.cube->data.size() != shape.n_voxels())
-        throw std::logic_error("psum: partial cubes of different shapes or units (" +
-                               state.cube->unit + ", Lsun/Angstrom)");
-    } else {
+    if (into_cube)
+      check_same_cube(*state.cube, shape, "Lsun/Angstrom");
+    else
       own = large_vector<double>(shape.n_voxels());
-    }
     double* cube = into_cube ? state.cube->data.data() : own.data();
     std::vector<SkyMap> maps(windows.size());
     for (std::size_t l = 0; l < windows.size(); ++l) {

@@ -148,7 +148,10 @@ std::vector<double> sky_in_bins(const SkySpectrum& sky, double sky_mag_arcsec2,
     throw ConfigError(key + ": " + sky.file + " covers " + angstrom_text(w.front()) + "-" +
                       angstrom_text(w.back()) + " A (" + medium +
                       "), which does not hold the cube's band " + angstrom_text(band_lo) + "-" +
-                      angstrom_text(band_hi) + " A and 5 sigma of its LSF beyond");
+                      angstrom_text(band_hi) +
+                      " A and 5 sigma of its LSF beyond: the sky is not extrapolated past the "
+                      "file's ends; end the band (telescope.wavelength) inside them, or give a "
+                      "sky file that covers it");
   const double mean_v = v_band_mean(sky);
   if (!(mean_v > 0.0)) throw ConfigError(key + ": " + sky.file + " has no light in the V band");
   const double scale = kVZeroPointFlambda * std::pow(10.0, -0.4 * sky_mag_arcsec2) / mean_v;
