@@ -484,7 +484,7 @@ TEST_CASE(
       s.n_devices = n;
       const LineRun other = run_lines(s, gas, nlohmann::json::object());
       CHECK(std::memcmp(one.cube.data.data(), other.cube.data.data(),
-                        one.cube.data.size() * sizeof(double)) == 0);
+                        one.cube.data.size() * sizeof(one.cube.data[0])) == 0);
       for (const auto& [name, map] : one.maps) {
         INFO(name);
         const auto& values = other.maps.at(name).values;

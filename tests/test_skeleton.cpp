@@ -132,7 +132,8 @@ TEST_CASE("skeleton: image bitwise equal for 1, 2, 3, 4 and 7 devices", "[skelet
   for (int d : {2, 3, 4, 7}) {
     const Cube many = run_skeleton(Backend::cpu, d, host);
     REQUIRE(many.data.size() == one.data.size());
-    CHECK(std::memcmp(many.data.data(), one.data.data(), one.data.size() * sizeof(double)) == 0);
+    CHECK(std::memcmp(many.data.data(), one.data.data(), one.data.size() * sizeof(one.data[0])) ==
+          0);
   }
 }
 

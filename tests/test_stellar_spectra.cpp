@@ -273,7 +273,7 @@ TEST_CASE(
     for (int d : {2, 3, 5}) {
       const SpectraRun many = run_spectra(d, host, grid, method_params(method));
       CHECK(std::memcmp(many.cube.data.data(), one.cube.data.data(),
-                        one.cube.data.size() * sizeof(double)) == 0);
+                        one.cube.data.size() * sizeof(one.cube.data[0])) == 0);
       for (const auto& [name, map] : one.maps)
         CHECK(std::memcmp(many.maps.at(name).data(), map.data(), map.size() * sizeof(double)) == 0);
     }
@@ -414,7 +414,7 @@ TEST_CASE("binned spectra with kernel smoothing: bitwise identical for 1, 2 and 
     const SpectraRun many =
         run_spectra(d, host, grid, params, kBins, 16, 1.0, kRedshift, "air", "kernel");
     CHECK(std::memcmp(many.cube.data.data(), one.cube.data.data(),
-                      one.cube.data.size() * sizeof(double)) == 0);
+                      one.cube.data.size() * sizeof(one.cube.data[0])) == 0);
     for (const auto& [name, map] : one.maps)
       CHECK(std::memcmp(many.maps.at(name).data(), map.data(), map.size() * sizeof(double)) == 0);
   }
@@ -486,7 +486,7 @@ TEST_CASE("binned spectra: a histogram held in tiles of spaxels gives the same c
   tiled.histogram_memory_gb = 1e-4;
   const SpectraRun tiles = run_spectra(3, host, grid, tiled);
   CHECK(std::memcmp(tiles.cube.data.data(), whole.cube.data.data(),
-                    whole.cube.data.size() * sizeof(double)) == 0);
+                    whole.cube.data.size() * sizeof(whole.cube.data[0])) == 0);
   CHECK(tiles.maps.at("velocity_light_kms") == whole.maps.at("velocity_light_kms"));
 }
 
@@ -520,7 +520,7 @@ TEST_CASE("binned spectra: sparse and dense histograms give the same cube, bitwi
   for (int d : {1, 2, 3, 5}) {
     const SpectraRun run = run_spectra(d, host, grid, sparse);
     CHECK(std::memcmp(run.cube.data.data(), reference.cube.data.data(),
-                      reference.cube.data.size() * sizeof(double)) == 0);
+                      reference.cube.data.size() * sizeof(reference.cube.data[0])) == 0);
     CHECK(run.maps.at("velocity_light_kms") == reference.maps.at("velocity_light_kms"));
   }
 }

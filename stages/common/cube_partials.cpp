@@ -3,34 +3,66 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "data/host_memory.h"
+
 namespace ifusim {
 
-void add_to_cube(RunState& state, const CubeShape& shape, const std::string& unit,
-                 std::vector<double> data) {
+namespace {
+
+Cube& cube_of(RunState& state, const CubeShape& shape, const std::string& unit, std::size_t n) {
   if (!state.cube) {
-    state.cube = Cube{};
+    state.cube.emplace();
+    state.cube->shape = shape;
+    state.cube->unit = unit;
+    state.cube->data = large_vector<float>(n);
+    return *state.cube;
+  }
+  Cube& cube = *state.cube;
+  if (!(cube.shape == shape) || cube.unit != unit || cube.data.size() != n)
+    throw std::logic_error("psum: partial cubes of different shapes or units (" + cube.unit + ", " +
+                           unit + ")");
+  return cube;
+}
+
+}  // namespace
+
+void add_to_cube(RunState& state, const CubeShape& shape, const std::string& unit,
+                 std::vector<float> data) {
+  if (!state.cube) {
+    state.cube.emplace();
     state.cube->shape = shape;
     state.cube->unit = unit;
     state.cube->data = std::move(data);
     return;
   }
-  Cube& cube = *state.cube;
-  if (!(cube.shape == shape) || cube.unit != unit || cube.data.size() != data.size())
-    throw std::logic_error("psum: partial cubes of different shapes or units (" + cube.unit + ", " +
-                           unit + ")");
-  // Element by element, so on all threads with the same sums (3.3e8 voxels on MUSE-WFM).
+  Cube& cube = cube_of(state, shape, unit, data.size());
+  // Element by element, so on all threads with the same sums (3.3e8 voxels on MUSE-WFM); each sum
+  // in double, rounded once.
   const long long n = static_cast<long long>(data.size());
-  double* sum = cube.data.data();
+  float* sum = cube.data.data();
+  const float* add = data.data();
+#pragma omp parallel for schedule(static)
+  for (long long i = 0; i < n; ++i)
+    sum[i] = static_cast<float>(static_cast<double>(sum[i]) + static_cast<double>(add[i]));
+}
+
+void add_to_cube(RunState& state, const CubeShape& shape, const std::string& unit,
+                 const std::vector<double>& data) {
+  Cube& cube = cube_of(state, shape, unit, data.size());
+  // The double total lands in the float cube: rounded once, after the addition.
+  const long long n = static_cast<long long>(data.size());
+  float* sum = cube.data.data();
   const double* add = data.data();
 #pragma omp parallel for schedule(static)
-  for (long long i = 0; i < n; ++i) sum[i] += add[i];
+  for (long long i = 0; i < n; ++i)
+    sum[i] = static_cast<float>(static_cast<double>(sum[i]) + add[i]);
 }
 
 std::unique_ptr<PartialArray> cube_partial(ShardedArray<std::int64_t> sums, FixedPointScale scale,
                                            CubeShape shape, std::string unit) {
   return std::make_unique<PartialArray>(std::move(sums), scale,
                                         [shape, unit](RunState& s, std::vector<double> total) {
-                                          add_to_cube(s, shape, unit, std::move(total));
+                                          add_to_cube(s, shape, unit, total);
                                         });
 }
 
