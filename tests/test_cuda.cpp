@@ -147,7 +147,7 @@ TEST_CASE(
     REQUIRE(peak > 0);
     for (std::size_t i = 0; i < cpu.data.size(); ++i) {
       REQUIRE(std::isfinite(gpu1.data[i]));
-      worst = std::max(worst, std::abs(gpu1.data[i] - cpu.data[i]));
+      worst = std::max<double>(worst, std::abs(gpu1.data[i] - cpu.data[i]));
     }
     INFO("max |gpu - cpu| / peak = " << worst / peak);
     CHECK(worst <= 1e-6 * peak);

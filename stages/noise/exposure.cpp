@@ -15,6 +15,7 @@
 #include "data/host_memory.h"
 #include "data/resolution_curve_json.h"
 #include "data/wavelength.h"
+#include "stages/noise/noise.h"
 #include "stages/noise/random.h"
 #include "stages/stage.h"
 
@@ -318,8 +319,9 @@ ExposureBins apply_exposure_noise(const ExposureParams& params, const SkySpectru
   float* data = cube.data.data();
   float* variance = cube.variance.data();
   std::size_t blind = 0;  // voxels where the throughput is 0: nothing detected
+  long long tiny = 0;     // variances below float32's normal range (noise.h)
   // The counts and the variance in double; the float cube takes each result rounded once.
-#pragma omp parallel for schedule(static) reduction(+ : blind)
+#pragma omp parallel for schedule(static) reduction(+ : blind, tiny)
   for (long long i = 0; i < n; ++i) {
     const std::size_t k = static_cast<std::size_t>(i % n_wave);
     const double c = bins.electrons_per_unit[k];
@@ -337,8 +339,11 @@ ExposureBins apply_exposure_noise(const ExposureParams& params, const SkySpectru
     const double counts = static_cast<double>(counter_poisson(key, source + background)) +
                           read_sigma * draws.normal();
     data[i] = static_cast<float>((counts - background + residual[k]) / c);
-    variance[i] = static_cast<float>((source + background + bins.read_variance) / (c * c));
+    const double var = (source + background + bins.read_variance) / (c * c);
+    variance[i] = static_cast<float>(var);
+    tiny += var > 0.0 && var < std::numeric_limits<float>::min();
   }
+  warn_tiny_variances(tiny, cube.unit, path);
   if (blind > 0)
     spdlog::warn("noise ({}): {} voxels where the throughput is 0 are NaN (nothing detected)", path,
                  blind);

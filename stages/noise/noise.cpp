@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <stdexcept>
 
@@ -47,6 +48,14 @@ NoiseParams NoiseParams::from_json(JsonParams p) {
 
 double counter_normal(std::uint64_t seed, std::uint64_t index) {
   return counter_normal_of_state(counter_state(seed), index);
+}
+
+void warn_tiny_variances(long long count, const std::string& unit, const std::string& path) {
+  if (count > 0)
+    spdlog::warn(
+        "noise ({}): {} variances are below float32's normal range (1.2e-38 {}^2), in which the "
+        "cube is held and written: give stages.flux.unit_scale a smaller power of ten",
+        path, count, unit);
 }
 
 double noise_reference_level(const Cube& cube, double threshold) {
@@ -123,7 +132,8 @@ double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::ui
   float* data = cube.data.data();
   float* variance = cube.variance.data();
   // The model and the draw in double; the float cube takes each result rounded once.
-#pragma omp parallel for schedule(static)
+  long long tiny = 0;  // variances below float32's normal range (they lose digits, or vanish)
+#pragma omp parallel for schedule(static) reduction(+ : tiny)
   for (long long i = 0; i < n; ++i) {
     const double signal = data[i];
     if (std::isnan(signal)) {  // outside the aperture: no measurement, no variance
@@ -136,10 +146,12 @@ double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::ui
             : per_plane[static_cast<std::size_t>(i) % n_wave].first +
                   std::max(signal, 0.0) * per_plane[static_cast<std::size_t>(i) % n_wave].second;
     variance[i] = static_cast<float>(var);
+    tiny += var > 0.0 && var < std::numeric_limits<float>::min();
     data[i] = static_cast<float>(
         signal +
         std::sqrt(var) * counter_normal_of_state(state, static_cast<std::uint64_t>(i), tables));
   }
+  warn_tiny_variances(tiny, cube.unit, path);
   return s_ref;
 }
 
