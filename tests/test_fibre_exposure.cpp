@@ -21,6 +21,7 @@
 #include "stages/fibres/fibres.h"
 #include "stages/noise/exposure.h"
 #include "temp_dir.h"
+#include "tests/cube_tolerance.h"
 
 using namespace ifusim;
 namespace fs = std::filesystem;
@@ -281,7 +282,7 @@ TEST_CASE(
   for (const auto& [f, w] : weights[t]) sum_aw2 += a * a * w * w;
   for (int k = 0; k < n_wave; ++k)
     CHECK(cube.variance[t * n_wave + k] ==
-          Approx(sum_aw2 * 4.0 * std::numbers::pi * spaxels.variance[k]).epsilon(1e-9));
+          Approx(sum_aw2 * 4.0 * std::numbers::pi * spaxels.variance[k]).epsilon(test::kCubeValue));
 }
 
 TEST_CASE("fibre exposure: bad keys are refused naming them, before anything is written",

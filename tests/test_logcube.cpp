@@ -18,6 +18,7 @@
 #include "io/telescope.h"
 #include "stages/noise/noise.h"
 #include "temp_dir.h"
+#include "tests/cube_tolerance.h"
 
 using namespace ifusim;
 namespace fs = std::filesystem;
@@ -251,7 +252,7 @@ TEST_CASE("logcube: a per-Angstrom S/N gives each logarithmic plane its own nois
   apply_noise(params, widths[0], 7, cube, "noise", widths);
   for (int k : {0, 100, 199}) {
     const double want = std::pow(10.0 / (20.0 * std::sqrt(widths[k])), 2);
-    CHECK(cube.variance[static_cast<std::size_t>(k)] == Approx(want).epsilon(1e-12));
+    CHECK(cube.variance[static_cast<std::size_t>(k)] == Approx(want).epsilon(test::kCubeValue));
   }
   CHECK(widths[199] / widths[0] == Approx(std::pow(10.0, 0.199)).epsilon(1e-9));
 }

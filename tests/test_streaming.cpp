@@ -54,9 +54,10 @@ RunReport run(const RunConfig& c, int devices) {
 }
 
 // Bit for bit, NaN included (an empty vector has no data pointer to compare).
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+template <typename T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 
 // Cube, variance and maps bitwise equal; the cube has light and no NaN.

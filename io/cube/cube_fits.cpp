@@ -17,6 +17,7 @@
 #include <variant>
 
 #include "core/config_error.h"
+#include "data/host_memory.h"
 #include "io/cube/cube_io.h"
 #include "io/cube/plane_blocks.h"
 #include "io/temp_file.h"
@@ -171,16 +172,13 @@ void write_image_of(fitsfile* f, const std::string& file, const Cube& cube, Valu
       });
 }
 
-// A held array (flux or variance): float32 where it holds every value (fits_in_float32).
+// A held array (flux or variance): float32, as the cube holds it (data/datacube.h).
 void write_image(fitsfile* f, const std::string& file, const Cube& cube,
-                 const std::vector<double>& values, const char* extname, const std::string& unit,
+                 const std::vector<float>& values, const char* extname, const std::string& unit,
                  const char* description) {
-  const double* v = values.data();
+  const float* v = values.data();
   auto value = [v](std::size_t i) { return v[i]; };
-  if (fits_in_float32(values))
-    write_image_of<float>(f, file, cube, value, extname, unit, description);
-  else
-    write_image_of<double>(f, file, cube, value, extname, unit, description);
+  write_image_of<float>(f, file, cube, value, extname, unit, description);
 }
 
 // A 1-D image extension of one value per wavelength plane (MaNGA's WAVE, SPECRES).
@@ -251,11 +249,11 @@ constexpr std::int32_t kMangaNoCoverage = 1, kMangaDoNotUse = 1 << 10;
 // stays NaN where there is no measurement (MaNGA writes 0 there and relies on the mask).
 void write_manga_extensions(fitsfile* f, const std::string& file, const Cube& cube) {
   write_image(f, file, cube, cube.data, "FLUX", cube.unit, "flux");
-  const double* data = cube.data.data();
+  const float* data = cube.data.data();
   if (!cube.variance.empty()) {
     // IVAR is made a block of planes at a time as it is written (a whole-cube array of it would
-    // be 2.7 GB of double on MUSE-WFM), float32 where every value fits (as fits_in_float32).
-    const double* var = cube.variance.data();
+    // be 1.3 GB on MUSE-WFM), float32 where every value fits (1 / a tiny float variance may not).
+    const float* var = cube.variance.data();
     auto ivar = [data, var](std::size_t i) {
       const double v = var[i];
       return v > 0 && std::isfinite(v) && !std::isnan(data[i]) ? 1.0 / v : 0.0;
@@ -415,7 +413,7 @@ double axis_step(fitsfile* f, const std::string& file, int i) {
 }
 
 void read_image(fitsfile* f, const std::string& file, const CubeShape& s, const char* extname,
-                std::vector<double>& values) {
+                std::vector<float>& values) {
   int status = 0;
   int naxis = 0;
   long naxes[3] = {0, 0, 0};
@@ -426,16 +424,18 @@ void read_image(fitsfile* f, const std::string& file, const CubeShape& s, const 
     throw InputError(file + ": extension " + extname + " should be a " + std::to_string(s.nx) +
                      " x " + std::to_string(s.ny) + " x " + std::to_string(s.n_wave) +
                      " image like the data");
-  values.assign(s.n_voxels(), 0.0);
+  // Read as float32, the cube's type (cfitsio converts a DOUBLE_IMG, and fails naming the
+  // extension where a value is beyond float's range).
+  values = large_vector<float>(s.n_voxels());
   const std::size_t n_spaxels = s.n_spaxels();
   const std::size_t planes = std::clamp<std::size_t>(kChunkElements / n_spaxels, 1, s.n_wave);
-  std::vector<double> buffer(planes * n_spaxels);
+  std::vector<float> buffer(planes * n_spaxels);
   for (int k0 = 0; k0 < s.n_wave; k0 += static_cast<int>(planes)) {
     const int k1 = std::min<int>(s.n_wave, k0 + static_cast<int>(planes));
     long first[3] = {1, 1, k0 + 1};
     int any_null = 0;
     // No null value: blank (NaN) pixels come back as NaN, which `compare` counts.
-    fits_read_pix(f, TDOUBLE, first, static_cast<LONGLONG>((k1 - k0) * n_spaxels), nullptr,
+    fits_read_pix(f, TFLOAT, first, static_cast<LONGLONG>((k1 - k0) * n_spaxels), nullptr,
                   buffer.data(), &any_null, &status);
     check(status, file, std::string("cannot read the pixels of ") + extname);
     for (std::size_t sp = 0; sp < n_spaxels; ++sp)
@@ -692,7 +692,8 @@ Cube read_cube_fits(const std::string& path) {
     check(status, path, std::string("cannot open extension ") + variance_extension);
     read_image(raw, path, cube.shape, variance_extension, cube.variance);
     if (manga)
-      for (double& v : cube.variance) v = v > 0 ? 1.0 / v : std::nan("");
+      for (float& v : cube.variance)
+        v = v > 0 ? static_cast<float>(1.0 / static_cast<double>(v)) : std::nanf("");
   }
   if (manga) {
     // The pre-pixel LSF's FWHM: lambda / PRESPECRES where the file has it (ifusim's, MaNGA's

@@ -1,8 +1,8 @@
 #pragma once
 // Reading and writing reduced cubes (data/datacube.h) as FITS and HDF5 files. The layouts are
 // described in docs/outputs.md. Writers write to "<path>.tmp" and rename it at the end, so a
-// failed write leaves no file behind; data and variance are stored as float32 where that holds
-// them (fits_in_float32), else as float64.
+// failed write leaves no file behind; data and variance are stored as float32, as the cube holds
+// them (data/datacube.h); maps as float32 where that holds them (fits_in_float32), else float64.
 #include <cmath>
 #include <cstddef>
 #include <limits>

@@ -3,41 +3,74 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "data/host_memory.h"
+
 namespace ifusim {
 
-void check_same_cube(const Cube& cube, const CubeShape& shape, const std::string& unit) {
+namespace {
+
+void check_partial_size(std::size_t n, const CubeShape& shape) {
+  if (n != shape.n_voxels())
+    throw std::logic_error("psum: a partial cube of " + std::to_string(n) +
+                           " values for a cube of " + std::to_string(shape.n_voxels()));
+}
+
+}  // namespace
+
+Cube& cube_for(RunState& state, const CubeShape& shape, const std::string& unit) {
+  if (!state.cube) {
+    state.cube.emplace();
+    state.cube->shape = shape;
+    state.cube->unit = unit;
+    state.cube->data = large_vector<float>(shape.n_voxels());
+    return *state.cube;
+  }
+  Cube& cube = *state.cube;
   if (!(cube.shape == shape) || cube.unit != unit || cube.data.size() != shape.n_voxels())
     throw std::logic_error("psum: partial cubes of different shapes or units (" + cube.unit + ", " +
                            unit + ")");
+  return cube;
 }
 
 void add_to_cube(RunState& state, const CubeShape& shape, const std::string& unit,
-                 std::vector<double> data) {
+                 std::vector<float> data) {
+  check_partial_size(data.size(), shape);
   if (!state.cube) {
-    state.cube = Cube{};
+    state.cube.emplace();
     state.cube->shape = shape;
     state.cube->unit = unit;
     state.cube->data = std::move(data);
     return;
   }
-  Cube& cube = *state.cube;
-  check_same_cube(cube, shape, unit);
-  if (cube.data.size() != data.size())
-    throw std::logic_error("psum: a partial cube of " + std::to_string(data.size()) +
-                           " values for a cube of " + std::to_string(cube.data.size()));
-  // Element by element, so on all threads with the same sums (3.3e8 voxels on MUSE-WFM).
+  Cube& cube = cube_for(state, shape, unit);
+  // Element by element, so on all threads with the same sums (3.3e8 voxels on MUSE-WFM); each sum
+  // in double, rounded once.
   const long long n = static_cast<long long>(data.size());
-  double* sum = cube.data.data();
+  float* sum = cube.data.data();
+  const float* add = data.data();
+#pragma omp parallel for schedule(static)
+  for (long long i = 0; i < n; ++i)
+    sum[i] = static_cast<float>(static_cast<double>(sum[i]) + static_cast<double>(add[i]));
+}
+
+void add_to_cube(RunState& state, const CubeShape& shape, const std::string& unit,
+                 const std::vector<double>& data) {
+  check_partial_size(data.size(), shape);
+  Cube& cube = cube_for(state, shape, unit);
+  // The double total lands in the float cube: rounded once, after the addition.
+  const long long n = static_cast<long long>(data.size());
+  float* sum = cube.data.data();
   const double* add = data.data();
 #pragma omp parallel for schedule(static)
-  for (long long i = 0; i < n; ++i) sum[i] += add[i];
+  for (long long i = 0; i < n; ++i)
+    sum[i] = static_cast<float>(static_cast<double>(sum[i]) + add[i]);
 }
 
 std::unique_ptr<PartialArray> cube_partial(ShardedArray<std::int64_t> sums, FixedPointScale scale,
                                            CubeShape shape, std::string unit) {
   return std::make_unique<PartialArray>(std::move(sums), scale,
                                         [shape, unit](RunState& s, std::vector<double> total) {
-                                          add_to_cube(s, shape, unit, std::move(total));
+                                          add_to_cube(s, shape, unit, total);
                                         });
 }
 

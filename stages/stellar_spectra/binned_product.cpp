@@ -12,7 +12,7 @@ namespace {
 
 // B and the dense tiles of H are float: the product is the run's cost, and Eigen's float GEMM
 // packs twice the lanes of its double one (and B takes half the memory). Each block's product is
-// added into the double cube, so the float rounding (relative 6e-8 a term, random in sign over a
+// summed in double, so the float rounding (relative 6e-8 a term, random in sign over a
 // row's columns) stays far below the binned method's targets (bench_binned [1], [5], [6]: total
 // light 1e-6, median 1e-3). Light weights (the columns' band energies and the moments) stay double.
 using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -93,7 +93,7 @@ BasisColumn basis_row(const BinnedProductInput& in, std::size_t column, double* 
 }
 
 BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
-                                  double* cube_rows, double* light_moments) {
+                                  float* cube_rows, double* light_moments) {
   const std::size_t n_rows = static_cast<std::size_t>(in.tile.n_spaxels);
   const std::size_t n_columns = in.tile.columns();
   const std::size_t n_wave = static_cast<std::size_t>(in.bins.n);
@@ -150,54 +150,62 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
 
     const std::size_t n_blocks = (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;
     std::size_t dense_blocks = 0, sparse_blocks = 0;
-#pragma omp parallel for schedule(dynamic, 1) reduction(+ : dense_blocks, sparse_blocks)
-    for (std::size_t b = 0; b < n_blocks; ++b) {
-      const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
-      // The block's non-zeros within this chunk, and its distinct columns.
-      std::vector<std::int32_t> block_columns;
-      std::size_t nnz = 0;
-      for (std::size_t r = r0; r < r1; ++r)
-        for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e)
-          if (static_cast<std::size_t>(h.column[e]) >= c0 &&
-              static_cast<std::size_t>(h.column[e]) < c1) {
-            block_columns.push_back(h.column[e]);
-            ++nnz;
-          }
-      if (nnz == 0) continue;
-      std::sort(block_columns.begin(), block_columns.end());
-      block_columns.erase(std::unique(block_columns.begin(), block_columns.end()),
-                          block_columns.end());
-      const std::size_t rows = r1 - r0, cols = block_columns.size();
-      Eigen::Map<RowMatrix> out(cube_rows + r0 * n_wave, static_cast<Eigen::Index>(rows),
-                                static_cast<Eigen::Index>(n_wave));
-      if (cols >= 16 && static_cast<double>(nnz) >= kDenseFill * static_cast<double>(rows * cols)) {
-        RowMatrixF hd =
-            RowMatrixF::Zero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
-        RowMatrixF bg(static_cast<Eigen::Index>(cols), static_cast<Eigen::Index>(n_wave));
-        for (std::size_t q = 0; q < cols; ++q)
-          bg.row(static_cast<Eigen::Index>(q)) =
-              basis.row(static_cast<Eigen::Index>(block_columns[q] - c0));
+#pragma omp parallel reduction(+ : dense_blocks, sparse_blocks)
+    {
+      // The block's sums in double; the float cube takes them once, rounded (data/datacube.h).
+      RowMatrix sums;
+#pragma omp for schedule(dynamic, 1)
+      for (std::size_t b = 0; b < n_blocks; ++b) {
+        const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
+        // The block's non-zeros within this chunk, and its distinct columns.
+        std::vector<std::int32_t> block_columns;
+        std::size_t nnz = 0;
         for (std::size_t r = r0; r < r1; ++r)
-          for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {
-            const auto col = static_cast<std::size_t>(h.column[e]);
-            if (col < c0 || col >= c1) continue;
-            const auto q =
-                std::lower_bound(block_columns.begin(), block_columns.end(), h.column[e]) -
-                block_columns.begin();
-            hd(static_cast<Eigen::Index>(r - r0), q) = static_cast<float>(h.value[e]);
-          }
-        const RowMatrixF product = hd * bg;
-        out += product.cast<double>();
-        ++dense_blocks;
-      } else {
-        for (std::size_t r = r0; r < r1; ++r)
-          for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {
-            const auto col = static_cast<std::size_t>(h.column[e]);
-            if (col < c0 || col >= c1) continue;
-            out.row(static_cast<Eigen::Index>(r - r0)) +=
-                h.value[e] * basis.row(static_cast<Eigen::Index>(col - c0)).cast<double>();
-          }
-        ++sparse_blocks;
+          for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e)
+            if (static_cast<std::size_t>(h.column[e]) >= c0 &&
+                static_cast<std::size_t>(h.column[e]) < c1) {
+              block_columns.push_back(h.column[e]);
+              ++nnz;
+            }
+        if (nnz == 0) continue;
+        std::sort(block_columns.begin(), block_columns.end());
+        block_columns.erase(std::unique(block_columns.begin(), block_columns.end()),
+                            block_columns.end());
+        const std::size_t rows = r1 - r0, cols = block_columns.size();
+        Eigen::Map<RowMatrixF> out(cube_rows + r0 * n_wave, static_cast<Eigen::Index>(rows),
+                                   static_cast<Eigen::Index>(n_wave));
+        sums.setZero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(n_wave));
+        if (cols >= 16 &&
+            static_cast<double>(nnz) >= kDenseFill * static_cast<double>(rows * cols)) {
+          RowMatrixF hd =
+              RowMatrixF::Zero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
+          RowMatrixF bg(static_cast<Eigen::Index>(cols), static_cast<Eigen::Index>(n_wave));
+          for (std::size_t q = 0; q < cols; ++q)
+            bg.row(static_cast<Eigen::Index>(q)) =
+                basis.row(static_cast<Eigen::Index>(block_columns[q] - c0));
+          for (std::size_t r = r0; r < r1; ++r)
+            for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {
+              const auto col = static_cast<std::size_t>(h.column[e]);
+              if (col < c0 || col >= c1) continue;
+              const auto q =
+                  std::lower_bound(block_columns.begin(), block_columns.end(), h.column[e]) -
+                  block_columns.begin();
+              hd(static_cast<Eigen::Index>(r - r0), q) = static_cast<float>(h.value[e]);
+            }
+          const RowMatrixF product = hd * bg;
+          sums += product.cast<double>();
+          ++dense_blocks;
+        } else {
+          for (std::size_t r = r0; r < r1; ++r)
+            for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {
+              const auto col = static_cast<std::size_t>(h.column[e]);
+              if (col < c0 || col >= c1) continue;
+              sums.row(static_cast<Eigen::Index>(r - r0)) +=
+                  h.value[e] * basis.row(static_cast<Eigen::Index>(col - c0)).cast<double>();
+            }
+          ++sparse_blocks;
+        }
+        out = (out.cast<double>() + sums).cast<float>();
       }
     }
     stats.dense_blocks += dense_blocks;

@@ -1,7 +1,7 @@
 #pragma once
 // The binned method's second half, on the host after psum: cube rows = H x B (see
 // stellar_spectra.h). Only populated columns of H are given a row of B, and each block of
-// spaxels takes a dense product (Eigen's GEMM, in float, added into the double cube) where its
+// spaxels takes a dense product (Eigen's GEMM, in float, summed in double) where its
 // part of H is dense and a sparse one (one axpy per non-zero) where it is not, so that a wide,
 // sparsely filled field costs what its stars cost. Row blocks are independent and each is computed
 // the same way whatever the number of threads or devices, so the cube is bitwise reproducible.
@@ -40,10 +40,12 @@ struct HostHistogram {
 };
 
 // histogram: the tile's reduced H. Adds the tile's rows of the cube (n_spaxels x bins.n,
-// L_sun / A) into cube_rows, which must hold zeros, and writes the light-weighted moments
-// (w, w v, w v^2 per spaxel, w in L_sun within the band) into light_moments.
+// L_sun / A) into cube_rows, which must hold zeros (each block of rows summed in double and
+// rounded to float once per chunk of B's columns: once unless B exceeds basis_memory_bytes), and
+// writes the light-weighted moments (w, w v, w v^2 per spaxel, w in L_sun within the band) into
+// light_moments.
 BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
-                                  double* cube_rows, double* light_moments);
+                                  float* cube_rows, double* light_moments);
 
 // Row `column` of B (the tile's column layout, HistogramTile). A spectrum column (node, j, a):
 // the node's template for unit initial mass, shifted by (1 + z) e^(u_j), resampled onto the
