@@ -476,7 +476,7 @@ ShardedArray<float> read_field(const Mesh& mesh, const TypeSource& src, const Pr
   return array;
 }
 
-// Field `f` from values already read and checked by a pass over the stars (visit_star_rows:
+// Field `f` from values already read and checked by a pass over the stars (hold_star_rows:
 // finite, within the field's bounds), `raw` holding the selected rows' k components each in
 // the file's units, converted as read_field converts them: the same floats without reading
 // the dataset again.
@@ -499,6 +499,44 @@ struct Centre {
   double halfmass_radius_kpc = 0;
 };
 
+// One of the centring's fields (Coordinates, Masses, Velocities) read raw in double, with what
+// its checks found so far.
+struct CheckedField {
+  const FieldRule& rule;
+  std::vector<double> values;
+  std::size_t bad = 0, first_bad = 0;
+  OutOfBounds outside;
+
+  // The selected `rows` (ascending) of the dataset into `values`, k components each: the span
+  // from the first to the last is read, then the selected rows are moved down over the others
+  // in place (a row's new place is never after its old one), so that no second array of the
+  // selection is made (at 1e6 stars, 56 MB of fresh pages less for the three fields).
+  void read(const TypeSource& src, const std::vector<std::size_t>& rows,
+            double snapshot_scale_factor) {
+    const auto k = static_cast<std::size_t>(rule.components);
+    values.resize((rows.back() + 1 - rows.front()) * k);
+    src.read(rule.dataset, rows.front(), rows.back() + 1, rule.components, values.data());
+    std::size_t to = 0;
+    for (const std::size_t row : rows)
+      for (std::size_t c = 0; c < k; ++c) {
+        const double v = values[(row - rows.front()) * k + c];
+        if (!std::isfinite(v)) {
+          if (bad++ == 0) first_bad = row;
+        } else if (!tng::within_bounds(rule.bounds, v, snapshot_scale_factor)) {
+          outside.add(row, v);
+        }
+        values[to++] = v;
+      }
+    values.resize(to);
+  }
+  // Throws, naming the dataset, the count and the first row, if a value read was not finite or
+  // outside the field's bounds (a mass <= 0).
+  void check(const TypeSource& src, double snapshot_scale_factor) const {
+    if (bad) throw_nonfinite(src, rule.dataset, bad, first_bad);
+    throw_out_of_bounds(src, rule, outside, snapshot_scale_factor);
+  }
+};
+
 // Passes over the stars of a source: each block of `block_rows` source rows gives its selected
 // rows (`rows_in`), whose Coordinates, Masses (and Velocities) are read raw in double. A pass
 // that saw a non-finite value, or one outside its field's bounds (a mass <= 0), throws at its
@@ -509,67 +547,43 @@ tng::VisitStarBlocks visit_star_rows(
     std::size_t block_rows, double snapshot_scale_factor) {
   return [&src, rows_in = std::move(rows_in), block_rows, snapshot_scale_factor](
              bool velocities, const std::function<void(const tng::CentreBlock&)>& block) {
-    struct Field {
-      const FieldRule& rule;
-      std::vector<double> raw, values;
-      std::size_t bad = 0, first_bad = 0;
-      OutOfBounds outside;
-    };
-    Field fields[3] = {{*src.format->rule_for(src.species, "position_kpc"), {}, {}, 0, 0, {}},
-                       {*src.format->rule_for(src.species, "mass_msun"), {}, {}, 0, 0, {}},
-                       {*src.format->rule_for(src.species, "velocity_kms"), {}, {}, 0, 0, {}}};
+    CheckedField fields[3] = {{*src.format->rule_for(src.species, "position_kpc"), {}, 0, 0, {}},
+                              {*src.format->rule_for(src.species, "mass_msun"), {}, 0, 0, {}},
+                              {*src.format->rule_for(src.species, "velocity_kms"), {}, 0, 0, {}}};
     for (std::size_t b = 0; b < src.rows; b += block_rows) {
       const std::vector<std::size_t> rows = rows_in(b, std::min(src.rows, b + block_rows));
       if (rows.empty()) continue;
-      for (Field& f : fields) {
-        if (!velocities && &f == &fields[2]) continue;
-        const auto k = static_cast<std::size_t>(f.rule.components);
-        f.raw.resize((rows.back() + 1 - rows.front()) * k);
-        src.read(f.rule.dataset, rows.front(), rows.back() + 1, f.rule.components, f.raw.data());
-        f.values.clear();
-        f.values.reserve(rows.size() * k);
-        for (const std::size_t row : rows)
-          for (std::size_t c = 0; c < k; ++c) {
-            const double v = f.raw[(row - rows.front()) * k + c];
-            if (!std::isfinite(v)) {
-              if (f.bad++ == 0) f.first_bad = row;
-            } else if (!tng::within_bounds(f.rule.bounds, v, snapshot_scale_factor)) {
-              f.outside.add(row, v);
-            }
-            f.values.push_back(v);
-          }
-      }
+      for (CheckedField& f : fields)
+        if (velocities || &f != &fields[2]) f.read(src, rows, snapshot_scale_factor);
       block({fields[0].values.data(), fields[1].values.data(),
              velocities ? fields[2].values.data() : nullptr, rows.size()});
     }
-    for (const Field& f : fields) {
-      if (f.bad) throw_nonfinite(src, f.rule.dataset, f.bad, f.first_bad);
-      throw_out_of_bounds(src, f.rule, f.outside, snapshot_scale_factor);
-    }
+    for (const CheckedField& f : fields) f.check(src, snapshot_scale_factor);
   };
 }
 
-// The passes of `visit` over stars held at once: the first reads (and checks) Coordinates,
-// Masses and Velocities, the others are handed the same values instead of reading the file
-// again (four passes read every field four times).
-tng::VisitStarBlocks visit_read_once(tng::VisitStarBlocks visit) {
+// Passes over stars held at once: Coordinates, Masses and Velocities of the selected `rows` are
+// read (and checked) once, straight into the arrays every pass is then handed (four passes read
+// every field four times; a copy of each block's values into the held arrays was a second copy).
+tng::VisitStarBlocks hold_star_rows(const TypeSource& src, const std::vector<std::size_t>& rows,
+                                    double snapshot_scale_factor) {
   struct Held {
-    bool read = false;
-    std::vector<double> coordinates, masses, velocities;
+    CheckedField coordinates, masses, velocities;
   };
-  auto held = std::make_shared<Held>();
-  return [visit = std::move(visit), held](
-             bool velocities, const std::function<void(const tng::CentreBlock&)>& block) {
-    if (!held->read) {
-      visit(true, [&](const tng::CentreBlock& b) {
-        held->coordinates.insert(held->coordinates.end(), b.coordinates, b.coordinates + 3 * b.n);
-        held->masses.insert(held->masses.end(), b.masses, b.masses + b.n);
-        held->velocities.insert(held->velocities.end(), b.velocities, b.velocities + 3 * b.n);
-      });
-      held->read = true;
+  auto held = std::make_shared<Held>(
+      Held{{*src.format->rule_for(src.species, "position_kpc"), {}, 0, 0, {}},
+           {*src.format->rule_for(src.species, "mass_msun"), {}, 0, 0, {}},
+           {*src.format->rule_for(src.species, "velocity_kms"), {}, 0, 0, {}}});
+  if (!rows.empty())
+    for (CheckedField* f : {&held->coordinates, &held->masses, &held->velocities}) {
+      f->read(src, rows, snapshot_scale_factor);
+      f->check(src, snapshot_scale_factor);
     }
-    block({held->coordinates.data(), held->masses.data(),
-           velocities ? held->velocities.data() : nullptr, held->masses.size()});
+  return [held, n = rows.size()](bool velocities,
+                                 const std::function<void(const tng::CentreBlock&)>& block) {
+    if (n == 0) return;
+    block({held->coordinates.values.data(), held->masses.values.data(),
+           velocities ? held->velocities.values.data() : nullptr, n});
   };
 }
 
@@ -1157,13 +1171,7 @@ GalaxyData read_tng(const Mesh& mesh, const TngReadOptions& options, TngIngestRe
     // read (and checked) here; the centre is then found on another thread while this one reads
     // the fields whose values do not depend on it (the HDF5 calls stay on this thread).
     const std::vector<std::size_t>& selected = stars_sel.rows;
-    auto rows_in = [&selected](std::size_t begin, std::size_t end) {
-      return std::vector<std::size_t>(std::lower_bound(selected.begin(), selected.end(), begin),
-                                      std::lower_bound(selected.begin(), selected.end(), end));
-    };
-    const tng::VisitStarBlocks visit =
-        visit_read_once(visit_star_rows(stars_src, rows_in, stars_src.rows, hdr.time));
-    visit(true, [](const tng::CentreBlock&) {});
+    const tng::VisitStarBlocks visit = hold_star_rows(stars_src, selected, hdr.time);
     held_stars = visit;
     centring = std::async(std::launch::async,
                           [&star_fields, visit, box = hdr.box_size, budget = selected.size()] {
