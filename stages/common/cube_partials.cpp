@@ -32,6 +32,22 @@ Cube& cube_for(RunState& state, const CubeShape& shape, const std::string& unit)
   return cube;
 }
 
+namespace {
+
+// cube += add, element by element, so on all threads with the same sums (3.3e8 voxels on
+// MUSE-WFM); each sum made in double and rounded once to the cube's float.
+template <typename T>
+void add_into(Cube& cube, const std::vector<T>& add) {
+  const long long n = static_cast<long long>(add.size());
+  float* sum = cube.data.data();
+  const T* values = add.data();
+#pragma omp parallel for schedule(static)
+  for (long long i = 0; i < n; ++i)
+    sum[i] = static_cast<float>(static_cast<double>(sum[i]) + static_cast<double>(values[i]));
+}
+
+}  // namespace
+
 void add_to_cube(RunState& state, const CubeShape& shape, const std::string& unit,
                  std::vector<float> data) {
   check_partial_size(data.size(), shape);
@@ -42,28 +58,13 @@ void add_to_cube(RunState& state, const CubeShape& shape, const std::string& uni
     state.cube->data = std::move(data);
     return;
   }
-  Cube& cube = cube_for(state, shape, unit);
-  // Element by element, so on all threads with the same sums (3.3e8 voxels on MUSE-WFM); each sum
-  // in double, rounded once.
-  const long long n = static_cast<long long>(data.size());
-  float* sum = cube.data.data();
-  const float* add = data.data();
-#pragma omp parallel for schedule(static)
-  for (long long i = 0; i < n; ++i)
-    sum[i] = static_cast<float>(static_cast<double>(sum[i]) + static_cast<double>(add[i]));
+  add_into(cube_for(state, shape, unit), data);
 }
 
 void add_to_cube(RunState& state, const CubeShape& shape, const std::string& unit,
                  const std::vector<double>& data) {
   check_partial_size(data.size(), shape);
-  Cube& cube = cube_for(state, shape, unit);
-  // The double total lands in the float cube: rounded once, after the addition.
-  const long long n = static_cast<long long>(data.size());
-  float* sum = cube.data.data();
-  const double* add = data.data();
-#pragma omp parallel for schedule(static)
-  for (long long i = 0; i < n; ++i)
-    sum[i] = static_cast<float>(static_cast<double>(sum[i]) + add[i]);
+  add_into(cube_for(state, shape, unit), data);
 }
 
 std::unique_ptr<PartialArray> cube_partial(ShardedArray<std::int64_t> sums, FixedPointScale scale,
