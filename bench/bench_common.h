@@ -187,13 +187,15 @@ struct Agreement {
   double max_rel_bright = 0.0;
   bool finite = true;
 };
-inline Agreement compare(const std::vector<double>& a, const std::vector<double>& b) {
+// a: a cube's values (float32, data/datacube.h) or doubles; b: the reference.
+template <class A, class B>
+Agreement compare(const std::vector<A>& a, const std::vector<B>& b) {
   Agreement g;
   double peak = 0.0;
   for (double v : b) peak = std::max(peak, std::abs(v));
   for (std::size_t i = 0; i < a.size(); ++i) {
     g.finite = g.finite && std::isfinite(a[i]);
-    const double d = std::abs(a[i] - b[i]);
+    const double d = std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i]));
     g.max_abs_over_peak = std::max(g.max_abs_over_peak, peak > 0 ? d / peak : d);
     if (std::abs(b[i]) >= 1e-3 * peak && peak > 0)
       g.max_rel_bright = std::max(g.max_rel_bright, d / std::abs(b[i]));
@@ -201,7 +203,8 @@ inline Agreement compare(const std::vector<double>& a, const std::vector<double>
   return g;
 }
 
-inline double total(const std::vector<double>& v) {
+template <class T>
+double total(const std::vector<T>& v) {
   double s = 0.0;
   for (double x : v) s += x;
   return s;

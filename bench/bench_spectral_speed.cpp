@@ -120,8 +120,9 @@ bool against_reference(Backend backend, const Telescope& telescope, const SspGri
       "  max |fused - ref| / max|ref| = %.3g; max relative difference (voxels >= 1e-3 max) = "
       "%.3g\n",
       g.max_abs_over_peak, g.max_rel_bright);
-  const bool ok = g.finite && g.max_abs_over_peak <= 1e-9 && bench::total(reference) > 0;
-  std::printf("  agreement: %s (expected <= 1e-9 of the peak)\n", ok ? "OK" : "FAILED");
+  const bool ok = g.finite && g.max_abs_over_peak <= 1e-9 + 0x1p-24 && bench::total(reference) > 0;
+  std::printf("  agreement: %s (expected <= 1e-9 of the peak, plus the float32 voxel's 6e-8)\n",
+              ok ? "OK" : "FAILED");
   return ok;
 }
 
@@ -144,7 +145,7 @@ bool device_scaling(Backend backend, int many, const Telescope& telescope, Stage
     std::printf("  %s vs cpu cube: max |diff| / max = %.3g, bitwise identical: %s\n",
                 to_string(backend), g.max_abs_over_peak,
                 bitwise_equal(one.cube, *cpu_cube) ? "yes" : "no");
-    ok = ok && g.finite && g.max_abs_over_peak <= 1e-9;
+    ok = ok && g.finite && g.max_abs_over_peak <= 1e-9 + 0x1p-23;  // an ulp of a float32 voxel
   }
   return ok;
 }

@@ -29,21 +29,22 @@ struct CubeAgreement {
   bool meets_targets() const { return meets_cube_targets() && max_velocity_kms <= 2.0; }
 };
 
-inline CubeAgreement cube_agreement(const std::vector<double>& binned,
-                                    const std::vector<double>& exact,
-                                    const std::vector<double>& velocity_binned_kms,
-                                    const std::vector<double>& velocity_exact_kms) {
+// T: float for cubes (data/datacube.h), double for a reference computed here.
+template <class T>
+CubeAgreement cube_agreement(const std::vector<T>& binned, const std::vector<T>& exact,
+                             const std::vector<double>& velocity_binned_kms,
+                             const std::vector<double>& velocity_exact_kms) {
   CubeAgreement a;
   double total_b = 0, total_e = 0;
   for (std::size_t i = 0; i < exact.size(); ++i) {
     a.finite = a.finite && std::isfinite(binned[i]) && std::isfinite(exact[i]);
-    a.peak = std::max(a.peak, std::abs(exact[i]));
+    a.peak = std::max<double>(a.peak, std::abs(exact[i]));
     total_b += binned[i];
     total_e += exact[i];
   }
   std::vector<double> relative;
   for (std::size_t i = 0; i < exact.size(); ++i) {
-    const double diff = std::abs(binned[i] - exact[i]);
+    const double diff = std::abs(static_cast<double>(binned[i]) - static_cast<double>(exact[i]));
     if (diff / a.peak > a.max_over_peak) {
       a.max_over_peak = diff / a.peak;
       a.worst_voxel = i;

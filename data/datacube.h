@@ -79,14 +79,18 @@ struct SpatialCorrelation {
   std::vector<double> rho;
 };
 
-// The reduced cube on the host, in double precision.
+// The reduced cube on the host. Its voxels are float32, what the FITS and HDF5 files hold: on
+// MUSE-WFM (3.3e8 voxels) a double cube and variance were 5.4 GB, the run's peak, and the stages
+// after psum (psf, lsf, noise, writing) are bound by the bytes they move over them (issue 22,
+// docs/benchmarks.md). Sums stay in double where they are made (psum's fixed point, the binned
+// product's rows, the convolutions' taps, the noise model) and are rounded once, as they land.
 struct Cube {
   CubeShape shape;
   CubeAxes axes;
   // Key / value pairs written into file headers: the run's config, version, snapshot, ...
   std::vector<std::pair<std::string, std::string>> provenance;
-  std::vector<double> data;          // n_voxels, spaxel-major
-  std::vector<double> variance;      // empty until a noise stage fills it
+  std::vector<float> data;           // n_voxels, spaxel-major
+  std::vector<float> variance;       // empty until a noise stage fills it
   std::string unit;                  // BUNIT, e.g. "Msun" or "10**(-20)*erg/(s*cm**2*Angstrom)"
   std::string fits_layout = "muse";  // Telescope::fits_layout
   // The instrument's LSF FWHM (Angstrom) at each plane's centre, n_wave values or none: the
@@ -97,7 +101,7 @@ struct Cube {
   std::map<std::string, SkyMap> maps;
   // By FITS EXTNAME ("GCORREL", ...): written as binary tables (fibre-fed IFUs, stages/fibres).
   std::map<std::string, SpatialCorrelation> correlations;
-  double at(int ix, int iy, int k) const {
+  float at(int ix, int iy, int k) const {
     return data[(static_cast<std::size_t>(iy) * shape.nx + ix) * shape.n_wave + k];
   }
 };

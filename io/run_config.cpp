@@ -42,6 +42,19 @@ std::string resolve_path(const std::string& value, const std::string& config_pat
 
 namespace {
 
+// A stage parameter named *_file is a path, resolved like the config's other paths, at any depth
+// of the stage's parameters (stages.fibres.noise.sky_file as stages.noise.sky_file).
+void resolve_file_params(nlohmann::json& params, const std::string& config_path) {
+  for (auto it = params.begin(); it != params.end(); ++it) {
+    if (it.value().is_object()) {
+      resolve_file_params(it.value(), config_path);
+    } else if (it.value().is_string() && it.key().size() > 5 &&
+               it.key().compare(it.key().size() - 5, 5, "_file") == 0) {
+      it.value() = resolve_path(it.value().get<std::string>(), config_path);
+    }
+  }
+}
+
 std::vector<std::string> pipeline_preset(const std::string& name, const std::string& path) {
   const char* env = std::getenv("IFUSIM_CONFIG_DIR");
   const std::string dir = std::string(env && *env ? env : IFUSIM_CONFIG_DIR) + "/pipelines";
@@ -339,11 +352,7 @@ RunConfig parse_run_config(const nlohmann::json& document, const std::string& co
     if (!params.is_object())
       throw ConfigError("stages." + n + ": expected a JSON object of the stage's parameters, got " +
                         params.dump());
-    // A stage parameter named *_file is a path, resolved like the config's other paths.
-    for (auto it = params.begin(); it != params.end(); ++it)
-      if (it.value().is_string() && it.key().size() > 5 &&
-          it.key().compare(it.key().size() - 5, 5, "_file") == 0)
-        it.value() = resolve_path(it.value().get<std::string>(), c.config_path);
+    resolve_file_params(params, c.config_path);
     c.stages.push_back({n, std::move(params)});
   }
 

@@ -200,45 +200,68 @@ std::string data_file(const std::string& file) {
   return p.is_absolute() ? p.string() : (std::filesystem::path(data_dir()) / p).string();
 }
 
-// galaxy.ebv_mw (the Milky Way's E(B-V)) changes the light only through a stage that inherits
-// it (stages/foreground_dust). An astronomer who gives it expects it applied, so a run with
-// ebv_mw > 0 and no such stage is refused (naming the stages that would apply it), and a stage
-// that gives its own, different value beside it is refused too: one value, one meaning.
-void check_foreground_extinction(const RunConfig& c, const std::vector<RunStage>& stages) {
-  const std::string run_key = "galaxy.ebv_mw";
-  if (!c.ebv_mw_mag) return;
-  const auto key_of = [&](const StageEntry& e) -> const InheritedKey* {
-    for (const InheritedKey& k : e.inherits)
-      if (k.run_key == run_key) return &k;
-    return nullptr;
-  };
-  char value[64];
-  std::snprintf(value, sizeof value, "%g", *c.ebv_mw_mag);
-  bool applied = false;
-  for (const RunStage& r : stages) {
-    const InheritedKey* key = key_of(*r.entry);
-    if (!key) continue;
-    applied = true;
-    for (const StageConfig& st : c.stages) {
-      if (st.name != r.entry->name || !st.params.contains(key->param)) continue;
-      const nlohmann::json& own = st.params.at(key->param);
-      if (own.is_number() && own.get<double>() == *c.ebv_mw_mag) continue;
-      std::string message = run_key + ": " + value + " mag, and " + r.path + "." + key->param;
-      message += " gives " + own.dump() + ": give the foreground colour excess once (" + run_key;
-      message += ")";
-      throw ConfigError(message);
-    }
-  }
-  if (applied || *c.ebv_mw_mag == 0.0) return;
-  std::string takers;
+// A run key that acts only through a stage inheriting it (InheritedKey::needs_stage, as
+// galaxy.ebv_mw through foreground_dust): an astronomer who gives it expects it applied, so a run
+// that gives it (other than its no-effect value) with no such stage in its pipeline is refused,
+// naming the stages that would apply it, and so is a stage that gives its own, different value
+// beside it: one value, one meaning. The keys and the stages come from the registry.
+void check_keys_that_need_a_stage(const RunConfig& c, const nlohmann::json& context,
+                                  const std::vector<RunStage>& stages) {
+  std::set<std::string> run_keys;
   for (const StageEntry& e : stage_registry())
-    if (key_of(e)) takers += (takers.empty() ? "" : " or ") + e.name;
-  std::string message = run_key + ": " + value;
-  message +=
-      " mag of the Milky Way's foreground extinction, but no stage of the pipeline "
-      "applies it: add ";
-  message += takers + " to the pipeline (a cube stage, after flux), or set " + run_key + " to 0";
-  throw ConfigError(message);
+    for (const InheritedKey& k : e.inherits)
+      if (k.needs_stage) run_keys.insert(k.run_key);
+  for (const std::string& run_key : run_keys) {
+    std::string pointer = "/" + run_key;
+    std::replace(pointer.begin(), pointer.end(), '.', '/');
+    const nlohmann::json::json_pointer at(pointer);
+    if (!context.contains(at)) continue;
+    const nlohmann::json& value = context.at(at);
+    const auto key_of = [&](const StageEntry& e) -> const InheritedKey* {
+      for (const InheritedKey& k : e.inherits)
+        if (k.needs_stage && k.run_key == run_key) return &k;
+      return nullptr;
+    };
+    bool applied = false;
+    const InheritedKey* any_key = nullptr;
+    for (const RunStage& r : stages) {
+      const InheritedKey* key = key_of(*r.entry);
+      if (!key) continue;
+      applied = true;
+      for (const StageConfig& st : c.stages) {
+        if (st.name != r.entry->name || !st.params.contains(key->param)) continue;
+        const nlohmann::json& own = st.params.at(key->param);
+        if (own == value) continue;
+        std::string message = run_key + ": " + value.dump() + ", and " + r.path + "." + key->param;
+        message += " gives " + own.dump() + ": give the value once (" + run_key + ")";
+        throw ConfigError(message);
+      }
+    }
+    std::string takers;
+    int n_takers = 0;
+    for (const StageEntry& e : stage_registry())
+      if (const InheritedKey* key = key_of(e)) {
+        any_key = key;
+        takers += (takers.empty() ? "" : " or ") + e.name;
+        takers += " (a ";
+        takers += to_string(e.kind);
+        takers += " stage)";
+        ++n_takers;
+      }
+    if (applied || (any_key && value == any_key->no_effect)) continue;
+    std::string message = run_key + ": " + value.dump();
+    message += ", but no stage of the pipeline applies it: add ";
+    if (n_takers == 1) {
+      const std::size_t kind = takers.find(" (");
+      message += takers.substr(0, kind) + " to the pipeline" + takers.substr(kind);
+    } else {
+      message += "one of " + takers + " to the pipeline";
+    }
+    message += ", or leave " + run_key + " out";
+    if (any_key && !any_key->no_effect.is_null())
+      message += " or set it to " + any_key->no_effect.dump();
+    throw ConfigError(message);
+  }
 }
 
 RunSetup set_up(const RunConfig& c, const RunOptions& options) {
@@ -274,7 +297,7 @@ RunSetup set_up(const RunConfig& c, const RunOptions& options) {
     const StageEntry& entry = stage_entry(st.name, path);
     s.stages.push_back({&entry, make_run_stage(entry, st, path, context, s.resources), path});
   }
-  check_foreground_extinction(c, s.stages);
+  check_keys_that_need_a_stage(c, context, s.stages);
   // The reduction stands between the particle and the cube stages (check_stages checks the
   // order of a listed one).
   auto barrier = std::find_if(s.stages.begin(), s.stages.end(), [](const RunStage& r) {

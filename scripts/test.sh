@@ -9,19 +9,21 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/setup.sh"
 export IFUSIM_DATA_DIR="${IFUSIM_DATA_DIR:-$root/../shared/data}"
+# Each section's heading carries the time since the start, so CI's log shows where its time goes.
+section() { printf '== [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
 
-echo "== build (Release, CUDA backend where nvcc exists)"
+section "build (Release, CUDA backend where nvcc exists)"
 "$root/scripts/build.sh" "$root/build"
-echo "== the Python test environment of swiftsimio and pynbody (tests/python/requirements-simulations.txt)"
+section "the Python test environment of swiftsimio and pynbody (tests/python/requirements-simulations.txt)"
 "$root/scripts/python-test-env.sh" "$root/build/python-test-env"
-echo "== Python package: pip install . into a fresh virtual environment, reusing build/"
+section "Python package: pip install . into a fresh virtual environment, reusing build/"
 # Before ctest: it configures build/ with the environment's interpreter, which has ppxf and
 # vorbin (PyPI) for ifusim.analysis's tests among ctest's pytest suite and examples.
 "$root/scripts/install-python.sh" "$root/build/venv" "$root/build"
-echo "== tests"
+section "tests"
 ctest --test-dir "$root/build" --output-on-failure -j2
 
-echo "== GPU bundle (scripts/gpu-bundle.sh from build/) and its check up to the first GPU call"
+section "GPU bundle (scripts/gpu-bundle.sh from build/) and its check up to the first GPU call"
 if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc > /dev/null; then
   "$root/scripts/gpu-bundle.sh" "$root/build" "$root/build/gpu-bundle"
   status=0
@@ -35,7 +37,7 @@ else
   echo "SKIPPED: GPU bundle: no nvcc, so no CUDA backend to bundle"
 fi
 
-echo "== the installed package's pytest suite"
+section "the installed package's pytest suite"
 # (test_simulation_libraries.py needs numpy >= 2, which Debian's packages that this environment
 # sees are not built for: ctest ran it in build/python-test-env.)
 IFUSIM_CLI="$root/build/ifusim" OMP_NUM_THREADS=4 \
@@ -43,13 +45,14 @@ IFUSIM_CLI="$root/build/ifusim" OMP_NUM_THREADS=4 \
   "$root/build/venv/bin/python" -m pytest -q -p no:cacheprovider \
   --ignore="$root/tests/python/test_simulation_libraries.py" "$root/tests/python"
 
-echo "== build (ASan + UBSan, CPU backend)"
+section "build (ASan + UBSan, CPU backend)"
 "$root/scripts/build.sh" "$root/build-sanitize" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DIFUSIM_SANITIZE=ON -DIFUSIM_CUDA=OFF -DIFUSIM_PYTHON=OFF -DIFUSIM_MPI=OFF
-echo "== tests under ASan + UBSan"
+  -DIFUSIM_SANITIZE=ON -DIFUSIM_CUDA=OFF -DIFUSIM_PYTHON=OFF -DIFUSIM_MPI=OFF -DIFUSIM_BUILD_BENCH=OFF
+section "tests under ASan + UBSan"
 ASAN_OPTIONS=detect_leaks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$root/scripts/ubsan-suppressions.txt \
   ctest --test-dir "$root/build-sanitize" --output-on-failure -j2
 
-echo "== fuzzing (clang, libFuzzer, ASan + UBSan)"
+section "fuzzing (clang, libFuzzer, ASan + UBSan)"
 "$root/scripts/fuzz.sh" "$root/build-fuzz"
+section "done"

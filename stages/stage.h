@@ -321,6 +321,12 @@ struct QuickLook {
 struct InheritedKey {
   std::string param;
   std::string run_key;
+  // Whether the run key acts only through a stage that inherits it (galaxy.ebv_mw, through
+  // foreground_dust): a run that gives it a value other than `no_effect` needs such a stage in
+  // its pipeline, and a stage that gives its own value for `param` must give the same one (one
+  // value, one meaning). The runner checks this for every key so marked, naming none itself.
+  bool needs_stage = false;
+  nlohmann::json no_effect = nullptr;  // the run key's value that changes nothing (E(B-V) = 0)
 };
 
 // A stage's registry entry: everything known of it before it is made.

@@ -77,7 +77,8 @@ TEST_CASE("cuda: skeleton image equals the CPU backend's, bitwise, for 1..7 logi
     const Cube gpu = run_skeleton(Backend::cuda, d, host);
     REQUIRE(gpu.data.size() == cpu.data.size());
     INFO("logical devices: " << d);
-    CHECK(std::memcmp(gpu.data.data(), cpu.data.data(), cpu.data.size() * sizeof(double)) == 0);
+    CHECK(std::memcmp(gpu.data.data(), cpu.data.data(), cpu.data.size() * sizeof(cpu.data[0])) ==
+          0);
   }
 }
 
@@ -97,7 +98,7 @@ TEST_CASE("cuda: stars on spaxel edges of an inexact grid land where the CPU put
   const Cube cpu = run_skeleton(Backend::cpu, 1, host, n, d);
   const Cube gpu = run_skeleton(Backend::cuda, 1, host, n, d);
   REQUIRE(gpu.data.size() == cpu.data.size());
-  CHECK(std::memcmp(gpu.data.data(), cpu.data.data(), cpu.data.size() * sizeof(double)) == 0);
+  CHECK(std::memcmp(gpu.data.data(), cpu.data.data(), cpu.data.size() * sizeof(cpu.data[0])) == 0);
 }
 
 // The whole MUSE example on the GPU: bitwise identical for 1 and 4 logical devices (one GPU
@@ -139,13 +140,14 @@ TEST_CASE(
     const Cube gpu1 = run_on(Backend::cuda, 1);
     const Cube gpu4 = run_on(Backend::cuda, 4);
     REQUIRE(gpu1.data.size() == cpu.data.size());
-    CHECK(std::memcmp(gpu1.data.data(), gpu4.data.data(), gpu1.data.size() * sizeof(double)) == 0);
+    CHECK(std::memcmp(gpu1.data.data(), gpu4.data.data(),
+                      gpu1.data.size() * sizeof(gpu1.data[0])) == 0);
     double peak = 0, worst = 0;
     for (double v : cpu.data) peak = std::max(peak, std::abs(v));
     REQUIRE(peak > 0);
     for (std::size_t i = 0; i < cpu.data.size(); ++i) {
       REQUIRE(std::isfinite(gpu1.data[i]));
-      worst = std::max(worst, std::abs(gpu1.data[i] - cpu.data[i]));
+      worst = std::max<double>(worst, std::abs(gpu1.data[i] - cpu.data[i]));
     }
     INFO("max |gpu - cpu| / peak = " << worst / peak);
     CHECK(worst <= 1e-6 * peak);

@@ -384,8 +384,8 @@ TEST_CASE("dust: with the spectra, A_V = 1 dims the rest-frame V band by 10^-0.4
     for (int k = 0; k < kBins.n; ++k) REQUIRE(dusty.at(5, 4, k) == clear.at(5, 4, k));
     // No gas at all: the dust stage changes nothing.
     const Cube no_gas = spectra_cube(stars, HostGas{}, true, params);
-    CHECK(std::memcmp(no_gas.data.data(), clear.data.data(), clear.data.size() * sizeof(double)) ==
-          0);
+    CHECK(std::memcmp(no_gas.data.data(), clear.data.data(),
+                      clear.data.size() * sizeof(clear.data[0])) == 0);
   }
 }
 
@@ -592,7 +592,7 @@ TEST_CASE("dust: the binned dust cube is bitwise the same on 1, 2 and 3 devices"
     const auto many = spectra_run(stars, gas, true, params, SpectralMethod::binned, kBins, n);
     REQUIRE(many.cube.data.size() == one.cube.data.size());
     CHECK(std::memcmp(many.cube.data.data(), one.cube.data.data(),
-                      one.cube.data.size() * sizeof(double)) == 0);
+                      one.cube.data.size() * sizeof(one.cube.data[0])) == 0);
   }
 }
 
@@ -699,10 +699,10 @@ TEST_CASE("dust: with birth clouds the binned and exact methods agree, bitwise o
   const auto one = spectra_run(stars, gas, true, params, SpectralMethod::binned, kBins, 1);
   REQUIRE(binned.cube.data.size() == one.cube.data.size());
   CHECK(std::memcmp(binned.cube.data.data(), one.cube.data.data(),
-                    one.cube.data.size() * sizeof(double)) == 0);
+                    one.cube.data.size() * sizeof(one.cube.data[0])) == 0);
   const auto three = spectra_run(stars, gas, true, params, SpectralMethod::binned, kBins, 3);
   CHECK(std::memcmp(three.cube.data.data(), one.cube.data.data(),
-                    one.cube.data.size() * sizeof(double)) == 0);
+                    one.cube.data.size() * sizeof(one.cube.data[0])) == 0);
 }
 
 namespace {

@@ -21,6 +21,7 @@
 #include "stages/fibres/fibres.h"
 #include "stages/noise/exposure.h"
 #include "temp_dir.h"
+#include "tests/cube_tolerance.h"
 
 using namespace ifusim;
 namespace fs = std::filesystem;
@@ -281,7 +282,7 @@ TEST_CASE(
   for (const auto& [f, w] : weights[t]) sum_aw2 += a * a * w * w;
   for (int k = 0; k < n_wave; ++k)
     CHECK(cube.variance[t * n_wave + k] ==
-          Approx(sum_aw2 * 4.0 * std::numbers::pi * spaxels.variance[k]).epsilon(1e-9));
+          Approx(sum_aw2 * 4.0 * std::numbers::pi * spaxels.variance[k]).epsilon(test::kCubeValue));
 }
 
 TEST_CASE("fibre exposure: bad keys are refused naming them, before anything is written",
@@ -326,12 +327,13 @@ TEST_CASE("fibre exposure: bad keys are refused naming them, before anything is 
   const std::string config =
       std::string(IFUSIM_SOURCE_DIR) + "/configs/examples/muse_synthetic.json";
   TempDir out;
-  auto run_error = [&](const std::string& telescope_extra, const std::string& noise) {
+  const std::string band_4600_4800 = R"(, "wavelength": {"start_angstrom": 4600,
+           "end_angstrom": 4800, "step_angstrom": 1.0, "medium": "vacuum"})";
+  auto run_error = [&](const std::string& telescope_extra, const std::string& noise,
+                       const std::string& band) {
     const std::vector<std::string> overrides = {
         "input.synthetic.stars=3000", "input.synthetic.gas=0",
-        R"(telescope={"preset": "MaNGA-12", "wavelength": {"start_angstrom": 4600,
-           "end_angstrom": 4800, "step_angstrom": 1.0, "medium": "vacuum"})" +
-            telescope_extra + "}",
+        R"(telescope={"preset": "MaNGA-12")" + band + telescope_extra + "}",
         R"(pipeline=["orient", "aperture", "stellar_spectra", "psum", "flux", "psf", "lsf",
                      "fibres", "aperture_mask"])",
         R"(stages={"flux": {"unit_scale": 1e-20}, "psf": {"fwhm_arcsec": 1.5},
@@ -342,28 +344,43 @@ TEST_CASE("fibre exposure: bad keys are refused naming them, before anything is 
       options.output_dir = out.path.string();
       options.progress = false;
       run_pipeline(load_run_config(config, overrides), options);
-    } catch (const ConfigError& e) {
+    } catch (const std::runtime_error& e) {  // ConfigError, or InputError naming a file
       return std::string(e.what());
     }
     return std::string("(no error)");
   };
   const std::string exposure = R"({"model": "exposure", "exposure_s": 900, "n_exposures": 3})";
-  CHECK_THAT(run_error("", R"({"model": "exposure", "exposure_s": -1})"),
+  CHECK_THAT(run_error("", R"({"model": "exposure", "exposure_s": -1})", band_4600_4800),
              Catch::Contains("stages.fibres.noise.exposure_s"));
   CHECK_FALSE(fs::exists(out.path));
   // MaNGA's preset gives area and site; a throughput out of range is the telescope's key.
-  CHECK_THAT(run_error(R"(, "throughput": 1.5)", exposure),
+  CHECK_THAT(run_error(R"(, "throughput": 1.5)", exposure, band_4600_4800),
              Catch::Contains("telescope.throughput"));
   CHECK_FALSE(fs::exists(out.path));
-  CHECK_THAT(run_error(R"(, "throughput": 0.25, "site": "mars")", exposure),
+  CHECK_THAT(run_error(R"(, "throughput": 0.25, "site": "mars")", exposure, band_4600_4800),
              Catch::Contains("telescope.site"));
   CHECK_FALSE(fs::exists(out.path));
   CHECK_THAT(run_error(R"(, "throughput": 0.25)",
-                       R"({"model": "exposure", "exposure_s": 900, "sky_mag_arcsec2": 5})"),
+                       R"({"model": "exposure", "exposure_s": 900, "sky_mag_arcsec2": 5})",
+                       band_4600_4800),
              Catch::Contains("stages.fibres.noise.sky_mag_arcsec2"));
   CHECK_FALSE(fs::exists(out.path));
 
+  // MaNGA's whole LOGCUBE band (3621.6-10353.8 A, the preset's) runs past the sky file's end
+  // (10000 A, ../shared/data/README.md): refused naming the sky file's key, not extrapolated.
+  CHECK_THAT(run_error(R"(, "throughput": 0.25)", exposure, ""),
+             Catch::Contains("stages.fibres.noise.sky_file") &&
+                 Catch::Contains("3000.0-10000.0 A") && Catch::Contains("not extrapolated"));
+  CHECK_FALSE(fs::exists(out.path));
+  // stages.fibres.noise.sky_file is a path relative to the config's folder, as the config's
+  // other *_file keys (not to the data folder, where the default sky file is).
+  CHECK_THAT(run_error(R"(, "throughput": 0.25)",
+                       R"({"model": "exposure", "exposure_s": 900, "sky_file": "no_sky.fits"})",
+                       band_4600_4800),
+             Catch::Contains((fs::path(config).parent_path() / "no_sky.fits").string()));
+  CHECK_FALSE(fs::exists(out.path));
+
   // And the same run with a valid throughput goes through, with a variance everywhere covered.
-  CHECK(run_error(R"(, "throughput": 0.25)", exposure) == "(no error)");
+  CHECK(run_error(R"(, "throughput": 0.25)", exposure, band_4600_4800) == "(no error)");
   CHECK(fs::exists(out.path / "cube.fits"));
 }

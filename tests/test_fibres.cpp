@@ -22,6 +22,7 @@
 #include "pipeline/runner.h"
 #include "stages/fibres/fibres.h"
 #include "stages/psf/psf.h"
+#include "tests/cube_tolerance.h"
 
 using namespace ifusim;
 
@@ -88,7 +89,7 @@ TEST_CASE("fibres: a flat sky fills each core and an exposure holds the bundle's
   const Cube fibres = fibre_spectra(sampling, sky);
   const double core_area = std::numbers::pi * 1.0 * 1.0;  // arcsec^2, a 2 arcsec core
   for (std::size_t f = 0; f < sampling.size(); ++f)
-    CHECK(fibres.data[f * 3 + 1] == Approx(mu * core_area).epsilon(1e-10));
+    CHECK(fibres.data[f * 3 + 1] == Approx(mu * core_area).epsilon(test::kCubeValue));
   // One exposure's 19 fibres against the light on the footprint of their 19 hexagonal lattice
   // cells (each (sqrt(3) / 2) p^2): the filling factor, core area over cell area, 0.580 for
   // MaNGA (Drory et al. 2015 quote 56% with the buffer and cladding's real spacing).
@@ -97,7 +98,7 @@ TEST_CASE("fibres: a flat sky fills each core and an exposure holds the bundle's
   const double cell = std::sqrt(3.0) / 2.0 * 2.5 * 2.5;
   const double filling = core_area / cell;
   CHECK(filling == Approx(0.5804).epsilon(1e-3));
-  CHECK(exposure / (mu * 19 * cell) == Approx(filling).epsilon(1e-10));
+  CHECK(exposure / (mu * 19 * cell) == Approx(filling).epsilon(test::kCubeValue));
   CHECK(fibre_filling_factor(p.bundle) == Approx(filling).epsilon(1e-12));
 }
 

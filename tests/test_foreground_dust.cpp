@@ -16,6 +16,7 @@
 #include "pipeline/devices.h"
 #include "pipeline/registry.h"
 #include "pipeline/runner.h"
+#include "tests/cube_tolerance.h"
 
 using namespace ifusim;
 
@@ -59,9 +60,9 @@ TEST_CASE("foreground_dust: A_lambda of CCM89 at V and in the infrared, variance
   const Cube ir = dim(flat_cube(1e4 - 5.0, 1.0, 11), {{"ebv_mag", ebv}, {"r_v", 3.1}});
   const double at_ir = std::pow(10.0, -0.4 * ebv * 3.1 * (0.574 - 0.527 / 3.1));
   for (int s = 1; s < 4; ++s) {
-    CHECK(v.data[s * 21 + 10] == Approx(at_v).epsilon(1e-9));
-    CHECK(v.variance[s * 21 + 10] == Approx(4.0 * at_v * at_v).epsilon(1e-9));
-    CHECK(ir.data[s * 11 + 5] == Approx(at_ir).epsilon(1e-9));
+    CHECK(v.data[s * 21 + 10] == Approx(at_v).epsilon(test::kCubeValue));
+    CHECK(v.variance[s * 21 + 10] == Approx(4.0 * at_v * at_v).epsilon(test::kCubeValue));
+    CHECK(ir.data[s * 11 + 5] == Approx(at_ir).epsilon(test::kCubeValue));
   }
   // Bluer light is dimmed more; the NaN spaxel stays NaN.
   CHECK(v.data[21 + 0] < v.data[21 + 20]);
@@ -164,7 +165,7 @@ TEST_CASE("galaxy.ebv_mw: the cube dimmed by 10^(-0.4 E(B-V) R_V k(lambda)) of C
       REQUIRE(std::isnan(with) == std::isnan(without));
       if (std::isnan(without) || without <= 0) continue;
       REQUIRE(std::isfinite(with));
-      CHECK(with / without == Approx(expected).epsilon(1e-9));
+      CHECK(with / without == Approx(expected).epsilon(test::kCubeValue));
       ++checked;
     }
     CAPTURE(lambda);
@@ -194,7 +195,7 @@ TEST_CASE("galaxy.ebv_mw: bad values, a pipeline that would ignore it, two value
   OutDir out;
   // Given, > 0, and no stage applies it: refused before anything runs, naming the stage to add.
   CHECK_THROWS_WITH(run_into(ebv_config(false, {"galaxy.ebv_mw=0.1"}), out.path),
-                    Catch::StartsWith("galaxy.ebv_mw: 0.1 mag") &&
+                    Catch::StartsWith("galaxy.ebv_mw: 0.1,") &&
                         Catch::Contains("add foreground_dust to the pipeline"));
   // Given twice with different values.
   CHECK_THROWS_WITH(

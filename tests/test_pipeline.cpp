@@ -100,9 +100,9 @@ TEST_CASE(
       INFO(d << " devices");
       CHECK(report.stars_per_device.size() == static_cast<std::size_t>(d));
       CHECK(std::memcmp(report.cube.data.data(), one.cube.data.data(),
-                        one.cube.data.size() * sizeof(double)) == 0);
+                        one.cube.data.size() * sizeof(one.cube.data[0])) == 0);
       CHECK(std::memcmp(report.cube.variance.data(), one.cube.variance.data(),
-                        one.cube.variance.size() * sizeof(double)) == 0);
+                        one.cube.variance.size() * sizeof(one.cube.variance[0])) == 0);
     }
 
     std::size_t masked = 0;
@@ -388,8 +388,8 @@ TEST_CASE(
   CHECK(voxels_off_reference("muse_disc_stars_gas", out1.path / "cube.fits", masked) == 0);
   CHECK(masked == 0);
   const RunReport three = run(config, 3, out3.path);
-  CHECK(std::memcmp(three.cube.data.data(), cube.data.data(), cube.data.size() * sizeof(double)) ==
-        0);
+  CHECK(std::memcmp(three.cube.data.data(), cube.data.data(),
+                    cube.data.size() * sizeof(cube.data[0])) == 0);
   for (const auto& [name, map] : cube.maps) {
     INFO(name);
     const auto& other = three.cube.maps.at(name).values;
@@ -436,7 +436,7 @@ TEST_CASE("the run loop reduces between the particle and the cube stages, a stag
       run(with(R"(["orient", "aperture", "stellar_spectra", "flux"])"), 1, dir.path / "b");
   REQUIRE(listed.cube.data.size() == implicit.cube.data.size());
   CHECK(std::memcmp(listed.cube.data.data(), implicit.cube.data.data(),
-                    listed.cube.data.size() * sizeof(double)) == 0);
+                    listed.cube.data.size() * sizeof(listed.cube.data[0])) == 0);
   double total = 0;
   for (double v : implicit.cube.data) total += v;
   CHECK(total > 0);
@@ -525,9 +525,9 @@ TEST_CASE("a spectrograph's arms: one cube each from one run, each the one-arm r
   auto same = [](const Cube& a, const Cube& b) {
     REQUIRE(a.data.size() == b.data.size());
     REQUIRE(a.variance.size() == b.variance.size());
-    return std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(double)) == 0 &&
-           std::memcmp(a.variance.data(), b.variance.data(), a.variance.size() * sizeof(double)) ==
-               0;
+    return std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(a.data[0])) == 0 &&
+           std::memcmp(a.variance.data(), b.variance.data(),
+                       a.variance.size() * sizeof(a.variance[0])) == 0;
   };
   CHECK(same(blue_arm, blue.cube));
   CHECK(same(red_arm, red.cube));

@@ -66,7 +66,8 @@ warnings.simplefilter("error", fits.verify.VerifyWarning)
 with fits.open(cube_fits) as hdul, h5py.File(f"{directory}/cube.h5", "r") as h5:
     hdul.verify("exception")
     names = [h.name for h in hdul]
-    cube_hdus = (["FLUX", "IVAR", "MASK", "WAVE", "SPECRES", "PRESPECRES"] if manga
+    cube_hdus = (["FLUX", "IVAR", "MASK", "WAVE", "SPECRES", "SPECRESD", "PRESPECRES",
+                  "PRESPECRESD"] if manga
                  else ["DATA", "STAT"])
     check(names == ["PRIMARY"] + cube_hdus + maps, f"HDUs {names}")
     data, stat = hdul[cube_hdus[0]], hdul[cube_hdus[1]]
@@ -121,6 +122,10 @@ with fits.open(cube_fits) as hdul, h5py.File(f"{directory}/cube.h5", "r") as h5:
         check(np.allclose(hdul["SPECRES"].data, want / post, rtol=1e-12, atol=0),
               "SPECRES is lambda / FWHM of the pixelised LSF")
         check(np.all(hdul["SPECRES"].data < hdul["PRESPECRES"].data), "SPECRES < PRESPECRES")
+        # SPECRESD, PRESPECRESD: their spread between fibres, 0 for one LSF curve.
+        for name in ["SPECRESD", "PRESPECRESD"]:
+            check(hdul[name].data.shape == (n_wave,) and np.all(hdul[name].data == 0),
+                  f"{name}: 0 at each of the {n_wave} planes")
         check(hdul["MASK"].data.dtype.kind == "i", f"MASK integer: {hdul['MASK'].data.dtype}")
     step_deg = preset["spaxel_arcsec"] / 3600
     check(math.isclose(abs(w.wcs.cdelt[0]), step_deg, rel_tol=1e-12), "spaxel size")

@@ -64,9 +64,9 @@ TEST_CASE("plan: every star field's sharding, the stars per device and the memor
   CHECK_THAT(p.report, !Catch::Contains("gas."));
   // The reduced cube: the 25 x 25 field with the Moffat PSF's margin of 15 spaxels (4.53 alpha,
   // alpha = 3.10 spaxels for 0.7 arcsec at beta = 2.5) on each side, and no LSF margin (the
-  // templates are coarser than MUSE at z = 0.3): 55 x 55 x 3721 doubles = 90.048 MB.
+  // templates are coarser than MUSE at z = 0.3): 55 x 55 x 3721 floats = 45.024 MB.
   CHECK_THAT(p.report, Catch::Contains("simulated with a margin of 15 spaxels and 0 wavelengths"));
-  CHECK_THAT(p.report, Catch::Contains("90.048 MB  stellar_spectra: reduced cube (double, host)"));
+  CHECK_THAT(p.report, Catch::Contains("45.024 MB  stellar_spectra: reduced cube (float, host)"));
   // The dusty run holds the gas and the stars' A_V.
   const RunPlan dusty = plan({}, 2, "muse_tng_mastar_dusty");
   CHECK_THAT(dusty.report, Catch::Contains("stars.dust_av: float32[2000]"));

@@ -197,7 +197,7 @@ TEST_CASE("survey: cubes of a snapshot's subhalos, bitwise those of ifusim run, 
     const Cube run_cube = read_cube(dir.file("single") + "/cube.h5");
     REQUIRE(survey_cube.data.size() == run_cube.data.size());
     CHECK(std::memcmp(survey_cube.data.data(), run_cube.data.data(),
-                      run_cube.data.size() * sizeof(double)) == 0);
+                      run_cube.data.size() * sizeof(run_cube.data[0])) == 0);
   }
 
   // A rerun makes only what is not done: the failed rows again, and a row whose cube is gone.
@@ -234,8 +234,8 @@ TEST_CASE("survey: cubes of a snapshot's subhalos, bitwise those of ifusim run, 
   CHECK(fs::file_size(cubes[1]) == sizes);
   const Cube after = read_cube(cubes[0].string());
   REQUIRE(after.data.size() == before.data.size());
-  CHECK(std::memcmp(after.data.data(), before.data.data(), before.data.size() * sizeof(double)) ==
-        0);
+  CHECK(std::memcmp(after.data.data(), before.data.data(),
+                    before.data.size() * sizeof(before.data[0])) == 0);
 
   // A catalog written before the files column (9 columns) is still read, its done rows kept.
   {

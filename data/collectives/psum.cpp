@@ -42,7 +42,13 @@ Cube reduce_to_cube(const Mesh& mesh, PartialCube& partial, const std::string& u
   Cube cube;
   cube.shape = partial.shape;
   cube.unit = unit;
-  cube.data = reduce_to_host(mesh, partial.sums, partial.scale);
+  // Each voxel's exact total in double, rounded once to the cube's float.
+  psum(mesh, partial.sums);
+  const std::vector<std::int64_t> sums = partial.sums.to_host();
+  cube.data = large_vector<float>(sums.size());
+  const double quantum = partial.scale.quantum();
+  for (std::size_t i = 0; i < sums.size(); ++i)
+    cube.data[i] = static_cast<float>(static_cast<double>(sums[i]) * quantum);
   return cube;
 }
 

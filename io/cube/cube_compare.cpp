@@ -40,8 +40,8 @@ std::string location(const Cube& c, std::size_t index) {
 }
 
 // Compares one array (data or variance); writes its report and returns whether it passes.
-bool compare_values(const char* name, const Cube& a, const std::vector<double>& va,
-                    const std::vector<double>& vb, double rtol, double atol, std::ostream& out) {
+bool compare_values(const char* name, const Cube& a, const std::vector<float>& va,
+                    const std::vector<float>& vb, double rtol, double atol, std::ostream& out) {
   Where abs_max, rel_max;
   // A NaN matches a NaN in the same voxel (numpy's allclose with equal_nan): spaxels outside an
   // aperture are NaN in both cubes of one instrument. A NaN against a number fails.

@@ -17,6 +17,7 @@
 #include <variant>
 
 #include "core/config_error.h"
+#include "data/host_memory.h"
 #include "io/cube/cube_io.h"
 #include "io/cube/plane_blocks.h"
 #include "io/temp_file.h"
@@ -175,16 +176,13 @@ void write_image_of(fitsfile* f, const std::string& file, const Cube& cube, Valu
       });
 }
 
-// A held array (flux or variance): float32 where it holds every value (fits_in_float32).
+// A held array (flux or variance): float32, as the cube holds it (data/datacube.h).
 void write_image(fitsfile* f, const std::string& file, const Cube& cube,
-                 const std::vector<double>& values, const char* extname, const std::string& unit,
+                 const std::vector<float>& values, const char* extname, const std::string& unit,
                  const char* description) {
-  const double* v = values.data();
+  const float* v = values.data();
   auto value = [v](std::size_t i) { return v[i]; };
-  if (fits_in_float32(values))
-    write_image_of<float>(f, file, cube, value, extname, unit, description);
-  else
-    write_image_of<double>(f, file, cube, value, extname, unit, description);
+  write_image_of<float>(f, file, cube, value, extname, unit, description);
 }
 
 // A 1-D image extension of one value per wavelength plane (MaNGA's WAVE, SPECRES).
@@ -232,6 +230,18 @@ std::vector<double> read_spectrum_extension(fitsfile* raw, const std::string& pa
   return values;
 }
 
+// A Gaussian LSF of the given FWHM pixelised by a pixel of the given width (a top hat, variance
+// width^2 / 12, added to the Gaussian's sigma^2), and back: MaNGA's SPECRES (post-pixel) and
+// PRESPECRES (pre-pixel) as the DRP data model defines them (Law et al. 2021, AJ 161, 52).
+constexpr double kFwhmPerSigmaSquared = 8.0 * std::numbers::ln2;  // (2 sqrt(2 ln 2))^2
+double post_pixel_fwhm(double fwhm, double width) {
+  return std::sqrt(fwhm * fwhm + kFwhmPerSigmaSquared * width * width / 12.0);
+}
+double pre_pixel_fwhm(double post_fwhm, double width) {
+  return std::sqrt(
+      std::max(post_fwhm * post_fwhm - kFwhmPerSigmaSquared * width * width / 12.0, 0.0));
+}
+
 // MaNGA's DRP bits used here (MANGA_DRP3PIXMASK, SDSS-IV DR17 bitmasks): NOCOV (bit 0, no
 // coverage) and DONOTUSE (bit 10).
 constexpr std::int32_t kMangaNoCoverage = 1, kMangaDoNotUse = 1 << 10;
@@ -243,25 +253,17 @@ constexpr std::int32_t kMangaNoCoverage = 1, kMangaDoNotUse = 1 << 10;
 // stays NaN where there is no measurement (MaNGA writes 0 there and relies on the mask).
 void write_manga_extensions(fitsfile* f, const std::string& file, const Cube& cube) {
   write_image(f, file, cube, cube.data, "FLUX", cube.unit, "flux");
-  const double* data = cube.data.data();
+  const float* data = cube.data.data();
   if (!cube.variance.empty()) {
     // IVAR is made a block of planes at a time as it is written (a whole-cube array of it would
-    // be 2.7 GB of double on MUSE-WFM), float32 where every value fits (as fits_in_float32).
-    const double* var = cube.variance.data();
+    // be 1.3 GB on MUSE-WFM), float32 where every value fits (1 / a tiny float variance may not).
+    const float* var = cube.variance.data();
     auto ivar = [data, var](std::size_t i) {
       const double v = var[i];
       return v > 0 && std::isfinite(v) && !std::isnan(data[i]) ? 1.0 / v : 0.0;
     };
-    constexpr double lo = std::numeric_limits<float>::min(), hi = std::numeric_limits<float>::max();
-    const long long n = static_cast<long long>(cube.variance.size());
-    long long outside = 0;
-#pragma omp parallel for schedule(static) reduction(+ : outside)
-    for (long long i = 0; i < n; ++i) {
-      const double a = std::abs(ivar(static_cast<std::size_t>(i)));
-      outside += !(a == 0.0 || (a >= lo && a <= hi));
-    }
     const std::string ivar_unit = inverse_squared_unit(cube.unit);
-    if (outside == 0)
+    if (fits_in_float32_of(cube.variance.size(), ivar))
       write_image_of<float>(f, file, cube, ivar, "IVAR", ivar_unit, "inverse variance of FLUX");
     else
       write_image_of<double>(f, file, cube, ivar, "IVAR", ivar_unit, "inverse variance of FLUX");
@@ -282,20 +284,25 @@ void write_manga_extensions(fitsfile* f, const std::string& file, const Cube& cu
     // written); mangadap reads R = lambda / FWHM from either (Westfall et al. 2019; Law et al.
     // 2021, AJ 161, 52, on pre- versus post-pixel LSFs). The cube's LSF (the telescope's
     // lsf_fwhm_angstrom) is the kernel the lsf stage applies before the flux-conserving binning:
-    // the pre-pixel one. Pixelising adds the pixel's top hat, variance width^2 / 12, to the
-    // Gaussian's sigma^2.
-    constexpr double kFwhmPerSigma2 = 8.0 * 0.69314718055994530942;  // (FWHM / sigma)^2
+    // the pre-pixel one (post_pixel_fwhm adds the pixel). SPECRESD and PRESPECRESD are the
+    // standard deviation of SPECRES and PRESPECRES across the fibres that feed the cube: the
+    // simulated instrument has one LSF curve for every fibre (and every spaxel), so they are 0.
     std::vector<double> pre(wave.size()), post(wave.size());
     for (std::size_t k = 0; k < wave.size(); ++k) {
       const double fwhm = cube.lsf_fwhm_angstrom[k];
-      const double width = cube.axes.width_angstrom(static_cast<int>(k));
       pre[k] = wave[k] / fwhm;
-      post[k] = wave[k] / std::sqrt(fwhm * fwhm + kFwhmPerSigma2 * width * width / 12.0);
+      post[k] = wave[k] / post_pixel_fwhm(fwhm, cube.axes.width_angstrom(static_cast<int>(k)));
     }
     write_spectrum_extension(f, file, "SPECRES", post, "",
                              "median spectral resolution lambda/FWHM (post-pixel)");
+    std::vector<double>& spread = post;  // no longer needed: the spreads' zeros (one LSF)
+    std::fill(spread.begin(), spread.end(), 0.0);
+    write_spectrum_extension(f, file, "SPECRESD", spread, "",
+                             "sd of SPECRES across fibres (0: one LSF)");
     write_spectrum_extension(f, file, "PRESPECRES", pre, "",
                              "median spectral resolution lambda/FWHM (pre-pixel)");
+    write_spectrum_extension(f, file, "PRESPECRESD", spread, "",
+                             "sd of PRESPECRES across fibres (0: one LSF)");
   }
 }
 
@@ -410,7 +417,7 @@ double axis_step(fitsfile* f, const std::string& file, int i) {
 }
 
 void read_image(fitsfile* f, const std::string& file, const CubeShape& s, const char* extname,
-                std::vector<double>& values) {
+                std::vector<float>& values) {
   int status = 0;
   int naxis = 0;
   long naxes[3] = {0, 0, 0};
@@ -421,16 +428,18 @@ void read_image(fitsfile* f, const std::string& file, const CubeShape& s, const 
     throw InputError(file + ": extension " + extname + " should be a " + std::to_string(s.nx) +
                      " x " + std::to_string(s.ny) + " x " + std::to_string(s.n_wave) +
                      " image like the data");
-  values.assign(s.n_voxels(), 0.0);
+  // Read as float32, the cube's type (cfitsio converts a DOUBLE_IMG, and fails naming the
+  // extension where a value is beyond float's range).
+  values = large_vector<float>(s.n_voxels());
   const std::size_t n_spaxels = s.n_spaxels();
   const std::size_t planes = std::clamp<std::size_t>(kChunkElements / n_spaxels, 1, s.n_wave);
-  std::vector<double> buffer(planes * n_spaxels);
+  std::vector<float> buffer(planes * n_spaxels);
   for (int k0 = 0; k0 < s.n_wave; k0 += static_cast<int>(planes)) {
     const int k1 = std::min<int>(s.n_wave, k0 + static_cast<int>(planes));
     long first[3] = {1, 1, k0 + 1};
     int any_null = 0;
     // No null value: blank (NaN) pixels come back as NaN, which `compare` counts.
-    fits_read_pix(f, TDOUBLE, first, static_cast<LONGLONG>((k1 - k0) * n_spaxels), nullptr,
+    fits_read_pix(f, TFLOAT, first, static_cast<LONGLONG>((k1 - k0) * n_spaxels), nullptr,
                   buffer.data(), &any_null, &status);
     check(status, file, std::string("cannot read the pixels of ") + extname);
     for (std::size_t sp = 0; sp < n_spaxels; ++sp)
@@ -687,7 +696,8 @@ Cube read_cube_fits(const std::string& path) {
     check(status, path, std::string("cannot open extension ") + variance_extension);
     read_image(raw, path, cube.shape, variance_extension, cube.variance);
     if (manga)
-      for (double& v : cube.variance) v = v > 0 ? 1.0 / v : std::nan("");
+      for (float& v : cube.variance)
+        v = v > 0 ? static_cast<float>(1.0 / static_cast<double>(v)) : std::nanf("");
   }
   if (manga) {
     // The pre-pixel LSF's FWHM: lambda / PRESPECRES where the file has it (ifusim's, MaNGA's
@@ -697,17 +707,11 @@ Cube read_cube_fits(const std::string& path) {
     const std::vector<double> post = pre.empty()
                                          ? read_spectrum_extension(raw, path, "SPECRES", cube.shape)
                                          : std::vector<double>{};
-    constexpr double kFwhmPerSigma2 = 8.0 * 0.69314718055994530942;
     for (int k = 0; k < cube.shape.n_wave && !(pre.empty() && post.empty()); ++k) {
       const double lambda = cube.axes.wavelength_angstrom(k);
-      if (!pre.empty()) {
-        cube.lsf_fwhm_angstrom.push_back(lambda / pre[k]);
-      } else {
-        const double width = cube.axes.width_angstrom(k);
-        const double fwhm = lambda / post[k];
-        cube.lsf_fwhm_angstrom.push_back(
-            std::sqrt(std::max(fwhm * fwhm - kFwhmPerSigma2 * width * width / 12.0, 0.0)));
-      }
+      cube.lsf_fwhm_angstrom.push_back(
+          pre.empty() ? pre_pixel_fwhm(lambda / post[k], cube.axes.width_angstrom(k))
+                      : lambda / pre[k]);
     }
   }
   read_maps(raw, path, cube);

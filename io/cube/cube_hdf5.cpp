@@ -1,10 +1,11 @@
 // HDF5 cubes: the layout is documented in docs/outputs.md. Arrays are (n_wave, ny, nx), C order,
 // i.e. the FITS cube's axes reversed, so h5py/numpy and astropy see the same array.
 #include <cmath>
-#include <variant>
 #include <cstdint>
+#include <variant>
 
 #include "core/config_error.h"
+#include "data/host_memory.h"
 #include "io/cube/cube_io.h"
 #include "io/cube/plane_blocks.h"
 #include "io/hdf5.h"
@@ -16,13 +17,13 @@ namespace {
 constexpr const char* kFormat = "ifusim cube";
 constexpr int kFormatVersion = 1;
 
-// Spaxel-major doubles -> (n_wave, ny, nx), written a block of wavelength planes (~64 MB) at a
+// Spaxel-major floats -> (n_wave, ny, nx), written a block of wavelength planes (~64 MB) at a
 // time into a contiguous dataset (the layout of one write of the whole transposed cube; the
 // values are bitwise those), without a transposed copy of the cube in memory (1.3 GB of float on
 // MUSE-WFM).
-template <class T>
-void write_wave_major(const h5::File& f, const std::string& dataset, const CubeShape& s,
-                      const std::vector<double>& values, const std::vector<hsize_t>& dims) {
+void write_voxels(const h5::File& f, const std::string& dataset, const CubeShape& s,
+                  const std::vector<float>& values, const std::vector<hsize_t>& dims) {
+  using T = float;  // the cube's own type (data/datacube.h): stored as it is held
   f.create<T>(dataset, dims, false);
   detail::for_each_plane_block<T>(
       s, values, (std::size_t(64) << 20) / sizeof(T), [&](int k0, int k1, T* block) {
@@ -30,17 +31,9 @@ void write_wave_major(const h5::File& f, const std::string& dataset, const CubeS
       });
 }
 
-// float32 where it holds every value (fits_in_float32), else float64.
-void write_voxels(const h5::File& f, const std::string& dataset, const CubeShape& s,
-                  const std::vector<double>& values, const std::vector<hsize_t>& dims) {
-  if (fits_in_float32(values))
-    write_wave_major<float>(f, dataset, s, values, dims);
-  else
-    write_wave_major<double>(f, dataset, s, values, dims);
-}
-
-std::vector<double> from_wave_major(const CubeShape& s, const std::vector<double>& values) {
-  std::vector<double> out(s.n_voxels());
+// Read as float32 (HDF5 converts a float64 dataset of an older file).
+std::vector<float> from_wave_major(const CubeShape& s, const std::vector<float>& values) {
+  std::vector<float> out = large_vector<float>(s.n_voxels());
   const std::size_t n_spaxels = s.n_spaxels();
   for (std::size_t sp = 0; sp < n_spaxels; ++sp)
     for (int k = 0; k < s.n_wave; ++k)
@@ -179,11 +172,11 @@ Cube read_cube_hdf5(const std::string& path) {
   cube.axes.ra_deg = f.attribute<double>("ra_deg");
   cube.axes.dec_deg = f.attribute<double>("dec_deg");
   cube.unit = unit_attribute(f, "data");
-  cube.data = from_wave_major(cube.shape, f.read<double>("data"));
+  cube.data = from_wave_major(cube.shape, f.read<float>("data"));
   if (f.exists("variance")) {
     if (f.shape("variance") != dims)
       throw InputError(f.describe("variance") + ": expected the shape of /data");
-    cube.variance = from_wave_major(cube.shape, f.read<double>("variance"));
+    cube.variance = from_wave_major(cube.shape, f.read<float>("variance"));
   }
   if (f.exists("maps")) {
     const auto maps = f.group("maps");

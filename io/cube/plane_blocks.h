@@ -38,10 +38,10 @@ void for_each_plane_block_of(const CubeShape& shape, std::size_t max_elements, V
 }
 
 // The same for a held array: block values are static_cast<T>(values[i]).
-template <class T, class Write>
-void for_each_plane_block(const CubeShape& shape, const std::vector<double>& values,
+template <class T, class V, class Write>
+void for_each_plane_block(const CubeShape& shape, const std::vector<V>& values,
                           std::size_t max_elements, Write&& write) {
-  const double* v = values.data();
+  const V* v = values.data();
   for_each_plane_block_of<T>(
       shape, max_elements, [v](std::size_t i) { return v[i]; }, std::forward<Write>(write));
 }

@@ -40,12 +40,13 @@ using namespace ifusim;
 namespace {
 
 // A view of `values` (spaxel-major: (ny, nx, n_wave) in C order) as (n_wave, ny, nx), the axis
-// order astropy gives a FITS cube; `owner` keeps the buffer alive.
-py::array cube_view(const Cube& cube, std::vector<double>& values, py::handle owner) {
+// order astropy gives a FITS cube; `owner` keeps the buffer alive. float32, as the cube holds
+// its voxels (data/datacube.h) and the FITS file stores them.
+py::array cube_view(const Cube& cube, std::vector<float>& values, py::handle owner) {
   const py::ssize_t nx = cube.shape.nx, ny = cube.shape.ny, n_wave = cube.shape.n_wave;
-  const py::ssize_t item = sizeof(double);
-  return py::array_t<double>({n_wave, ny, nx}, {item, nx * n_wave * item, n_wave * item},
-                             values.data(), owner);
+  const py::ssize_t item = sizeof(float);
+  return py::array_t<float>({n_wave, ny, nx}, {item, nx * n_wave * item, n_wave * item},
+                            values.data(), owner);
 }
 
 // A host field (rows x components, row-major) as an (N,) or (N, k) float32 view. Strides are

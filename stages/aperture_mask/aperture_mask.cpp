@@ -36,7 +36,8 @@ void keep_correlations(SpatialCorrelation& c, Keep keep) {
 // Gives the kernel back the whole pages of `values` past its size (the cropped margin, ~0.2 GB
 // on MUSE-WFM), which stayed resident after an in-place crop: the capacity is kept (a
 // shrink_to_fit would copy the cube), its pages read as zeros if the vector ever grows again.
-void release_tail_pages([[maybe_unused]] std::vector<double>& values) {
+template <typename T>
+void release_tail_pages([[maybe_unused]] std::vector<T>& values) {
 #if defined(__linux__) && defined(MADV_DONTNEED)
   const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
   const auto end = reinterpret_cast<std::uintptr_t>(values.data() + values.size());
@@ -78,8 +79,8 @@ void crop_margin(const CubeMargin& margin, Cube& cube, std::map<std::string, Sky
     throw std::logic_error("aperture_mask: the cube is smaller than its margin");
   // In place: every kept run moves to an index no later than its own (spaxel and plane offsets
   // only shrink), so a forward pass never overwrites a value it has still to move. A cropped copy
-  // was a second cube (2.7 GB on MUSE-WFM) at this stage's peak, and its page faults.
-  auto crop = [&](std::vector<double>& values, int n_wave_in, int n_wave_out, int k0) {
+  // was a second cube (1.3 GB on MUSE-WFM) at this stage's peak, and its page faults.
+  auto crop = [&](auto& values, int n_wave_in, int n_wave_out, int k0) {
     if (values.empty()) return;
     for (int iy = 0; iy < out.ny; ++iy)
       for (int ix = 0; ix < out.nx; ++ix) {

@@ -13,7 +13,7 @@ void refuse_cropped_cube(const RunState& state, const std::string& what) {
   const Cube& cube = *state.cube;
   const bool cropped = state.spaxels.nx > 0 && cube.shape.nx != state.spaxels.nx;
   if (cropped ||
-      std::any_of(cube.data.begin(), cube.data.end(), [](double v) { return std::isnan(v); }))
+      std::any_of(cube.data.begin(), cube.data.end(), [](float v) { return std::isnan(v); }))
     throw ConfigError(what +
                       ": the cube was already cropped to the field or masked outside the "
                       "aperture; put aperture_mask after psf and lsf");
@@ -88,8 +88,9 @@ void convolve_axis(const std::vector<double>& in, std::vector<double>& out, std:
 
 namespace {
 
-// Lanes per block: enough contiguous doubles for the vector units and whole cache lines, few
-// enough that a block (n x lanes) stays within ~1 MB (in L2 or close by) for the axes of a cube.
+// Lanes per block (held in double): enough contiguous values for the vector units and whole cache
+// lines, few enough that a block (n x lanes) stays within ~1 MB (in L2 or close by) for the axes of
+// a cube.
 std::size_t lanes_for(int n, std::size_t available) {
   const std::size_t budget =
       (std::size_t(1) << 20) / sizeof(double) / static_cast<std::size_t>(std::max(n, 1));
@@ -99,7 +100,7 @@ std::size_t lanes_for(int n, std::size_t available) {
 
 }  // namespace
 
-void convolve_axis_in_place(std::vector<double>& data, std::size_t outer, int n, std::size_t inner,
+void convolve_axis_in_place(std::vector<float>& data, std::size_t outer, int n, std::size_t inner,
                             const std::vector<Kernel1D>& kernels) {
   const std::size_t total = outer * static_cast<std::size_t>(std::max(n, 0)) * inner;
   if (data.size() != total) throw std::logic_error("convolve_axis_in_place: size mismatch");
@@ -142,7 +143,7 @@ void convolve_axis_in_place(std::vector<double>& data, std::size_t outer, int n,
         lane_stride = 1;
         axis_stride = inner;
       }
-      double* base = data.data() + first;
+      float* base = data.data() + first;
       if (across_outer) {
         for (std::size_t l = 0; l < width; ++l)
           for (int j = 0; j < n; ++j) block[j * lanes + l] = base[l * lane_stride + j];
@@ -161,10 +162,13 @@ void convolve_axis_in_place(std::vector<double>& data, std::size_t outer, int n,
 #pragma omp simd
           for (std::size_t l = 0; l < width; ++l) acc[l] += w * src[l];
         }
+        // Each sum in double, rounded once to the cube's float.
         if (across_outer)
-          for (std::size_t l = 0; l < width; ++l) base[l * lane_stride + k] = acc[l];
+          for (std::size_t l = 0; l < width; ++l)
+            base[l * lane_stride + k] = static_cast<float>(acc[l]);
         else
-          std::copy(acc.begin(), acc.begin() + width, base + k * axis_stride);
+          for (std::size_t l = 0; l < width; ++l)
+            base[k * axis_stride + l] = static_cast<float>(acc[l]);
       }
     }
   }

@@ -51,13 +51,15 @@ void convolve_axis(const std::vector<double>& in, std::vector<double>& out, std:
 void convolve_axis(const std::vector<double>& in, std::vector<double>& out, std::size_t outer,
                    int n, std::size_t inner, const std::vector<Kernel1D>& kernels);
 
-// The same convolution in place, with a buffer per thread of at most ~1 MB instead of a second
-// cube (2.7 GB on MUSE-WFM). Bitwise the result of convolve_axis: every output is the same sum in
-// the same order (sources j ascending, starting from 0). The axis is gathered into the buffer a
-// block of "lanes" at a time (neighbouring inner indices, or, when inner is 1, neighbouring outer
-// rows, so that the innermost loop runs over contiguous lanes either way), and the weights
-// w(k, j) = K_j(k - j) / K_j.sum are tabulated once per run, not looked up per tap.
-void convolve_axis_in_place(std::vector<double>& data, std::size_t outer, int n, std::size_t inner,
+// The same convolution in place on a float cube (data/datacube.h), with a buffer per thread of at
+// most ~1 MB instead of a second cube (1.3 GB on MUSE-WFM). Each block is gathered into double
+// and summed there, so each output is bitwise convolve_axis's sum (the same sum in the same
+// order, sources j ascending, starting from 0) of the float input, rounded once to float. The axis
+// is gathered into the buffer a block of "lanes" at a time (neighbouring inner indices, or, when
+// inner is 1, neighbouring outer rows, so that the innermost loop runs over contiguous lanes either
+// way), and the weights w(k, j) = K_j(k - j) / K_j.sum are tabulated once per run, not looked up
+// per tap.
+void convolve_axis_in_place(std::vector<float>& data, std::size_t outer, int n, std::size_t inner,
                             const std::vector<Kernel1D>& kernels);
 
 }  // namespace ifusim

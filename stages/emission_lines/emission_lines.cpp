@@ -227,19 +227,9 @@ struct LineTotal {
     const auto n_wave = static_cast<std::size_t>(shape.n_wave);
     // Where the stars' cube is there already, the lines go into it (a cube of their own beside it
     // was 2.7 GB more at the reduction's peak on MUSE-WFM): a spaxel's lines are summed into a
-    // spectrum of their own first and that spectrum added to the cube's, so every voxel is the
-    // same sum as cube += (a cube of the lines).
-    const bool into_cube = state.cube.has_value();
-    std::vector<double> own;  // the lines' cube, where there is no cube yet
-    if (into_cube) {
-      if (!(state.cube->shape == shape) || state.cube->unit != "Lsun/Angstrom" ||
-          state.cube->data.size() != shape.n_voxels())
-        throw std::logic_error("psum: partial cubes of different shapes or units (" +
-                               state.cube->unit + ", Lsun/Angstrom)");
-    } else {
-      own = large_vector<double>(shape.n_voxels());
-    }
-    double* cube = into_cube ? state.cube->data.data() : own.data();
+    // spectrum of their own first, in double, and that spectrum added to the cube's float values,
+    // each voxel's sum rounded once (data/datacube.h). Without a cube the lines make one.
+    float* cube = cube_for(state, shape, "Lsun/Angstrom").data.data();
     std::vector<SkyMap> maps(windows.size());
     for (std::size_t l = 0; l < windows.size(); ++l) {
       const EmissionLine& line = kEmissionLines[windows[l].ratio_row];
@@ -252,17 +242,16 @@ struct LineTotal {
     }
 #pragma omp parallel
     {
-      std::vector<double> lines(into_cube ? n_wave : 0);
+      std::vector<double> lines(n_wave);
 #pragma omp for schedule(static)
       for (long long si = 0; si < static_cast<long long>(n_spaxels); ++si) {
         const auto s = static_cast<std::size_t>(si);
-        double* spectrum = into_cube ? lines.data() : cube + s * n_wave;
-        if (into_cube) std::fill(lines.begin(), lines.end(), 0.0);
+        std::fill(lines.begin(), lines.end(), 0.0);
         for (std::size_t l = 0; l < windows.size(); ++l) {
           const LineWindow& w = windows[l];
           if (w.n_bins == 0) continue;
           const double* row = total.data() + s * row_columns + w.offset;
-          double* bins = spectrum + w.first_bin;
+          double* bins = lines.data() + w.first_bin;
           double sum = 0.0;
           for (int k = 0; k < w.n_bins; ++k) {
             bins[k] += row[k];
@@ -270,15 +259,15 @@ struct LineTotal {
           }
           maps[l].values[s] = grid.is_log() ? sum : sum * grid.step_angstrom;
         }
-        if (into_cube)
-          for (std::size_t k = 0; k < n_wave; ++k) cube[s * n_wave + k] += lines[k];
+        float* spectrum = cube + s * n_wave;
+        for (std::size_t k = 0; k < n_wave; ++k)
+          spectrum[k] = static_cast<float>(static_cast<double>(spectrum[k]) + lines[k]);
       }
     }
     for (std::size_t l = 0; l < windows.size(); ++l)
       if (windows[l].n_bins > 0)
         state.maps["flux_" + std::string(kEmissionLines[windows[l].ratio_row].name)] =
             std::move(maps[l]);
-    if (!into_cube) add_to_cube(state, shape, "Lsun/Angstrom", std::move(own));
   }
 };
 

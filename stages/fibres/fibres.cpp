@@ -145,13 +145,21 @@ Cube fibre_spectra(const FibreSampling& sampling, const Cube& cube) {
   out.axes = cube.axes;
   out.unit = cube.unit;
   const std::size_t n_wave = static_cast<std::size_t>(cube.shape.n_wave);
-  out.data.assign(sampling.size() * n_wave, 0.0);
-#pragma omp parallel for schedule(dynamic)
-  for (long long f = 0; f < static_cast<long long>(sampling.size()); ++f) {
-    double* spectrum = out.data.data() + static_cast<std::size_t>(f) * n_wave;
-    for (const auto& [spaxel, a] : sampling.overlap[static_cast<std::size_t>(f)]) {
-      const double* in = cube.data.data() + spaxel * n_wave;
-      for (std::size_t k = 0; k < n_wave; ++k) spectrum[k] += a * in[k];
+  out.data = large_vector<float>(sampling.size() * n_wave);
+  // Each fibre's sum in double, rounded once to the float cube's values (data/datacube.h).
+#pragma omp parallel
+  {
+    std::vector<double> spectrum(n_wave);
+#pragma omp for schedule(dynamic)
+    for (long long f = 0; f < static_cast<long long>(sampling.size()); ++f) {
+      std::fill(spectrum.begin(), spectrum.end(), 0.0);
+      for (const auto& [spaxel, a] : sampling.overlap[static_cast<std::size_t>(f)]) {
+        const float* in = cube.data.data() + spaxel * n_wave;
+        for (std::size_t k = 0; k < n_wave; ++k) spectrum[k] += a * in[k];
+      }
+      std::copy(
+          spectrum.begin(), spectrum.end(),
+          out.data.begin() + static_cast<std::ptrdiff_t>(f) * static_cast<std::ptrdiff_t>(n_wave));
     }
   }
   return out;
@@ -216,27 +224,34 @@ std::size_t apply_fibres(const FibresParams& params, double spaxel_arcsec,
   const double area_ratio = spaxel_arcsec * spaxel_arcsec / (std::numbers::pi * r * r);
   const double nan = std::nan("");
   const bool noisy = !fibres.variance.empty();
-  if (noisy) cube.variance = large_vector<double>(cube.data.size());
-#pragma omp parallel for schedule(dynamic)
-  for (long long t = 0; t < static_cast<long long>(shape.n_spaxels()); ++t) {
-    double* out = cube.data.data() + static_cast<std::size_t>(t) * n_wave;
-    double* var = noisy ? cube.variance.data() + static_cast<std::size_t>(t) * n_wave : nullptr;
-    const auto& w = weights[static_cast<std::size_t>(t)];
-    if (w.empty()) {
-      std::fill_n(out, n_wave, nan);
-      if (var) std::fill_n(var, n_wave, nan);
-      continue;
-    }
-    std::fill_n(out, n_wave, 0.0);
-    if (var) std::fill_n(var, n_wave, 0.0);
-    for (const auto& [f, weight] : w) {
-      const double* spectrum = fibres.data.data() + f * n_wave;
-      const double a = area_ratio * weight;
-      for (std::size_t k = 0; k < n_wave; ++k) out[k] += a * spectrum[k];
-      if (var) {
-        const double* v = fibres.variance.data() + f * n_wave;
-        for (std::size_t k = 0; k < n_wave; ++k) var[k] += a * a * v[k];
+  if (noisy) cube.variance = large_vector<float>(cube.data.size());
+    // Each spaxel's sums in double, rounded once to the float cube's values.
+#pragma omp parallel
+  {
+    std::vector<double> sum(n_wave), sum_var(noisy ? n_wave : 0);
+#pragma omp for schedule(dynamic)
+    for (long long t = 0; t < static_cast<long long>(shape.n_spaxels()); ++t) {
+      float* out = cube.data.data() + static_cast<std::size_t>(t) * n_wave;
+      float* var = noisy ? cube.variance.data() + static_cast<std::size_t>(t) * n_wave : nullptr;
+      const auto& w = weights[static_cast<std::size_t>(t)];
+      if (w.empty()) {
+        std::fill_n(out, n_wave, static_cast<float>(nan));
+        if (var) std::fill_n(var, n_wave, static_cast<float>(nan));
+        continue;
       }
+      std::fill(sum.begin(), sum.end(), 0.0);
+      std::fill(sum_var.begin(), sum_var.end(), 0.0);
+      for (const auto& [f, weight] : w) {
+        const float* spectrum = fibres.data.data() + f * n_wave;
+        const double a = area_ratio * weight;
+        for (std::size_t k = 0; k < n_wave; ++k) sum[k] += a * spectrum[k];
+        if (var) {
+          const float* v = fibres.variance.data() + f * n_wave;
+          for (std::size_t k = 0; k < n_wave; ++k) sum_var[k] += a * a * v[k];
+        }
+      }
+      std::copy(sum.begin(), sum.end(), out);
+      if (var) std::copy(sum_var.begin(), sum_var.end(), var);
     }
   }
 
@@ -308,7 +323,7 @@ class FibresStage final : public Stage {
              "the variance of every voxel, from the fibres' noise (none without noise)"}};
   }
   std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
-    return {{"variance (double, host)", c.n_voxels() * sizeof(double), false, ""}};
+    return {{"variance (float, host)", c.n_voxels() * sizeof(float), false, ""}};
   }
 
   void run(RunState& state) override {
@@ -320,7 +335,7 @@ class FibresStage final : public Stage {
     // The fibres reach beyond the field (the margin), and NaN would spread over every fibre.
     const Cube& sky = *state.cube;
     if ((state.spaxels.nx > 0 && sky.shape.nx != state.spaxels.nx) ||
-        std::any_of(sky.data.begin(), sky.data.end(), [](double v) { return std::isnan(v); }))
+        std::any_of(sky.data.begin(), sky.data.end(), [](float v) { return std::isnan(v); }))
       throw ConfigError("fibres (" + path_ +
                         "): the cube was already cropped to the field or masked outside the "
                         "aperture; put aperture_mask after fibres");

@@ -81,7 +81,7 @@ StageEntry foreground_dust_stage() {
           .summary = "the Milky Way's foreground extinction, E(B-V) with the CCM89 curve",
           .kind = StageKind::cube,
           .make = &from_params<&make_foreground_dust_stage>,
-          .inherits = {{"ebv_mag", "galaxy.ebv_mw"}},
+          .inherits = {{"ebv_mag", "galaxy.ebv_mw", true, 0.0}},
           .examples = {{{"ebv_mag", 0.05}}}};
 }
 

@@ -15,6 +15,7 @@
 #include "data/host_memory.h"
 #include "data/resolution_curve_json.h"
 #include "data/wavelength.h"
+#include "stages/noise/noise.h"
 #include "stages/noise/random.h"
 #include "stages/stage.h"
 
@@ -148,7 +149,10 @@ std::vector<double> sky_in_bins(const SkySpectrum& sky, double sky_mag_arcsec2,
     throw ConfigError(key + ": " + sky.file + " covers " + angstrom_text(w.front()) + "-" +
                       angstrom_text(w.back()) + " A (" + medium +
                       "), which does not hold the cube's band " + angstrom_text(band_lo) + "-" +
-                      angstrom_text(band_hi) + " A and 5 sigma of its LSF beyond");
+                      angstrom_text(band_hi) +
+                      " A and 5 sigma of its LSF beyond: the sky is not extrapolated past the "
+                      "file's ends; end the band (telescope.wavelength) inside them, or give a "
+                      "sky file that covers it");
   const double mean_v = v_band_mean(sky);
   if (!(mean_v > 0.0)) throw ConfigError(key + ": " + sky.file + " has no light in the V band");
   const double scale = kVZeroPointFlambda * std::pow(10.0, -0.4 * sky_mag_arcsec2) / mean_v;
@@ -311,30 +315,38 @@ ExposureBins apply_exposure_noise(const ExposureParams& params, const SkySpectru
           params.sky_residual_fraction * bins.sky_electrons[static_cast<std::size_t>(k)] *
           counter_normal_of_state(residual_state, static_cast<std::uint64_t>(k));
   }
-  cube.variance = large_vector<double>(cube.data.size());
+  cube.variance = large_vector<float>(cube.data.size());
   const std::uint64_t state = counter_state(seed);
   const double read_sigma = std::sqrt(bins.read_variance);
   const long long n = static_cast<long long>(cube.data.size());
+  float* data = cube.data.data();
+  float* variance = cube.variance.data();
   std::size_t blind = 0;  // voxels where the throughput is 0: nothing detected
-#pragma omp parallel for schedule(static) reduction(+ : blind)
+  long long tiny = 0;     // variances below float32's normal range (noise.h)
+  // The counts and the variance in double; the float cube takes each result rounded once.
+#pragma omp parallel for schedule(static) reduction(+ : blind, tiny)
   for (long long i = 0; i < n; ++i) {
     const std::size_t k = static_cast<std::size_t>(i % n_wave);
     const double c = bins.electrons_per_unit[k];
-    if (std::isnan(cube.data[i]) || !(c > 0.0)) {  // outside the aperture, or no throughput
-      blind += !std::isnan(cube.data[i]);
-      cube.data[i] = std::numeric_limits<double>::quiet_NaN();
-      cube.variance[i] = cube.data[i];
+    const double signal = data[i];
+    if (std::isnan(signal) || !(c > 0.0)) {  // outside the aperture, or no throughput
+      blind += !std::isnan(signal);
+      data[i] = std::numeric_limits<float>::quiet_NaN();
+      variance[i] = data[i];
       continue;
     }
-    const double source = std::max(cube.data[i], 0.0) * c;
+    const double source = std::max(signal, 0.0) * c;
     const double background = bins.sky_electrons[k] + bins.dark_electrons;
     const std::uint64_t key = counter_key(state, static_cast<std::uint64_t>(i));
     CounterStream draws(key, 0);
     const double counts = static_cast<double>(counter_poisson(key, source + background)) +
                           read_sigma * draws.normal();
-    cube.data[i] = (counts - background + residual[k]) / c;
-    cube.variance[i] = (source + background + bins.read_variance) / (c * c);
+    data[i] = static_cast<float>((counts - background + residual[k]) / c);
+    const double var = (source + background + bins.read_variance) / (c * c);
+    variance[i] = static_cast<float>(var);
+    tiny += var > 0.0 && var < std::numeric_limits<float>::min();
   }
+  warn_tiny_variances(tiny, cube.unit, path);
   if (blind > 0)
     spdlog::warn("noise ({}): {} voxels where the throughput is 0 are NaN (nothing detected)", path,
                  blind);

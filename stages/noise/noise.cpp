@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <stdexcept>
 
@@ -47,6 +48,14 @@ NoiseParams NoiseParams::from_json(JsonParams p) {
 
 double counter_normal(std::uint64_t seed, std::uint64_t index) {
   return counter_normal_of_state(counter_state(seed), index);
+}
+
+void warn_tiny_variances(long long count, const std::string& unit, const std::string& path) {
+  if (count > 0)
+    spdlog::warn(
+        "noise ({}): {} variances are below float32's normal range (1.2e-38 {}^2), in which the "
+        "cube is held and written: give stages.flux.unit_scale a smaller power of ten",
+        path, count, unit);
 }
 
 double noise_reference_level(const Cube& cube, double threshold) {
@@ -115,26 +124,34 @@ double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::ui
     }
   }
   const auto n_wave = static_cast<std::size_t>(cube.shape.n_wave);
-  // In huge pages: 2.7 GB of 4 kB pages on MUSE-WFM is ~650,000 page faults (data/host_memory.h).
-  cube.variance = large_vector<double>(cube.data.size());
+  // In huge pages: 1.3 GB of 4 kB pages on MUSE-WFM is ~330,000 page faults (data/host_memory.h).
+  cube.variance = large_vector<float>(cube.data.size());
   const std::uint64_t state = counter_state(seed);
   const ZigguratTables& tables = ziggurat_tables();
   const long long n = static_cast<long long>(cube.data.size());
-#pragma omp parallel for schedule(static)
+  float* data = cube.data.data();
+  float* variance = cube.variance.data();
+  // The model and the draw in double; the float cube takes each result rounded once.
+  long long tiny = 0;  // variances below float32's normal range (they lose digits, or vanish)
+#pragma omp parallel for schedule(static) reduction(+ : tiny)
   for (long long i = 0; i < n; ++i) {
-    if (std::isnan(cube.data[i])) {  // outside the aperture: no measurement, no variance
-      cube.variance[i] = cube.data[i];
+    const double signal = data[i];
+    if (std::isnan(signal)) {  // outside the aperture: no measurement, no variance
+      variance[i] = data[i];
       continue;
     }
-    const double var = per_plane.empty()
-                           ? var_bg + std::max(cube.data[i], 0.0) * shot
-                           : per_plane[static_cast<std::size_t>(i) % n_wave].first +
-                                 std::max(cube.data[i], 0.0) *
-                                     per_plane[static_cast<std::size_t>(i) % n_wave].second;
-    cube.variance[i] = var;
-    cube.data[i] +=
-        std::sqrt(var) * counter_normal_of_state(state, static_cast<std::uint64_t>(i), tables);
+    const double var =
+        per_plane.empty()
+            ? var_bg + std::max(signal, 0.0) * shot
+            : per_plane[static_cast<std::size_t>(i) % n_wave].first +
+                  std::max(signal, 0.0) * per_plane[static_cast<std::size_t>(i) % n_wave].second;
+    variance[i] = static_cast<float>(var);
+    tiny += var > 0.0 && var < std::numeric_limits<float>::min();
+    data[i] = static_cast<float>(
+        signal +
+        std::sqrt(var) * counter_normal_of_state(state, static_cast<std::uint64_t>(i), tables));
   }
+  warn_tiny_variances(tiny, cube.unit, path);
   return s_ref;
 }
 
@@ -154,7 +171,7 @@ class NoiseStage final : public Stage {
     return {{"variance", "(cube unit)^2", "the variance of every voxel (the noise drawn)"}};
   }
   std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
-    return {{"variance (double, host)", c.n_voxels() * sizeof(double), false, ""}};
+    return {{"variance (float, host)", c.n_voxels() * sizeof(float), false, ""}};
   }
 
   void run(RunState& state) override {

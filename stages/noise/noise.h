@@ -66,6 +66,11 @@ double noise_reference_level(const Cube& cube, double threshold);
 // A standard normal for counter `index` of the stream of `seed`: the same for any thread count.
 double counter_normal(std::uint64_t seed, std::uint64_t index);
 
+// Warns (naming stages.flux.unit_scale) where `count` variances fell below float32's normal
+// range: the cube holds them as float32 (data/datacube.h), so a flux in too large a unit (1
+// erg/s/cm^2/A: variances of 1e-40) loses their digits.
+void warn_tiny_variances(long long count, const std::string& unit, const std::string& path);
+
 // Adds the noise to `cube.data` and fills `cube.variance`; `seed` as resolved by the stage.
 // `wave_step_angstrom` is needed for per-Angstrom targets; on a logarithmic grid
 // `plane_width_angstrom` gives each plane's width instead. Returns S_ref.

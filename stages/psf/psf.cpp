@@ -184,7 +184,7 @@ void apply_moffat(const PsfParams& params, double fwhm_arcsec, double beta, doub
     fft2(fft, kernel_ft, px, py, false, py, in, out);
   }
 
-  std::vector<double> result = large_vector<double>(cube.data.size());
+  std::vector<float> result = large_vector<float>(cube.data.size());
   const int pairs = (n_wave + 1) / 2;
 #pragma omp parallel
   {
@@ -198,7 +198,7 @@ void apply_moffat(const PsfParams& params, double fwhm_arcsec, double beta, doub
       for (int y = 0; y < ny; ++y)
         for (int x = 0; x < nx; ++x) {
           const std::size_t s = static_cast<std::size_t>(y) * nx + x;
-          const double* src = cube.data.data() + s * n_wave + k0;
+          const float* src = cube.data.data() + s * n_wave + k0;
           plane[static_cast<std::size_t>(y) * px + x] =
               Complex(src[0] * inv_norm, two ? src[1] * inv_norm : 0.0);
         }
@@ -209,8 +209,8 @@ void apply_moffat(const PsfParams& params, double fwhm_arcsec, double beta, doub
         for (int x = 0; x < nx; ++x) {
           const std::size_t s = static_cast<std::size_t>(y) * nx + x;
           const Complex v = plane[static_cast<std::size_t>(y) * px + x];
-          result[s * n_wave + k0] = v.real();
-          if (two) result[s * n_wave + k0 + 1] = v.imag();
+          result[s * n_wave + k0] = static_cast<float>(v.real());
+          if (two) result[s * n_wave + k0 + 1] = static_cast<float>(v.imag());
         }
     }
   }
@@ -304,7 +304,7 @@ class PsfStage final : public Stage {
     // second cube.
     if (params_.shape == PsfParams::Shape::gaussian) return {};
     return {
-        {"convolved cube (double, host; with the cube)", c.n_voxels() * sizeof(double), false, ""}};
+        {"convolved cube (float, host; with the cube)", c.n_voxels() * sizeof(float), false, ""}};
   }
 
   CubeMargin margin(const Observation& obs) const override {

@@ -12,7 +12,7 @@ namespace {
 
 // B and the dense tiles of H are float: the product is the run's cost, and Eigen's float GEMM
 // packs twice the lanes of its double one (and B takes half the memory). Each block's product is
-// added into the double cube, so the float rounding (relative 6e-8 a term, random in sign over a
+// summed in double, so the float rounding (relative 6e-8 a term, random in sign over a
 // row's columns) stays far below the binned method's targets (bench_binned [1], [5], [6]: total
 // light 1e-6, median 1e-3). Light weights (the columns' band energies and the moments) stay double.
 using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -20,10 +20,6 @@ using RowMatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::R
 
 // A block takes the dense product when at least this fraction of its (rows x columns) is filled.
 constexpr double kDenseFill = 0.25;
-
-// B's chunks of bins are whole multiples of this many bins: of every SIMD width's register tile
-// of Eigen's float GEMM over the bins (3 packets: 12 in SSE, 24 in AVX, 48 in AVX-512).
-constexpr std::size_t kChunkBinAlign = 48;
 
 // H over the populated columns, row by row (compressed sparse rows).
 struct SparseRows {
@@ -107,7 +103,7 @@ BasisColumn basis_row(const BinnedProductInput& in, std::size_t column, double* 
 }
 
 BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
-                                  double* cube_rows, double* light_moments) {
+                                  float* cube_rows, double* light_moments) {
   const std::size_t n_rows = static_cast<std::size_t>(in.tile.n_spaxels);
   const std::size_t n_columns = in.tile.columns();
   const std::size_t n_wave = static_cast<std::size_t>(in.bins.n);
@@ -135,7 +131,7 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
   stats.populated_columns = populated.size();
   stats.nonzeros = h.value.size();
 
-  // 2. Light weights: each populated column's energy within the band, and its velocity.
+  // 2. Light weights: each populated column's velocity here, its energy within the band with B.
   const std::size_t n_pop = populated.size();
   std::vector<BasisColumn> column_light(n_pop);
 
@@ -160,18 +156,6 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
   for (std::size_t b = 0; b < n_blocks; ++b)
     if (!block_columns[b].empty()) ++(block_dense[b] ? stats.dense_blocks : stats.sparse_blocks);
 
-  // 4. Each populated column's light weight: its band's energy summed bin after bin over the
-  // band, as the whole row sums it.
-  if (in.band_end_bin > in.band_first_bin) {
-#pragma omp parallel
-    {
-      std::vector<double> band(static_cast<std::size_t>(in.band_end_bin - in.band_first_bin));
-#pragma omp for schedule(dynamic, 16)
-      for (std::size_t p = 0; p < n_pop; ++p)
-        basis_row(in, populated[p], in.band_first_bin, in.band_end_bin, band.data(),
-                  column_light[p]);
-    }
-  }
   for (std::size_t p = 0; p < n_pop; ++p)
     if (populated[p] < in.tile.spectrum_columns()) {
       const auto n_a = static_cast<std::size_t>(in.tile.dust.rank);
@@ -179,37 +163,53 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
           in.tile.velocity.velocity_kms(static_cast<int>(populated[p] / n_a % in.tile.velocity.n));
     }
 
-  // 5. B in chunks of wavelength bins (bounded memory, binned_product.h), a chunk to a thread at a
+  // 4. B in chunks of wavelength bins (bounded memory, binned_product.h), a chunk to a thread at a
   // time: every populated column's values over the chunk's bins, then each block's product over
   // them into those bins of the cube's rows (the threads' bins never overlap: one parallel loop,
-  // no barrier per chunk). A block's sums still run over all its columns at once; only Eigen's
-  // tiling of the bins can move with the chunks (the last bits of a voxel, where a chunk's end
-  // is not where the whole row's tiles end). The chunks' width is set by the tile's columns, not
-  // the populated ones, so that it is the same for every tile and device count (the bits with
-  // it); at most basis_memory_bytes even if every column is populated, and whole multiples of
-  // kChunkBinAlign bins (Eigen's register tiles over them: the same cuts as the whole row's).
-  const std::size_t chunk_bins =
-      std::max(kChunkBinAlign, in.basis_memory_bytes /
-                                   (n_columns * sizeof(float) * kChunkBinAlign) * kChunkBinAlign);
+  // no barrier per chunk). A block's sums still run over all its columns at once, in double, and
+  // the float cube takes each voxel's sum once, rounded (data/datacube.h); only Eigen's tiling of
+  // the bins can move with the chunks (the last bits of a voxel, where a chunk's end is not where
+  // the whole row's tiles end). The chunks' width is set by the tile's columns, not the populated
+  // ones, and not by the thread or device count, so that it is the same for every tile and device
+  // count (the bits with it); at most basis_memory_bytes even if every column is populated, and
+  // whole multiples of kChunkBinAlign bins (Eigen's register tiles over them: the same cuts as
+  // the whole row's).
+  const std::size_t chunk_bins = basis_chunk_bins(in.basis_memory_bytes, n_columns);
   const std::size_t n_chunks = n_pop == 0 ? 0 : (n_wave + chunk_bins - 1) / chunk_bins;
+  // Each column's band energy is summed per chunk as its rows are made (one pass over B, not a
+  // second over the band), a partial per chunk that meets the band; the partials are added in the
+  // chunks' order below, whatever thread made them, so the light moments are the same bits for
+  // any thread count (they differ from one whole-row sum in the last bits only).
+  const std::size_t band_first = static_cast<std::size_t>(std::max(0, in.band_first_bin));
+  const std::size_t band_end =
+      std::min(n_wave, static_cast<std::size_t>(std::max(0, in.band_end_bin)));
+  const std::size_t first_band_chunk = band_first / chunk_bins;
+  const std::size_t n_band_chunks =
+      band_end > band_first ? (band_end - 1) / chunk_bins + 1 - first_band_chunk : 0;
+  std::vector<double> band_partial(n_band_chunks * n_pop, 0.0);
 #pragma omp parallel
   {
-    // This thread's chunk of B, a row in double, its gathered columns and float product, reused
-    // chunk after chunk and block after block (each a fresh buffer was a fresh mapping and its
-    // page faults each time).
+    // This thread's chunk of B, a row in double, its gathered columns, float product and double
+    // sums, reused chunk after chunk and block after block (each a fresh buffer was a fresh
+    // mapping and its page faults each time).
     std::vector<float> basis_buffer, gathered, product_buffer;
     std::vector<double> row;
+    RowMatrix sums;
 #pragma omp for schedule(dynamic, 1)
     for (std::size_t chunk = 0; chunk < n_chunks; ++chunk) {
       const std::size_t k0 = chunk * chunk_bins, k1 = std::min(n_wave, k0 + chunk_bins),
                         width = k1 - k0;
+      const bool in_band = k0 < band_end && k1 > band_first;
+      double* partial =
+          in_band ? band_partial.data() + (chunk - first_band_chunk) * n_pop : nullptr;
       basis_buffer.resize(n_pop * width);
       row.resize(width);
       Eigen::Map<RowMatrixF> basis(basis_buffer.data(), static_cast<Eigen::Index>(n_pop),
                                    static_cast<Eigen::Index>(width));
       for (std::size_t p = 0; p < n_pop; ++p) {
-        BasisColumn unused;  // the light weights are made above, over the band
-        basis_row(in, populated[p], static_cast<int>(k0), static_cast<int>(k1), row.data(), unused);
+        BasisColumn light;  // this chunk's part of the column's band energy
+        basis_row(in, populated[p], static_cast<int>(k0), static_cast<int>(k1), row.data(), light);
+        if (partial) partial[p] = light.band_energy;
         float* to = basis.row(static_cast<Eigen::Index>(p)).data();
         for (std::size_t k = 0; k < width; ++k) to[k] = static_cast<float>(row[k]);  // float B
       }
@@ -218,7 +218,7 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
         const std::vector<std::int32_t>& columns = block_columns[b];
         if (columns.empty()) continue;
         const std::size_t rows = r1 - r0, cols = columns.size();
-        Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>> out(
+        Eigen::Map<RowMatrixF, 0, Eigen::OuterStride<>> out(
             cube_rows + r0 * n_wave + k0, static_cast<Eigen::Index>(rows),
             static_cast<Eigen::Index>(width),
             Eigen::OuterStride<>(static_cast<Eigen::Index>(n_wave)));
@@ -240,23 +240,24 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
           Eigen::Map<RowMatrixF> product(product_buffer.data(), static_cast<Eigen::Index>(rows),
                                          static_cast<Eigen::Index>(width));
           product.noalias() = hd * bg;
-          out += product.cast<double>();
+          out = (out.cast<double>() + product.cast<double>()).cast<float>();
         } else {
+          sums.setZero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(width));
           for (std::size_t r = r0; r < r1; ++r)
             for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e)
-              out.row(static_cast<Eigen::Index>(r - r0)) +=
+              sums.row(static_cast<Eigen::Index>(r - r0)) +=
                   h.value[e] * basis.row(h.column[e]).cast<double>();
+          out = (out.cast<double>() + sums).cast<float>();
         }
       }
     }
   }
-  std::vector<double> column_energy(n_pop), column_velocity(n_pop);
-  for (std::size_t p = 0; p < n_pop; ++p) {
-    column_energy[p] = column_light[p].band_energy;
-    column_velocity[p] = column_light[p].velocity_kms;
-  }
+  std::vector<double> column_energy(n_pop, 0.0), column_velocity(n_pop);
+  for (std::size_t c = 0; c < n_band_chunks; ++c)  // the chunks' order, fixed
+    for (std::size_t p = 0; p < n_pop; ++p) column_energy[p] += band_partial[c * n_pop + p];
+  for (std::size_t p = 0; p < n_pop; ++p) column_velocity[p] = column_light[p].velocity_kms;
 
-  // 6. Light-weighted moments of v per spaxel.
+  // 5. Light-weighted moments of v per spaxel.
   for (std::size_t r = 0; r < n_rows; ++r) {
     double w = 0.0, wv = 0.0, wvv = 0.0;
     for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {

@@ -1,7 +1,7 @@
 #pragma once
 // The binned method's second half, on the host after psum: cube rows = H x B (see
 // stellar_spectra.h). Only populated columns of H are given a row of B, and each block of
-// spaxels takes a dense product (Eigen's GEMM, in float, added into the double cube) where its
+// spaxels takes a dense product (Eigen's GEMM, in float, summed in double) where its
 // part of H is dense and a sparse one (one axpy per non-zero) where it is not, so that a wide,
 // sparsely filled field costs what its stars cost. Row blocks are independent and each is computed
 // the same way whatever the number of threads or devices, so the cube is bitwise reproducible.
@@ -33,6 +33,17 @@ inline std::size_t basis_chunk_bytes(std::size_t field_spaxels, std::size_t n_wa
   return std::max(kMinBasisChunkBytes, cube_bytes / 64);
 }
 
+// B's chunks of bins are whole multiples of this many bins: of every SIMD width's register tile
+// of Eigen's float GEMM over the bins (3 packets: 12 in SSE, 24 in AVX, 48 in AVX-512).
+inline constexpr std::size_t kChunkBinAlign = 48;
+// The bins of a chunk: as many whole kChunkBinAlign as fit memory_bytes of float B were all the
+// tile's n_columns populated (at least one kChunkBinAlign).
+inline std::size_t basis_chunk_bins(std::size_t memory_bytes, std::size_t n_columns) {
+  const std::size_t align_bytes =
+      std::max<std::size_t>(1, n_columns) * sizeof(float) * kChunkBinAlign;
+  return std::max<std::size_t>(1, memory_bytes / align_bytes) * kChunkBinAlign;
+}
+
 struct BinnedProductInput {
   SspView ssp;  // host view of the template tables
   WaveBins bins;
@@ -57,10 +68,11 @@ struct HostHistogram {
 };
 
 // histogram: the tile's reduced H. Adds the tile's rows of the cube (n_spaxels x bins.n,
-// L_sun / A) into cube_rows, which must hold zeros, and writes the light-weighted moments
-// (w, w v, w v^2 per spaxel, w in L_sun within the band) into light_moments.
+// L_sun / A) into cube_rows, which must hold zeros (each voxel summed in double over all its
+// columns and rounded to float once), and writes the light-weighted moments (w, w v, w v^2 per
+// spaxel, w in L_sun within the band) into light_moments.
 BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
-                                  double* cube_rows, double* light_moments);
+                                  float* cube_rows, double* light_moments);
 
 // Row `column` of B (the tile's column layout, HistogramTile). A spectrum column (node, j, a):
 // the node's template for unit initial mass, shifted by (1 + z) e^(u_j), resampled onto the

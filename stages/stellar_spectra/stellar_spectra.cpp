@@ -397,7 +397,7 @@ class BinnedSpectra final : public PartialResult {
     while (true) {
       const HostHistogram histogram = gather(state.mesh);
       // The cube once the first tile is gathered (and freed): not held beside the tile.
-      if (cube.data.empty()) cube.data = large_vector<double>(cube.shape.n_voxels());
+      if (cube.data.empty()) cube.data = large_vector<float>(cube.shape.n_voxels());
       BinnedProductInput in;
       in.ssp = setup_.tables->host_view(setup_.outside);
       in.bins = setup_.bins;
@@ -554,11 +554,13 @@ class StellarSpectraStage final : public Stage {
   }
 
   std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
-    constexpr std::size_t i64 = sizeof(std::int64_t), f64 = sizeof(double);
+    constexpr std::size_t i64 = sizeof(std::int64_t), f32 = sizeof(float);
     const std::size_t moments = 3 * c.n_spaxels * i64;
     std::vector<MemoryItem> out{{"kinematic moments (int64)", 2 * moments, true, ""},
-                                {"reduced cube (double, host)", c.n_voxels() * f64, false, ""}};
+                                {"reduced cube (float, host)", c.n_voxels() * f32, false, ""}};
     if (params_.method == SpectralMethod::exact) {
+      out.push_back(
+          {"psum: the cube's double total (host)", c.n_voxels() * sizeof(double), false, ""});
       out.push_back({"partial cube (int64)", c.n_voxels() * i64, true,
                      "stages.stellar_spectra.method (\"binned\" holds no cube until psum)"});
       out.push_back({"psum: the cube's integer copy (host)", c.n_voxels() * i64, false, ""});

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
     std::size_t masked = 0, bad = 0;
     double total = 0.0;
     for (std::size_t s = 0; s < cube.shape.n_spaxels(); ++s) {
-      const double* spectrum = cube.data.data() + s * n_wave;
+      const float* spectrum = cube.data.data() + s * n_wave;
       std::size_t nan = 0;
       for (std::size_t k = 0; k < n_wave; ++k) {
         if (std::isnan(spectrum[k]))

@@ -103,8 +103,10 @@ def test_arrays_are_views_of_the_cube_not_copies(muse_cube):
         assert not array.flags.owndata
         assert array.base is core  # the engine's cube owns the one buffer
     assert np.shares_memory(muse_cube.data, core.data)
-    # (n_wave, ny, nx) over spaxel-major storage: the wavelength axis is the fastest.
-    assert muse_cube.data.strides[0] == 8
+    # (n_wave, ny, nx) over spaxel-major storage: the wavelength axis is the fastest; float32, as
+    # the engine holds the cube (data/datacube.h) and the FITS file stores it.
+    assert muse_cube.data.dtype == np.float32 and muse_cube.var.dtype == np.float32
+    assert muse_cube.data.strides[0] == 4
     assert muse_cube.maps["white_light"].shape == muse_cube.shape[1:]
 
 
