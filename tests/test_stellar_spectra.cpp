@@ -14,6 +14,7 @@
 #include "stages/common/particle_fields.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
 #include "stages/stage.h"
+#include "stages/stellar_spectra/binned_product.h"
 #include "stages/stellar_spectra/stellar_spectra.h"
 #include "tests/cube_tolerance.h"
 #include "tng_test_util.h"
@@ -478,6 +479,103 @@ TEST_CASE("binned spectra agree with exact on the MaStar and MILES libraries, MU
         run_spectra(2, host, grid, method_params(SpectralMethod::binned), muse, 5, 4.0);
     check_targets(binned, exact);
   }
+}
+
+// B's chunks (binned_product.h): made and multiplied a range of wavelength bins at a time, a chunk
+// to a thread. Each voxel's sum still runs over all its block's columns in one product: the cube
+// agrees with B whole's to float rounding (here bitwise: Eigen tiles these bins the same way), and
+// the light moments (each column's band energy summed chunk by chunk, in the chunks' order) to
+// double rounding, and both agree with sums made row by row from basis_row. A chunk that lost or
+// repeated a bin, a basis row restarted at the wrong edge, or a block's columns gathered from the
+// wrong chunk, would be off by a bin's or a column's light.
+TEST_CASE("binned product: B in chunks of bins gives B whole's cube", "[spectra][binned]") {
+  const SspTables tables = make_ssp_tables(test::synthetic_ssp_grid());
+  BinnedProductInput in;
+  in.ssp = tables.host_view(OutsideGrid::clamp);
+  in.bins.start_angstrom = 4000.0;
+  in.bins.step_angstrom = 2.5;
+  in.bins.n = 300;
+  in.band_first_bin = 0;
+  in.band_end_bin = in.bins.n;
+  in.tile.n_spaxels = 70;  // row blocks of 32, 32 and 6
+  in.tile.n_nodes = static_cast<int>(tables.log_age.size() * tables.log_z.size());
+  in.tile.velocity = {-1e-3, 1e-4, 20};  // +-300 km/s in 20 nodes
+  in.tile.one_plus_z = 1.02;
+  const std::size_t n_columns = in.tile.columns();
+  // H: the first block dense (every spaxel on the first 60 columns: dense products), the others a
+  // few scattered columns each (sparse).
+  HostHistogram h;
+  std::uint64_t state = 12345;
+  auto uniform = [&state] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) / 9007199254740992.0;
+  };
+  for (std::size_t r = 0; r < static_cast<std::size_t>(in.tile.n_spaxels); ++r)
+    for (std::size_t c = 0; c < n_columns; ++c)
+      if ((r < 32 && c < 60) || uniform() < 0.01) {
+        h.index.push_back(r * n_columns + c);
+        h.mass_msun.push_back(1e4 * (0.5 + uniform()));
+      }
+  const std::size_t n_voxels = static_cast<std::size_t>(in.tile.n_spaxels) * in.bins.n;
+  struct Product {
+    std::vector<float> cube;
+    std::vector<double> moments;
+    BinnedProductStats stats;
+  };
+  auto product = [&](std::size_t basis_bytes) {
+    in.basis_memory_bytes = basis_bytes;
+    Product p{std::vector<float>(n_voxels, 0.0f),
+              std::vector<double>(3 * static_cast<std::size_t>(in.tile.n_spaxels), 0.0),
+              {}};
+    p.stats = binned_product(in, h, p.cube.data(), p.moments.data());
+    return p;
+  };
+  const Product whole = product(n_columns * static_cast<std::size_t>(in.bins.n) * sizeof(float));
+  double peak = 0.0;
+  for (const float v : whole.cube) {
+    REQUIRE(std::isfinite(v));
+    peak = std::max(peak, std::abs(static_cast<double>(v)));
+  }
+  REQUIRE(peak > 0.0);
+  CHECK(whole.stats.dense_blocks > 0);
+  CHECK(whole.stats.sparse_blocks > 0);
+  // Chunks of 48 bins (six, and one of 12), of 96, and the least (1 byte: 48 bins).
+  const std::size_t bin_bytes = n_columns * sizeof(float);
+  for (const std::size_t chunk_bytes : {48 * bin_bytes, 96 * bin_bytes, std::size_t{1}}) {
+    const Product chunked = product(chunk_bytes);
+    INFO("chunk bytes: " << chunk_bytes);
+    double apart = 0.0;
+    for (std::size_t i = 0; i < n_voxels; ++i)
+      apart = std::max(apart, std::abs(static_cast<double>(chunked.cube[i]) - whole.cube[i]));
+    CHECK(apart <= 1e-6 * peak);
+    double moments_apart = 0.0;
+    for (std::size_t i = 0; i < whole.moments.size(); ++i) {
+      REQUIRE(std::isfinite(chunked.moments[i]));
+      moments_apart = std::max(moments_apart, std::abs(chunked.moments[i] - whole.moments[i]) /
+                                                  std::max(1e-300, std::abs(whole.moments[i])));
+    }
+    CHECK(moments_apart <= 1e-12);
+    CHECK(chunked.stats.dense_blocks == whole.stats.dense_blocks);
+  }
+  // And the whole B against an independent sum of H's entries times each column's row (double,
+  // basis_row): the float product errs by float rounding only.
+  std::vector<double> expected(n_voxels, 0.0), row(static_cast<std::size_t>(in.bins.n));
+  std::vector<double> expected_light(static_cast<std::size_t>(in.tile.n_spaxels), 0.0);
+  for (std::size_t e = 0; e < h.index.size(); ++e) {
+    const BasisColumn light = basis_row(in, h.index[e] % n_columns, row.data());
+    const std::size_t r = h.index[e] / n_columns;
+    for (std::size_t k = 0; k < row.size(); ++k)
+      expected[r * row.size() + k] += h.mass_msun[e] * row[k];
+    expected_light[r] += h.mass_msun[e] * light.band_energy;
+  }
+  REQUIRE(expected_light[0] > 0.0);  // the dense block's spaxels all hold light
+  for (std::size_t r = 0; r < expected_light.size(); ++r) {
+    CHECK(std::abs(whole.moments[3 * r] - expected_light[r]) <= 1e-12 * expected_light[r]);
+  }
+  double worst = 0.0;
+  for (std::size_t i = 0; i < n_voxels; ++i)
+    worst = std::max(worst, std::abs(whole.cube[i] - expected[i]));
+  CHECK(worst <= 1e-5 * peak);
 }
 
 TEST_CASE("binned spectra: a histogram held in tiles of spaxels gives the same cube",

@@ -28,68 +28,108 @@ struct SparseRows {
   std::vector<double> value;
 };
 
+// Bins [k0, k1) of the observed axis, once per chunk: their vacuum edges, widths (in the
+// telescope's medium) and vacuum centres, from WaveBins' own functions (the same values), so
+// that each basis row reads them instead of making them again (a log grid's edge is a pow: three
+// of them a bin, every populated column, were a third of a MILES product's time).
+struct ChunkAxis {
+  int k0 = 0, k1 = 0;
+  std::vector<double> edges, widths, centres;  // k1 - k0 + 1 edges, k1 - k0 widths and centres
+  ChunkAxis(const WaveBins& bins, int first, int end) : k0(first), k1(end) {
+    edges.resize(static_cast<std::size_t>(k1 - k0 + 1));
+    widths.resize(static_cast<std::size_t>(k1 - k0));
+    centres.resize(static_cast<std::size_t>(k1 - k0));
+    for (int k = k0; k <= k1; ++k) edges[static_cast<std::size_t>(k - k0)] = bins.vacuum_edge(k);
+    for (int k = k0; k < k1; ++k) {
+      widths[static_cast<std::size_t>(k - k0)] = bins.width(k);
+      centres[static_cast<std::size_t>(k - k0)] = bins.vacuum_centre(k);
+    }
+  }
+  double vacuum_edge(int k) const { return edges[static_cast<std::size_t>(k - k0)]; }
+  double width(int k) const { return widths[static_cast<std::size_t>(k - k0)]; }
+  double vacuum_centre(int k) const { return centres[static_cast<std::size_t>(k - k0)]; }
+};
+
 // The dust term's factor psi_r of bin k, at its centre's rest wavelength for a shift D (1
 // without dust).
-double dust_factor(const BinnedProductInput& in, int term, int k, double doppler) {
-  return in.dust ? in.dust->factor(in.bins.vacuum_centre(k) / doppler, term) : 1.0;
+double dust_factor(const BinnedProductInput& in, const ChunkAxis& axis, int term, int k,
+                   double doppler) {
+  return in.dust ? in.dust->factor(axis.vacuum_centre(k) / doppler, term) : 1.0;
 }
 
-BasisColumn spectrum_row(const BinnedProductInput& in, int node, int velocity_node, int term,
-                         double* out) {
+// The axis' bins of the row, out[k - k0]; the band's energy within them is added to
+// light.band_energy bin by bin in order (binned_product sums the chunks' parts in their order).
+void spectrum_row(const BinnedProductInput& in, const ChunkAxis& axis, int node, int velocity_node,
+                  int term, double* out, BasisColumn& light) {
   const HistogramTile& tile = in.tile;
+  const int k0 = axis.k0, k1 = axis.k1;
   const double doppler =
       tile.one_plus_z * std::exp(tile.velocity.u_min + velocity_node * tile.velocity.du);
   int j = 0;
   double f = 0.0;
-  locate(in.ssp, in.bins.vacuum_edge(0) / doppler, j, f);
+  locate(in.ssp, axis.vacuum_edge(k0) / doppler, j, f);
   double below = cumulative_at(in.ssp, node, j, f);
-  for (int k = 0; k < in.bins.n; ++k) {
-    locate(in.ssp, in.bins.vacuum_edge(k + 1) / doppler, j, f);
+  for (int k = k0; k < k1; ++k) {
+    locate(in.ssp, axis.vacuum_edge(k + 1) / doppler, j, f);
     const double c = cumulative_at(in.ssp, node, j, f);
-    out[k] = (c - below) / in.bins.width(k) * dust_factor(in, term, k, doppler);
+    out[k - k0] = (c - below) / axis.width(k) * dust_factor(in, axis, term, k, doppler);
     below = c;
   }
-  BasisColumn light{0.0, tile.velocity.velocity_kms(velocity_node)};
-  for (int k = in.band_first_bin; k < in.band_end_bin; ++k)
-    light.band_energy += out[k] * in.bins.width(k);
+  light.velocity_kms = tile.velocity.velocity_kms(velocity_node);
+  for (int k = std::max(k0, in.band_first_bin); k < std::min(k1, in.band_end_bin); ++k)
+    light.band_energy += out[k - k0] * axis.width(k);
   for (const EdgeWindow& window : tile.edges)
-    for (int k = window.first_bin; k < window.first_bin + window.n_bins; ++k)
-      out[k] = (continued_cumulative(in.ssp, node, in.bins.vacuum_edge(k + 1) / doppler) -
-                continued_cumulative(in.ssp, node, in.bins.vacuum_edge(k) / doppler)) /
-               in.bins.width(k) * dust_factor(in, term, k, doppler);
-  return light;
+    for (int k = std::max(k0, window.first_bin); k < std::min(k1, window.first_bin + window.n_bins);
+         ++k)
+      out[k - k0] = (continued_cumulative(in.ssp, node, axis.vacuum_edge(k + 1) / doppler) -
+                     continued_cumulative(in.ssp, node, axis.vacuum_edge(k) / doppler)) /
+                    axis.width(k) * dust_factor(in, axis, term, k, doppler);
 }
 
 // An S (part 0) or P (part 1) column of a template's end, at bin `bin` of the observed axis.
-void edge_row(const BinnedProductInput& in, const EdgeWindow& window, int part, int bin, int term,
-              double* out) {
-  std::fill(out, out + in.bins.n, 0.0);
+void edge_row(const BinnedProductInput& in, const ChunkAxis& axis, const EdgeWindow& window,
+              int part, int bin, int term, double* out) {
+  const int k0 = axis.k0, k1 = axis.k1;
+  std::fill(out, out + (k1 - k0), 0.0);
   const int end = window.first_bin + window.n_bins;
   // The continuation covers the bins the step has passed: above it (red end) or below it (blue).
   const int lo = part == 1 ? bin : window.red ? bin + 1 : window.first_bin;
   const int hi = part == 1 ? bin + 1 : window.red ? end : bin;
   const double doppler = in.bins.vacuum_centre(bin) / window.rest_angstrom;
-  for (int k = lo; k < hi; ++k)
-    out[k] = -window.flux_scale * (in.bins.vacuum_edge(k + 1) - in.bins.vacuum_edge(k)) /
-             in.bins.width(k) * dust_factor(in, term, k, doppler);
+  for (int k = std::max(lo, k0); k < std::min(hi, k1); ++k)
+    out[k - k0] = -window.flux_scale * (axis.vacuum_edge(k + 1) - axis.vacuum_edge(k)) /
+                  axis.width(k) * dust_factor(in, axis, term, k, doppler);
 }
 
-}  // namespace
-
-BasisColumn basis_row(const BinnedProductInput& in, std::size_t column, double* out) {
+// Row `column` of B over the axis' bins (basis_row).
+void chunk_row(const BinnedProductInput& in, const ChunkAxis& axis, std::size_t column, double* out,
+               BasisColumn& light) {
   const HistogramTile& tile = in.tile;
   const std::size_t n_a = static_cast<std::size_t>(tile.dust.rank);
   const int term = static_cast<int>(column % n_a);
   if (column < tile.spectrum_columns()) {
     const auto velocity_node = static_cast<int>(column / n_a % tile.velocity.n);
     const auto node = static_cast<int>(column / n_a / tile.velocity.n);
-    return spectrum_row(in, node, velocity_node, term, out);
+    spectrum_row(in, axis, node, velocity_node, term, out, light);
+    return;
   }
   const int e = column < tile.edge_column(1) ? 0 : 1;
   const EdgeWindow& window = tile.edges[e];
   const auto at = static_cast<int>((column - tile.edge_column(e)) / n_a);
-  edge_row(in, window, at / window.n_bins, window.first_bin + at % window.n_bins, term, out);
-  return {};
+  edge_row(in, axis, window, at / window.n_bins, window.first_bin + at % window.n_bins, term, out);
+}
+
+}  // namespace
+
+void basis_row(const BinnedProductInput& in, std::size_t column, int k0, int k1, double* out,
+               BasisColumn& light) {
+  chunk_row(in, ChunkAxis(in.bins, k0, k1), column, out, light);
+}
+
+BasisColumn basis_row(const BinnedProductInput& in, std::size_t column, double* out) {
+  BasisColumn light;
+  basis_row(in, column, 0, in.bins.n, out, light);
+  return light;
 }
 
 BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
@@ -121,99 +161,134 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
   stats.populated_columns = populated.size();
   stats.nonzeros = h.value.size();
 
-  // 2. Light weights: each populated column's energy within the band, and its velocity.
+  // 2. Light weights: each populated column's velocity here, its energy within the band with B.
   const std::size_t n_pop = populated.size();
-  std::vector<double> column_energy(n_pop), column_velocity(n_pop);
+  std::vector<BasisColumn> column_light(n_pop);
 
-  // 3. B over chunks of columns (bounded memory), then the product per row block. Chunks are
-  // ranges of column ids, not of populated columns, so that a spaxel's sum is split the same
-  // way whatever else its tile holds.
-  const std::size_t chunk_ids =
-      std::max<std::size_t>(1, in.basis_memory_bytes / (n_wave * sizeof(float)));
-  for (std::size_t id0 = 0, c0 = 0; id0 < n_columns; id0 += chunk_ids) {
-    std::size_t c1 = c0;
-    while (c1 < n_pop && populated[c1] < id0 + chunk_ids) ++c1;
-    if (c1 == c0) continue;
-    RowMatrixF basis(static_cast<Eigen::Index>(c1 - c0), static_cast<Eigen::Index>(n_wave));
-#pragma omp parallel
-    {
-      std::vector<double> row(n_wave);  // made in double, stored in float
-#pragma omp for schedule(dynamic, 16)
-      for (std::size_t p = c0; p < c1; ++p) {
-        const BasisColumn light = basis_row(in, populated[p], row.data());
-        float* to = basis.row(static_cast<Eigen::Index>(p - c0)).data();
-        for (std::size_t k = 0; k < n_wave; ++k) to[k] = static_cast<float>(row[k]);
-        column_energy[p] = light.band_energy;
-        column_velocity[p] = light.velocity_kms;
-      }
+  // 3. Each row block's columns (ascending) and its kind of product, once: a block takes the
+  // dense product where it is filled enough, over all its columns at once.
+  const std::size_t n_blocks = (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  std::vector<std::vector<std::int32_t>> block_columns(n_blocks);
+  std::vector<char> block_dense(n_blocks, 0);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::size_t b = 0; b < n_blocks; ++b) {
+    const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
+    std::vector<std::int32_t>& columns = block_columns[b];
+    columns.assign(h.column.begin() + static_cast<std::ptrdiff_t>(h.offsets[r0]),
+                   h.column.begin() + static_cast<std::ptrdiff_t>(h.offsets[r1]));
+    std::sort(columns.begin(), columns.end());
+    columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
+    const std::size_t nnz = h.offsets[r1] - h.offsets[r0], cols = columns.size();
+    block_dense[b] = cols >= 16 &&
+                     static_cast<double>(nnz) >= kDenseFill * static_cast<double>((r1 - r0) * cols);
+    columns.shrink_to_fit();
+  }
+  for (std::size_t b = 0; b < n_blocks; ++b)
+    if (!block_columns[b].empty()) ++(block_dense[b] ? stats.dense_blocks : stats.sparse_blocks);
+
+  for (std::size_t p = 0; p < n_pop; ++p)
+    if (populated[p] < in.tile.spectrum_columns()) {
+      const auto n_a = static_cast<std::size_t>(in.tile.dust.rank);
+      column_light[p].velocity_kms =
+          in.tile.velocity.velocity_kms(static_cast<int>(populated[p] / n_a % in.tile.velocity.n));
     }
 
-    const std::size_t n_blocks = (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;
-    std::size_t dense_blocks = 0, sparse_blocks = 0;
-#pragma omp parallel reduction(+ : dense_blocks, sparse_blocks)
-    {
-      // The block's sums in double; the float cube takes them once, rounded (data/datacube.h).
-      RowMatrix sums;
+  // 4. B in chunks of wavelength bins (bounded memory, binned_product.h), a chunk to a thread at a
+  // time: every populated column's values over the chunk's bins, then each block's product over
+  // them into those bins of the cube's rows (the threads' bins never overlap: one parallel loop,
+  // no barrier per chunk). A block's sums still run over all its columns at once, in double, and
+  // the float cube takes each voxel's sum once, rounded (data/datacube.h); only Eigen's tiling of
+  // the bins can move with the chunks (the last bits of a voxel, where a chunk's end is not where
+  // the whole row's tiles end). The chunks' width is set by the tile's columns, not the populated
+  // ones, and not by the thread or device count, so that it is the same for every tile and device
+  // count (the bits with it); at most basis_memory_bytes even if every column is populated, and
+  // whole multiples of kChunkBinAlign bins (Eigen's register tiles over them: the same cuts as
+  // the whole row's).
+  const std::size_t chunk_bins = basis_chunk_bins(in.basis_memory_bytes, n_columns);
+  const std::size_t n_chunks = n_pop == 0 ? 0 : (n_wave + chunk_bins - 1) / chunk_bins;
+  // Each column's band energy is summed per chunk as its rows are made (one pass over B, not a
+  // second over the band), a partial per chunk that meets the band; the partials are added in the
+  // chunks' order below, whatever thread made them, so the light moments are the same bits for
+  // any thread count (they differ from one whole-row sum in the last bits only).
+  const std::size_t band_first = static_cast<std::size_t>(std::max(0, in.band_first_bin));
+  const std::size_t band_end =
+      std::min(n_wave, static_cast<std::size_t>(std::max(0, in.band_end_bin)));
+  const std::size_t first_band_chunk = band_first / chunk_bins;
+  const std::size_t n_band_chunks =
+      band_end > band_first ? (band_end - 1) / chunk_bins + 1 - first_band_chunk : 0;
+  std::vector<double> band_partial(n_band_chunks * n_pop, 0.0);
+#pragma omp parallel
+  {
+    // This thread's chunk of B, a row in double, its gathered columns, float product and double
+    // sums, reused chunk after chunk and block after block (each a fresh buffer was a fresh
+    // mapping and its page faults each time).
+    std::vector<float> basis_buffer, gathered, product_buffer;
+    std::vector<double> row;
+    RowMatrix sums;
 #pragma omp for schedule(dynamic, 1)
+    for (std::size_t chunk = 0; chunk < n_chunks; ++chunk) {
+      const std::size_t k0 = chunk * chunk_bins, k1 = std::min(n_wave, k0 + chunk_bins),
+                        width = k1 - k0;
+      const bool in_band = k0 < band_end && k1 > band_first;
+      double* partial =
+          in_band ? band_partial.data() + (chunk - first_band_chunk) * n_pop : nullptr;
+      const ChunkAxis axis(in.bins, static_cast<int>(k0), static_cast<int>(k1));
+      basis_buffer.resize(n_pop * width);
+      row.resize(width);
+      Eigen::Map<RowMatrixF> basis(basis_buffer.data(), static_cast<Eigen::Index>(n_pop),
+                                   static_cast<Eigen::Index>(width));
+      for (std::size_t p = 0; p < n_pop; ++p) {
+        BasisColumn light;  // this chunk's part of the column's band energy
+        chunk_row(in, axis, populated[p], row.data(), light);
+        if (partial) partial[p] = light.band_energy;
+        float* to = basis.row(static_cast<Eigen::Index>(p)).data();
+        for (std::size_t k = 0; k < width; ++k) to[k] = static_cast<float>(row[k]);  // float B
+      }
       for (std::size_t b = 0; b < n_blocks; ++b) {
         const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
-        // The block's non-zeros within this chunk, and its distinct columns.
-        std::vector<std::int32_t> block_columns;
-        std::size_t nnz = 0;
-        for (std::size_t r = r0; r < r1; ++r)
-          for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e)
-            if (static_cast<std::size_t>(h.column[e]) >= c0 &&
-                static_cast<std::size_t>(h.column[e]) < c1) {
-              block_columns.push_back(h.column[e]);
-              ++nnz;
-            }
-        if (nnz == 0) continue;
-        std::sort(block_columns.begin(), block_columns.end());
-        block_columns.erase(std::unique(block_columns.begin(), block_columns.end()),
-                            block_columns.end());
-        const std::size_t rows = r1 - r0, cols = block_columns.size();
-        Eigen::Map<RowMatrixF> out(cube_rows + r0 * n_wave, static_cast<Eigen::Index>(rows),
-                                   static_cast<Eigen::Index>(n_wave));
-        sums.setZero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(n_wave));
-        if (cols >= 16 &&
-            static_cast<double>(nnz) >= kDenseFill * static_cast<double>(rows * cols)) {
+        const std::vector<std::int32_t>& columns = block_columns[b];
+        if (columns.empty()) continue;
+        const std::size_t rows = r1 - r0, cols = columns.size();
+        Eigen::Map<RowMatrixF, 0, Eigen::OuterStride<>> out(
+            cube_rows + r0 * n_wave + k0, static_cast<Eigen::Index>(rows),
+            static_cast<Eigen::Index>(width),
+            Eigen::OuterStride<>(static_cast<Eigen::Index>(n_wave)));
+        if (block_dense[b]) {
           RowMatrixF hd =
               RowMatrixF::Zero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
-          RowMatrixF bg(static_cast<Eigen::Index>(cols), static_cast<Eigen::Index>(n_wave));
-          for (std::size_t q = 0; q < cols; ++q)
-            bg.row(static_cast<Eigen::Index>(q)) =
-                basis.row(static_cast<Eigen::Index>(block_columns[q] - c0));
           for (std::size_t r = r0; r < r1; ++r)
             for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {
-              const auto col = static_cast<std::size_t>(h.column[e]);
-              if (col < c0 || col >= c1) continue;
               const auto q =
-                  std::lower_bound(block_columns.begin(), block_columns.end(), h.column[e]) -
-                  block_columns.begin();
+                  std::lower_bound(columns.begin(), columns.end(), h.column[e]) - columns.begin();
               hd(static_cast<Eigen::Index>(r - r0), q) = static_cast<float>(h.value[e]);
             }
-          const RowMatrixF product = hd * bg;
-          sums += product.cast<double>();
-          ++dense_blocks;
+          gathered.resize(cols * width);
+          Eigen::Map<RowMatrixF> bg(gathered.data(), static_cast<Eigen::Index>(cols),
+                                    static_cast<Eigen::Index>(width));
+          for (std::size_t q = 0; q < cols; ++q)
+            bg.row(static_cast<Eigen::Index>(q)) = basis.row(columns[q]);
+          product_buffer.resize(rows * width);
+          Eigen::Map<RowMatrixF> product(product_buffer.data(), static_cast<Eigen::Index>(rows),
+                                         static_cast<Eigen::Index>(width));
+          product.noalias() = hd * bg;
+          out = (out.cast<double>() + product.cast<double>()).cast<float>();
         } else {
+          sums.setZero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(width));
           for (std::size_t r = r0; r < r1; ++r)
-            for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {
-              const auto col = static_cast<std::size_t>(h.column[e]);
-              if (col < c0 || col >= c1) continue;
+            for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e)
               sums.row(static_cast<Eigen::Index>(r - r0)) +=
-                  h.value[e] * basis.row(static_cast<Eigen::Index>(col - c0)).cast<double>();
-            }
-          ++sparse_blocks;
+                  h.value[e] * basis.row(h.column[e]).cast<double>();
+          out = (out.cast<double>() + sums).cast<float>();
         }
-        out = (out.cast<double>() + sums).cast<float>();
       }
     }
-    stats.dense_blocks += dense_blocks;
-    stats.sparse_blocks += sparse_blocks;
-    c0 = c1;
   }
+  std::vector<double> column_energy(n_pop, 0.0), column_velocity(n_pop);
+  for (std::size_t c = 0; c < n_band_chunks; ++c)  // the chunks' order, fixed
+    for (std::size_t p = 0; p < n_pop; ++p) column_energy[p] += band_partial[c * n_pop + p];
+  for (std::size_t p = 0; p < n_pop; ++p) column_velocity[p] = column_light[p].velocity_kms;
 
-  // 4. Light-weighted moments of v per spaxel.
+  // 5. Light-weighted moments of v per spaxel.
   for (std::size_t r = 0; r < n_rows; ++r) {
     double w = 0.0, wv = 0.0, wvv = 0.0;
     for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {

@@ -5,6 +5,7 @@
 // part of H is dense and a sparse one (one axpy per non-zero) where it is not, so that a wide,
 // sparsely filled field costs what its stars cost. Row blocks are independent and each is computed
 // the same way whatever the number of threads or devices, so the cube is bitwise reproducible.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -17,13 +18,40 @@ namespace ifusim {
 // of the histogram start at multiples of it, so that every block is the same whatever the tiling.
 inline constexpr std::size_t kRowsPerBlock = 32;
 
+// B is made and multiplied in chunks of wavelength bins (binned_product.cpp), a chunk to a thread
+// at a time, each at most basis_chunk_bytes were every column of the tile populated: a thread
+// holds its chunk and its gathered copy of a block's columns of it, each within the bound. The
+// bound follows the whole field's cube, not the tile, and not the thread count. A floor of 4 MiB:
+// at MUSE's 25 x 25 x 3721 (4820 columns, 1065 populated at 1e5 stars) chunks of 192 bins, two
+// threads holding ~2 MB beside the 18.6 MB cube (issue 22: 62.5 MB for the whole process at 1e5
+// stars), where B whole (15.9 MB in float) and each thread's gather of it were ~48 MB. A 64th of
+// the cube above it, so that a large field (MUSE-WFM's 2.7 GB cube) keeps wide chunks: each
+// chunk makes its bins of every basis row again from the chunk's first edge (one more search).
+inline constexpr std::size_t kMinBasisChunkBytes = std::size_t(4) << 20;
+inline std::size_t basis_chunk_bytes(std::size_t field_spaxels, std::size_t n_wave) {
+  const std::size_t cube_bytes = field_spaxels * n_wave * sizeof(double);
+  return std::max(kMinBasisChunkBytes, cube_bytes / 64);
+}
+
+// B's chunks of bins are whole multiples of this many bins: of every SIMD width's register tile
+// of Eigen's float GEMM over the bins (3 packets: 12 in SSE, 24 in AVX, 48 in AVX-512).
+inline constexpr std::size_t kChunkBinAlign = 48;
+// The bins of a chunk: as many whole kChunkBinAlign as fit memory_bytes of float B were all the
+// tile's n_columns populated (at least one kChunkBinAlign).
+inline std::size_t basis_chunk_bins(std::size_t memory_bytes, std::size_t n_columns) {
+  const std::size_t align_bytes =
+      std::max<std::size_t>(1, n_columns) * sizeof(float) * kChunkBinAlign;
+  return std::max<std::size_t>(1, memory_bytes / align_bytes) * kChunkBinAlign;
+}
+
 struct BinnedProductInput {
   SspView ssp;  // host view of the template tables
   WaveBins bins;
   const DustExpansion* dust = nullptr;  // the terms of the dust axis (tile.dust); none without
   HistogramTile tile;
   int band_first_bin = 0, band_end_bin = 0;  // bins whose energy weighs the light moments
-  std::size_t basis_memory_bytes = std::size_t(512) << 20;  // B held at once (column chunks)
+  // B's chunk and each thread's gather held at once: basis_chunk_bytes of the whole field.
+  std::size_t basis_memory_bytes = kMinBasisChunkBytes;
 };
 
 struct BinnedProductStats {
@@ -40,10 +68,9 @@ struct HostHistogram {
 };
 
 // histogram: the tile's reduced H. Adds the tile's rows of the cube (n_spaxels x bins.n,
-// L_sun / A) into cube_rows, which must hold zeros (each block of rows summed in double and
-// rounded to float once per chunk of B's columns: once unless B exceeds basis_memory_bytes), and
-// writes the light-weighted moments (w, w v, w v^2 per spaxel, w in L_sun within the band) into
-// light_moments.
+// L_sun / A) into cube_rows, which must hold zeros (each voxel summed in double over all its
+// columns and rounded to float once), and writes the light-weighted moments (w, w v, w v^2 per
+// spaxel, w in L_sun within the band) into light_moments.
 BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
                                   float* cube_rows, double* light_moments);
 
@@ -61,5 +88,9 @@ struct BasisColumn {
   double velocity_kms = 0.0;
 };
 BasisColumn basis_row(const BinnedProductInput& in, std::size_t column, double* out);
+// Bins [k0, k1) of the same row, out[k - k0], with the band's energy over them added to
+// light.band_energy bin after bin (so chunks of a row in order sum it as the whole row does).
+void basis_row(const BinnedProductInput& in, std::size_t column, int k0, int k1, double* out,
+               BasisColumn& light);
 
 }  // namespace ifusim

@@ -1,5 +1,6 @@
 #include "stages/stellar_spectra/stellar_spectra.h"
 
+#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -404,6 +405,8 @@ class BinnedSpectra final : public PartialResult {
       in.tile = tile_;
       in.band_first_bin = setup_.band_first_bin;
       in.band_end_bin = setup_.band_end_bin;
+      in.basis_memory_bytes = basis_chunk_bytes(static_cast<std::size_t>(n_spaxels),
+                                                static_cast<std::size_t>(setup_.bins.n));
       const std::size_t first = static_cast<std::size_t>(tile_.first_spaxel);
       const BinnedProductStats stats =
           binned_product(in, histogram, cube.data.data() + first * setup_.bins.n,
@@ -604,11 +607,12 @@ class StellarSpectraStage final : public Stage {
       out.push_back({"histogram tile, reduced (host)",
                      static_cast<std::size_t>(tile_rows * row_bytes), false, ""});
     }
-    out.push_back({"basis B (host, at most)",
-                   std::min<std::size_t>(BinnedProductInput{}.basis_memory_bytes,
-                                         tile.columns() * static_cast<std::size_t>(c.n_wave) *
-                                             sizeof(float)),  // B is float (binned_product.cpp)
-                   false, ""});
+    // Each thread's chunk of B and its gather of a block's columns (binned_product.h), float.
+    const std::size_t chunk =
+        std::min<std::size_t>(basis_chunk_bytes(c.n_spaxels, static_cast<std::size_t>(c.n_wave)),
+                              tile.columns() * static_cast<std::size_t>(c.n_wave) * sizeof(float));
+    out.push_back({"basis B: each thread's chunk and gather (host, at most)",
+                   2 * chunk * static_cast<std::size_t>(omp_get_max_threads()), false, ""});
     return out;
   }
 
