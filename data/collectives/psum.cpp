@@ -28,27 +28,27 @@ void psum(const Mesh& mesh, ShardedArray<std::int64_t>& partial) {
   partial.mark_replicated();
 }
 
-std::vector<double> reduce_to_host(const Mesh& mesh, ShardedArray<std::int64_t>& partial,
-                                   const FixedPointScale& scale) {
+template <typename T>
+std::vector<T> reduce_to_host(const Mesh& mesh, ShardedArray<std::int64_t>& partial,
+                              const FixedPointScale& scale) {
   psum(mesh, partial);
   const std::vector<std::int64_t> sums = partial.to_host();
-  std::vector<double> out = large_vector<double>(sums.size());
+  std::vector<T> out = large_vector<T>(sums.size());
   const double quantum = scale.quantum();
-  for (std::size_t i = 0; i < sums.size(); ++i) out[i] = static_cast<double>(sums[i]) * quantum;
+  for (std::size_t i = 0; i < sums.size(); ++i)
+    out[i] = static_cast<T>(static_cast<double>(sums[i]) * quantum);
   return out;
 }
+template std::vector<double> reduce_to_host(const Mesh&, ShardedArray<std::int64_t>&,
+                                            const FixedPointScale&);
+template std::vector<float> reduce_to_host(const Mesh&, ShardedArray<std::int64_t>&,
+                                           const FixedPointScale&);
 
 Cube reduce_to_cube(const Mesh& mesh, PartialCube& partial, const std::string& unit) {
   Cube cube;
   cube.shape = partial.shape;
   cube.unit = unit;
-  // Each voxel's exact total in double, rounded once to the cube's float.
-  psum(mesh, partial.sums);
-  const std::vector<std::int64_t> sums = partial.sums.to_host();
-  cube.data = large_vector<float>(sums.size());
-  const double quantum = partial.scale.quantum();
-  for (std::size_t i = 0; i < sums.size(); ++i)
-    cube.data[i] = static_cast<float>(static_cast<double>(sums[i]) * quantum);
+  cube.data = reduce_to_host<float>(mesh, partial.sums, partial.scale);
   return cube;
 }
 

@@ -18,10 +18,12 @@ namespace ifusim {
 // the array is Replicated.
 void psum(const Mesh& mesh, ShardedArray<std::int64_t>& partial);
 
-// psum, then the one conversion of the fixed-point total to floating point, on the host.
+// psum, then the one conversion of the fixed-point total to floating point, on the host: each
+// value's exact total in double, rounded once to T (float for the cube, data/datacube.h).
 Cube reduce_to_cube(const Mesh& mesh, PartialCube& partial, const std::string& unit);
-std::vector<double> reduce_to_host(const Mesh& mesh, ShardedArray<std::int64_t>& partial,
-                                   const FixedPointScale& scale);
+template <typename T = double>
+std::vector<T> reduce_to_host(const Mesh& mesh, ShardedArray<std::int64_t>& partial,
+                              const FixedPointScale& scale);
 
 // Internal: all-reduce (sum) of int64 buffers, one per GPU, through NCCL; the communicators are
 // created on the first call and kept in mesh.collective_state.
