@@ -23,10 +23,11 @@ inline constexpr std::size_t kRowsPerBlock = 32;
 // holds its chunk and its gathered copy of a block's columns of it, each within the bound. The
 // bound follows the whole field's cube, not the tile, and not the thread count. A floor of 4 MiB:
 // at MUSE's 25 x 25 x 3721 (4820 columns, 1065 populated at 1e5 stars) chunks of 192 bins, two
-// threads holding ~2 MB beside the 18.6 MB cube (issue 22: 62.5 MB for the whole process at 1e5
-// stars), where B whole (15.9 MB in float) and each thread's gather of it were ~48 MB. A 64th of
-// the cube above it, so that a large field (MUSE-WFM's 2.7 GB cube) keeps wide chunks: each
-// chunk makes its bins of every basis row again from the chunk's first edge (one more search).
+// threads holding ~2 MB beside the 9.3 MB float cube (issue 22: 62.5 MB for the whole process at
+// 1e5 stars), where B whole (15.9 MB in float) and each thread's gather of it were ~48 MB. A 64th
+// of the field's cube counted in double (as it was held when this bound was set) above it, so that
+// a large field (MUSE-WFM's 2.7 GB cube) keeps wide chunks: each chunk makes its bins of every
+// basis row again from the chunk's first edge (one more search).
 inline constexpr std::size_t kMinBasisChunkBytes = std::size_t(4) << 20;
 inline std::size_t basis_chunk_bytes(std::size_t field_spaxels, std::size_t n_wave) {
   const std::size_t cube_bytes = field_spaxels * n_wave * sizeof(double);
