@@ -36,6 +36,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/collectives/reductions.h"
+#include "data/cotangent.h"
 #include "data/datacube.h"
 #include "data/galaxy_data.h"
 #include "data/mesh.h"
@@ -289,6 +290,14 @@ class Stage {
   // How far its kernel reaches beyond the field and the band (none by default): the run
   // simulates the sum over its stages (Observation::margin).
   virtual CubeMargin margin(const Observation&) const { return {}; }
+
+  // Reverse mode (issue 27, docs/gradients.md). A cube stage replaces `cotangent`, dL/d the cube
+  // its run() made, with dL/d the cube its run() was given (a linear stage: its transpose);
+  // `state` is as the forward run left it. False: the stage has no adjoint, and a gradient
+  // through it is refused, naming the stage.
+  virtual bool adjoint(const RunState& /*state*/, CubeCotangent& /*cotangent*/) const {
+    return false;
+  }
 };
 
 // A stage run by hand on a galaxy held at once (tests, benchmarks): its pass over the stars or
