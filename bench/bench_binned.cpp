@@ -16,7 +16,7 @@
 //      over unsmoothed (target <= 2x).
 //
 //   bench_binned [--stars 100000] [--speed-stars 1000000] [--reps 1] [--only
-//   accuracy|dust|smoothing]
+//   accuracy|speed|dust|smoothing]
 #include <omp.h>
 
 #include <algorithm>
@@ -140,7 +140,7 @@ bool accuracy(const std::string& telescope_name, const std::string& ssp, std::si
 
 bool bitwise_equal(const Cube& a, const Cube& b) {
   return a.data.size() == b.data.size() &&
-         std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(double)) == 0;
+         std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(a.data[0])) == 0;
 }
 
 // Sections 2 to 4: speed, devices, cuda.
@@ -231,11 +231,17 @@ int main(int argc, char** argv) try {
   const auto n_accuracy = std::stoul(bench::option(argc, argv, "stars", "100000"));
   const auto n_speed = std::stoul(bench::option(argc, argv, "speed-stars", "1000000"));
   const std::string only = bench::option(argc, argv, "only", "");  // "accuracy": section 1 alone,
-  // "dust": 1 and 5, "smoothing": 1 and 6 (1 runs its cases only without `only`)
+  // "speed": 2 to 4 (MaStar only: a GPU node's check), "dust": 1 and 5, "smoothing": 1 and 6
+  // (1 runs its cases only without `only`)
   if (n_accuracy < 1 || n_speed < 1) throw std::invalid_argument("star counts must be >= 1");
   std::printf("bench_binned: z = %.2f, OpenMP threads: %d\n\n", bench::kRedshift,
               omp_get_max_threads());
   bool ok = true;
+  if (only == "speed") {
+    ok = speed_sections(n_speed);
+    std::printf("\n%s\n", ok ? "all checks passed" : "SOME CHECKS FAILED");
+    return ok ? 0 : 1;
+  }
 
   std::printf(
       "[1] binned vs exact, %lu disc stars (targets: total 1e-6, max/peak 2e-3, median "

@@ -7,9 +7,9 @@
 #
 # Writes one report: nvidia-smi, the libraries resolved, the devices, the CUDA suite five times
 # with IFUSIM_REQUIRE_CUDA=1 (the zeroing race it guards against was intermittent),
-# compute-sanitizer's memcheck and racecheck on the small cases, the MUSE-WFM disc example on 1
-# and 4 logical devices with several histogram tiles and kernel smoothing (compared bitwise with
-# each other, and with the CPU cube to float rounding), a streamed run, and the benchmarks. Each
+# compute-sanitizer's memcheck and racecheck on the small cases, the MUSE-WFM disc example with
+# several histogram tiles and the MUSE one with kernel smoothing, each on 1 and 4 logical devices
+# (compared bitwise with each other, and with the CPU cube to float rounding), a streamed run, and the benchmarks. Each
 # step has its own time limit, so one that hangs cannot take the others' time. Where no GPU can
 # be used it says so and exits 3 after the library check. Exit 0 only when every step ran and
 # passed. IFUSIM_GPU_CHECK_SECONDS bounds the whole check, IFUSIM_GPU_CHECK_REPEATS the suite's
@@ -97,28 +97,37 @@ else
   log "compute-sanitizer: not on PATH, skipped"
 fi
 
-# The MUSE-WFM disc example: GPU on 1 and 4 logical devices, histogram tiles forced small (so
-# that there are several), kernel smoothing; then the CPU.
-example="$bundle/configs/examples/muse_disc_stars_gas.json"
-wfm=(--set stages.stellar_spectra.histogram=dense --set stages.stellar_spectra.histogram_memory_gb=0.05
-     --set stages.aperture.smoothing=kernel --set output.hdf5=true --no-progress)
-step "MUSE-WFM disc, cuda, 1 device" 120 "$bin/ifusim" run "$example" --backend cuda --devices 1 "${wfm[@]}" --out "$work/wfm1"
-step "MUSE-WFM disc, cuda, 4 logical devices" 120 "$bin/ifusim" run "$example" --backend cuda --devices 4 "${wfm[@]}" --out "$work/wfm4"
-step "MUSE-WFM disc, cpu" 240 "$bin/ifusim" run "$example" --backend cpu "${wfm[@]}" --out "$work/wfmcpu"
-step "MUSE-WFM: 1 == 4 logical devices, bitwise" 60 "$bin/ifusim" compare "$work/wfm1/cube.fits" "$work/wfm4/cube.fits" --rtol 0
-# The per-star maths (log10, pow, fused multiply-adds) may round differently on the device:
-# within 1e-6 of the brightest voxel, as tests/test_cuda.cpp holds the smaller examples.
-step "MUSE-WFM: cuda == cpu within 1e-6 of the peak" 60 python3 -c '
+# three_ways LABEL CONFIG LIMIT ARGS...: CONFIG on the GPU on 1 and 4 logical devices and on the
+# CPU; the two GPU cubes bitwise equal (ifusim compare --rtol 0), the CPU's within 1e-6 of the
+# peak voxel (the per-star maths, log10, pow, fused multiply-adds, may round differently on the
+# device, as tests/test_cuda.cpp holds the smaller examples).
+three_ways() {
+  local label="$1" config="$2" limit="$3" dir="$work/$(echo "$1" | tr -c 'A-Za-z0-9\n' _)"
+  shift 3
+  local args=("$@" --set output.hdf5=true --no-progress)
+  step "$label, cuda, 1 device" "$limit" "$bin/ifusim" run "$config" --backend cuda --devices 1 "${args[@]}" --out "$dir/gpu1"
+  step "$label, cuda, 4 logical devices" "$limit" "$bin/ifusim" run "$config" --backend cuda --devices 4 "${args[@]}" --out "$dir/gpu4"
+  step "$label, cpu" "$limit" "$bin/ifusim" run "$config" --backend cpu "${args[@]}" --out "$dir/cpu"
+  step "$label: 1 == 4 logical devices, bitwise" 60 "$bin/ifusim" compare "$dir/gpu1/cube.fits" "$dir/gpu4/cube.fits" --rtol 0
+  step "$label: cuda == cpu within 1e-6 of the peak" 60 python3 -c '
 import sys, h5py, numpy as np
 a = h5py.File(sys.argv[1])["data"][()]; b = h5py.File(sys.argv[2])["data"][()]
 ok = np.isfinite(b); assert (np.isfinite(a) == ok).all(), "NaN in different voxels"
 peak = np.abs(b[ok]).max(); worst = np.abs(a[ok] - b[ok]).max()
 print(f"max |cuda - cpu| / peak = {worst / peak:.3e} (peak {peak:.4e})"); sys.exit(worst > 1e-6 * peak)
-' "$work/wfm1/cube.h5" "$work/wfmcpu/cube.h5"
+' "$dir/gpu1/cube.h5" "$dir/cpu/cube.h5"
+}
+# The MUSE-WFM disc example (stars, gas, dust, lines), histogram tiles forced small so that
+# there are several. Kernel smoothing on a 25 x 25 field: on MUSE-WFM's 0.2" spaxels each star's
+# kernel covers hundreds of spaxels, and the CPU alone took 139 s of psum on 16 cores (issue 22).
+three_ways "MUSE-WFM disc" "$bundle/configs/examples/muse_disc_stars_gas.json" 120 \
+  --set stages.stellar_spectra.histogram=dense --set stages.stellar_spectra.histogram_memory_gb=0.05
+three_ways "MUSE disc, kernel smoothing" "$bundle/configs/examples/muse_disc_stars_gas.json" 120 \
+  --set telescope=MUSE --set stages.aperture.smoothing=kernel
 step "streamed run (1e6 stars in blocks of 2e5), cuda" 120 "$bin/ifusim" run "$bundle/configs/examples/muse_synthetic.json" --backend cuda \
   --set input.synthetic.stars=1000000 --set input.stream_block_stars=200000 --no-progress --out "$work/streamed"
 
-step "bench_binned" 240 "$bin/bench_binned" --stars 100000 --speed-stars 1000000
+step "bench_binned (speed, devices, cuda)" 240 "$bin/bench_binned" --only speed --speed-stars 1000000
 for stars in ${IFUSIM_GPU_CHECK_BIG_STARS:-100000000 1000000000}; do
   step "synthetic $stars stars, MUSE-WFM, cuda, streamed" 240 "$bin/ifusim" run "$bundle/configs/examples/muse_synthetic.json" \
     --backend cuda --set telescope=MUSE-WFM --set input.synthetic.stars=$stars --set input.synthetic.gas=0 \
