@@ -228,6 +228,9 @@ bool dust_section(std::size_t n_accuracy, std::size_t n_speed) {
 }  // namespace
 
 int main(int argc, char** argv) try {
+  // Line by line into a file too: on its first GPU node this program died of a segmentation
+  // fault with its whole output still in the buffer, so nobody knows in which section.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const auto n_accuracy = std::stoul(bench::option(argc, argv, "stars", "100000"));
   const auto n_speed = std::stoul(bench::option(argc, argv, "speed-stars", "1000000"));
   const std::string only = bench::option(argc, argv, "only", "");  // "accuracy": section 1 alone,

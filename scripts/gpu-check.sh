@@ -114,7 +114,7 @@ import sys, h5py, numpy as np
 a = h5py.File(sys.argv[1])["data"][()]; b = h5py.File(sys.argv[2])["data"][()]
 ok = np.isfinite(b); assert (np.isfinite(a) == ok).all(), "NaN in different voxels"
 peak = np.abs(b[ok]).max(); worst = np.abs(a[ok] - b[ok]).max()
-print(f"max |cuda - cpu| / peak = {worst / peak:.3e} (peak {peak:.4e})"); sys.exit(worst > 1e-6 * peak)
+print(f"max |cuda - cpu| / peak = {worst / peak:.3e} (peak {peak:.4e})"); sys.exit(int(worst > 1e-6 * peak))
 ' "$dir/gpu1/cube.h5" "$dir/cpu/cube.h5"
 }
 # The MUSE-WFM disc example (stars, gas, dust, lines), histogram tiles forced small so that
