@@ -147,6 +147,7 @@ class ApertureMaskStage final : public Stage {
     std::vector<double> padded = large_vector<double>(given_.n_voxels(), 0.0);
     const std::size_t n_in = static_cast<std::size_t>(given_.n_wave);
     const std::size_t n_out = static_cast<std::size_t>(made_.n_wave);
+#pragma omp parallel for schedule(static)
     for (int iy = 0; iy < made_.ny; ++iy)
       for (int ix = 0; ix < made_.nx; ++ix) {
         const int gx = ix + margin_.spaxels, gy = iy + margin_.spaxels;
@@ -167,6 +168,7 @@ class ApertureMaskStage final : public Stage {
     std::vector<double> cropped = large_vector<double>(made_.n_voxels(), 0.0);
     const std::size_t n_in = static_cast<std::size_t>(given_.n_wave);
     const std::size_t n_out = static_cast<std::size_t>(made_.n_wave);
+#pragma omp parallel for schedule(static)
     for (int iy = 0; iy < made_.ny; ++iy)
       for (int ix = 0; ix < made_.nx; ++ix) {
         const int gx = ix + margin_.spaxels, gy = iy + margin_.spaxels;
