@@ -38,6 +38,19 @@ const char* to_string(StageKind kind) {
   return "";
 }
 
+void check_cotangent_shape(const std::string& stage, const CubeShape& expected,
+                           const CubeCotangent& cotangent) {
+  auto text = [](const CubeShape& s) {
+    return std::to_string(s.nx) + " x " + std::to_string(s.ny) + " x " + std::to_string(s.n_wave);
+  };
+  if (expected.n_voxels() == 0)
+    throw std::logic_error(stage + ": its adjoint needs its run() on the cube first");
+  if (!(cotangent.shape == expected) || cotangent.data.size() != expected.n_voxels())
+    throw std::logic_error(stage + ": the cotangent is " + text(cotangent.shape) + " (" +
+                           std::to_string(cotangent.data.size()) + " values), its cube " +
+                           text(expected));
+}
+
 void run_stage(Stage& stage, RunState& state) {
   if (stage.pass(StreamedInput::of(state.data.stars)) != Stage::Pass::none) {
     state.star_bounds();
