@@ -7,10 +7,6 @@ namespace ifusim {
 
 namespace {
 
-std::string shape_text(const CubeShape& s) {
-  return std::to_string(s.nx) + " x " + std::to_string(s.ny) + " x " + std::to_string(s.n_wave);
-}
-
 [[noreturn]] void refuse(const Stage& stage, const char* mode) {
   throw std::invalid_argument("gradient: the stage \"" + stage.name() + "\" has no " + mode +
                               " (it is not differentiable; docs/gradients.md lists those that "
@@ -24,10 +20,10 @@ CubeCotangent cube_stages_vjp(const std::vector<const Stage*>& cube_stages, cons
   if (cotangent.data.size() != cotangent.shape.n_voxels())
     throw std::invalid_argument("gradient: the cotangent holds " +
                                 std::to_string(cotangent.data.size()) + " values for a " +
-                                shape_text(cotangent.shape) + " cube");
+                                to_string(cotangent.shape) + " cube");
   if (state.cube && !(state.cube->shape == cotangent.shape))
-    throw std::invalid_argument("gradient: the cotangent is " + shape_text(cotangent.shape) +
-                                ", the run's cube " + shape_text(state.cube->shape));
+    throw std::invalid_argument("gradient: the cotangent is " + to_string(cotangent.shape) +
+                                ", the run's cube " + to_string(state.cube->shape));
   for (auto it = cube_stages.rbegin(); it != cube_stages.rend(); ++it)
     if (!(*it)->adjoint(state, cotangent)) refuse(**it, "adjoint");
   return cotangent;
@@ -38,7 +34,7 @@ CubeCotangent cube_stages_jvp(const std::vector<const Stage*>& cube_stages, cons
   if (tangent.data.size() != tangent.shape.n_voxels())
     throw std::invalid_argument("gradient: the tangent holds " +
                                 std::to_string(tangent.data.size()) + " values for a " +
-                                shape_text(tangent.shape) + " cube");
+                                to_string(tangent.shape) + " cube");
   for (const Stage* stage : cube_stages)
     if (!stage->tangent(state, tangent)) refuse(*stage, "tangent");
   return tangent;

@@ -40,15 +40,12 @@ const char* to_string(StageKind kind) {
 
 void check_cotangent_shape(const std::string& stage, const CubeShape& expected,
                            const CubeCotangent& cotangent) {
-  auto text = [](const CubeShape& s) {
-    return std::to_string(s.nx) + " x " + std::to_string(s.ny) + " x " + std::to_string(s.n_wave);
-  };
   if (expected.n_voxels() == 0)
     throw std::logic_error(stage + ": its adjoint needs its run() on the cube first");
   if (!(cotangent.shape == expected) || cotangent.data.size() != expected.n_voxels())
-    throw std::logic_error(stage + ": the cotangent is " + text(cotangent.shape) + " (" +
+    throw std::logic_error(stage + ": the cotangent is " + to_string(cotangent.shape) + " (" +
                            std::to_string(cotangent.data.size()) + " values), its cube " +
-                           text(expected));
+                           to_string(expected));
 }
 
 void run_stage(Stage& stage, RunState& state) {
