@@ -35,11 +35,12 @@ namespace ifusim {
 namespace {
 
 constexpr double kDeg = std::numbers::pi / 180.0;
-// The transpose buffer: 256 Ki values, 1 MiB in float (2 in double). At 1 << 22 a small cube
-// (MUSE's 25 x 25 x 3721, 2.3 M voxels) was copied whole, 9.3 MB beside it, and that copy was the
-// whole process's peak memory at 1e5 stars (issue 22); a large cube's blocks still hold whole
-// planes (2 of MUSE-WFM's 90,000 spaxels, 0.7 MB a cfitsio write).
-constexpr std::size_t kChunkElements = std::size_t{1} << 18;
+// The transpose buffers: two (one written while the next is made, io/cube/plane_blocks.h) of
+// 128 Ki values, 1 MiB in float together (2 in double). At 1 << 22 a small cube (MUSE's 25 x 25 x
+// 3721, 2.3 M voxels) was copied whole, 9.3 MB beside it, and that copy was the whole process's
+// peak memory at 1e5 stars (issue 22). A large cube's blocks hold at least 32 planes
+// (detail::kMinBlockPlanes: 11.5 MB each on MUSE-WFM's 90,000 spaxels).
+constexpr std::size_t kChunkElements = std::size_t{1} << 17;
 
 std::string fits_message(int status) {
   char text[FLEN_STATUS] = {0};
