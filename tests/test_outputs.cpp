@@ -1,3 +1,4 @@
+#include <omp.h>
 #include <png.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "core/config_error.h"
 #include "example_cube.h"
 #include "io/cube/cube_io.h"
+#include "io/cube/plane_blocks.h"
 #include "io/cube/quicklook.h"
 #include "io/hdf5.h"
 #include "temp_dir.h"
@@ -111,6 +113,52 @@ int run_ifusim(const std::string& args, std::string& output, const TempDir& dir)
 }
 
 }  // namespace
+
+TEST_CASE("outputs: the writers' plane blocks are the exact transposition, in order, any threads",
+          "[outputs]") {
+  // 7 x 5 spaxels x 83 planes: blocks of 32 planes (the least a block holds), of 64 and of all
+  // 83; the calling thread writes while the others make the next block, on 1 to 3 threads.
+  const CubeShape shape{7, 5, 83};
+  const std::size_t n_spaxels = shape.n_spaxels();
+  std::vector<float> values(shape.n_voxels());
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f + 1.0f;
+  const int threads = omp_get_max_threads();
+  for (const int t : {1, 2, 3}) {
+    omp_set_num_threads(t);
+    for (const std::size_t max_elements : {std::size_t{1}, 64 * n_spaxels, std::size_t{1} << 20}) {
+      std::vector<float> stored;  // what a writer would store: (n_wave, ny, nx)
+      int next = 0;
+      bool on_caller = true;
+      const int caller = omp_get_thread_num();
+      detail::for_each_plane_block<float>(
+          shape, values, max_elements, [&](int k0, int k1, float* block) {
+            CHECK(k0 == next);
+            next = k1;
+            on_caller = on_caller && omp_get_thread_num() == caller;
+            stored.insert(stored.end(), block, block + (k1 - k0) * n_spaxels);
+          });
+      CHECK(on_caller);
+      CHECK(next == shape.n_wave);
+      REQUIRE(stored.size() == values.size());
+      std::size_t wrong = 0;
+      for (std::size_t sp = 0; sp < n_spaxels; ++sp)
+        for (int k = 0; k < shape.n_wave; ++k)
+          wrong +=
+              stored[static_cast<std::size_t>(k) * n_spaxels + sp] != values[sp * shape.n_wave + k];
+      CHECK(wrong == 0);
+    }
+    // A write that fails stops the pass and its exception reaches the caller.
+    int writes = 0;
+    CHECK_THROWS_WITH(detail::for_each_plane_block<float>(shape, values, 1,
+                                                          [&](int, int, float*) {
+                                                            if (++writes == 2)
+                                                              throw InputError("disk full");
+                                                          }),
+                      "disk full");
+    CHECK(writes == 2);
+  }
+  omp_set_num_threads(threads);
+}
 
 TEST_CASE("outputs: FITS cube round trip, bitwise in float32", "[outputs]") {
   TempDir dir("fits");

@@ -5,8 +5,10 @@
 #include <fitsio.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -22,15 +24,23 @@
 #include "io/cube/plane_blocks.h"
 #include "io/temp_file.h"
 
+// cfitsio's internal header, installed with it: ffpbyt (write bytes at the file's position),
+// which fits_write_pix ends in, for pixels already in the file's byte order. A C header without
+// fitsio.h's extern "C" guard.
+extern "C" {
+#include <fitsio2.h>
+}
+
 namespace ifusim {
 namespace {
 
 constexpr double kDeg = std::numbers::pi / 180.0;
-// The transpose buffer: 256 Ki values, 1 MiB in float (2 in double). At 1 << 22 a small cube
-// (MUSE's 25 x 25 x 3721, 2.3 M voxels) was copied whole, 9.3 MB beside it, and that copy was the
-// whole process's peak memory at 1e5 stars (issue 22); a large cube's blocks still hold whole
-// planes (2 of MUSE-WFM's 90,000 spaxels, 0.7 MB a cfitsio write).
-constexpr std::size_t kChunkElements = std::size_t{1} << 18;
+// The transpose buffers: two (one written while the next is made, io/cube/plane_blocks.h) of
+// 128 Ki values, 1 MiB in float together (2 in double). At 1 << 22 a small cube (MUSE's 25 x 25 x
+// 3721, 2.3 M voxels) was copied whole, 9.3 MB beside it, and that copy was the whole process's
+// peak memory at 1e5 stars (issue 22). A large cube's blocks hold at least 32 planes
+// (detail::kMinBlockPlanes: 11.5 MB each on MUSE-WFM's 90,000 spaxels).
+constexpr std::size_t kChunkElements = std::size_t{1} << 17;
 
 std::string fits_message(int status) {
   char text[FLEN_STATUS] = {0};
@@ -141,21 +151,37 @@ void write_wcs(Writer& w, const Cube& cube, int naxis) {
   }
 }
 
+// FITS stores numbers big-endian (FITS 4.0, sec. 5): `v`'s bytes in the file's order.
+template <class T>
+auto big_endian_bits(T v) {
+  using Bits = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
+  static_assert(sizeof(T) == sizeof(Bits));
+  const Bits bits = std::bit_cast<Bits>(v);
+  if constexpr (std::endian::native == std::endian::big) {
+    return bits;
+  } else if constexpr (sizeof(T) == 8) {
+    return static_cast<Bits>(__builtin_bswap64(bits));
+  } else {
+    return static_cast<Bits>(__builtin_bswap32(bits));
+  }
+}
+
 // Writes one image extension of voxel values value(i) (i spaxel-major), transposing from
-// spaxel-major in chunks of wavelength planes so that memory stays bounded. The values are
+// spaxel-major in blocks of wavelength planes so that memory stays bounded. The values are
 // converted here to the image's type (T: float for FLOAT_IMG, double for DOUBLE_IMG, int for
-// LONG_IMG), once, so that cfitsio only swaps their bytes (handed doubles for a FLOAT_IMG it
-// converted each value again, with its own scaling checks).
+// LONG_IMG) and put in the file's byte order, once, on all threads, as the blocks are made
+// (detail::for_each_plane_block_of); the blocks' bytes go to the file as they are (ffmbyt and
+// ffpbyt, the two calls cfitsio's own fits_write_pix ends in). fits_write_pix copied every value
+// through a 28.8 kB buffer to swap its bytes, on the one thread that writes: on MUSE-WFM that was
+// a serial pass over each 1.3 GB array (issue 22).
 template <class T, class Value>
 void write_image_of(fitsfile* f, const std::string& file, const Cube& cube, Value&& value,
                     const char* extname, const std::string& unit, const char* description) {
   constexpr int bitpix = std::is_same_v<T, float>    ? FLOAT_IMG
                          : std::is_same_v<T, double> ? DOUBLE_IMG
                                                      : LONG_IMG;
-  constexpr int datatype = std::is_same_v<T, float>    ? TFLOAT
-                           : std::is_same_v<T, double> ? TDOUBLE
-                                                       : TINT;
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int>);
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                std::is_same_v<T, std::int32_t>);
   const auto& s = cube.shape;
   long naxes[3] = {s.nx, s.ny, s.n_wave};
   int status = 0;
@@ -165,13 +191,20 @@ void write_image_of(fitsfile* f, const std::string& file, const Cube& cube, Valu
   w.str("EXTNAME", extname, description);
   if (!unit.empty()) w.str("BUNIT", unit, "");
   write_wcs(w, cube, 3);
+  // The header is complete: where the data unit starts.
+  LONGLONG header_start = 0, data_start = 0, data_end = 0;
+  fits_get_hduaddrll(f, &header_start, &data_start, &data_end, &status);
+  check(status, file, std::string("cannot find the data of extension ") + extname);
 
   const std::size_t n_spaxels = s.n_spaxels();
-  detail::for_each_plane_block_of<T>(
-      s, kChunkElements, std::forward<Value>(value), [&](int k0, int k1, T* block) {
-        long first[3] = {1, 1, k0 + 1};
-        fits_write_pix(f, datatype, first, static_cast<LONGLONG>((k1 - k0) * n_spaxels), block,
-                       &status);
+  using Bits = decltype(big_endian_bits(T{}));
+  detail::for_each_plane_block_of<Bits>(
+      s, kChunkElements,
+      [&value](std::size_t i) { return big_endian_bits(static_cast<T>(value(i))); },
+      [&](int k0, int k1, Bits* block) {
+        const auto plane_bytes = static_cast<LONGLONG>(n_spaxels * sizeof(T));
+        ffmbyt(f, data_start + k0 * plane_bytes, IGNORE_EOF, &status);
+        ffpbyt(f, (k1 - k0) * plane_bytes, block, &status);
         check(status, file, std::string("cannot write the pixels of ") + extname);
       });
 }
@@ -268,9 +301,11 @@ void write_manga_extensions(fitsfile* f, const std::string& file, const Cube& cu
     else
       write_image_of<double>(f, file, cube, ivar, "IVAR", ivar_unit, "inverse variance of FLUX");
   }
-  write_image_of<int>(
+  write_image_of<std::int32_t>(
       f, file, cube,
-      [data](std::size_t i) { return std::isnan(data[i]) ? kMangaNoCoverage | kMangaDoNotUse : 0; },
+      [data](std::size_t i) {
+        return std::isnan(data[i]) ? kMangaNoCoverage | kMangaDoNotUse : std::int32_t{0};
+      },
       "MASK", "", "MANGA_DRP3PIXMASK bits: 1 NOCOV, 1024 DONOTUSE");
   std::vector<double> wave(static_cast<std::size_t>(cube.shape.n_wave));
   for (int k = 0; k < cube.shape.n_wave; ++k) wave[k] = cube.axes.wavelength_angstrom(k);
