@@ -13,10 +13,14 @@
 //      with dust over without, and with 40 mag over 1 mag (its cost must not grow with A_V);
 //   6. kernel smoothing (docs/smoothing.md): binned vs exact, both smoothed, against the same
 //      targets at --stars, and at --speed-stars on MaNGA-32 the binned method's cost smoothed
-//      over unsmoothed (target <= 2x).
+//      over unsmoothed (target <= 2x);
+//   7. reverse mode (issue 27, docs/gradients.md): one VJP of the stars (the stellar stage's
+//      particle_adjoint for a random cotangent) over one forward run (stage + psum) at
+//      --speed-stars, MUSE, MaStar, 1 cpu device (target <= 2x), and each one's peak memory
+//      above what was held before it.
 //
 //   bench_binned [--stars 100000] [--speed-stars 1000000] [--reps 1] [--only
-//   accuracy|dust|smoothing]
+//   accuracy|dust|smoothing|vjp]
 #include <omp.h>
 
 #include <algorithm>
@@ -225,6 +229,52 @@ bool dust_section(std::size_t n_accuracy, std::size_t n_speed) {
   return ok;
 }
 
+// Section 7: one VJP over one forward run.
+bool vjp_section(std::size_t n_speed) {
+  std::printf(
+      "\n[7] reverse mode: one VJP of the stars over one forward run (stage + psum), %lu stars, "
+      "MUSE, MaStar, 1 cpu device (target <= 2x)\n",
+      n_speed);
+  const Telescope muse = load_telescope_preset("MUSE", "bench");
+  auto mastar = std::make_shared<const SspGrid>(load_ssp_library(bench::ssp_path("mastar")));
+  const bench::HostStars lots = bench::disc_stars(n_speed, 5, bench::disc_scale_kpc(muse));
+  const auto spectra = stage(mastar, SpectralMethod::binned);
+  const auto mesh = make_mesh(Backend::cpu, 1);
+  auto state = bench::prepared_state(*mesh, muse, lots);
+  const bool peaks = bench::reset_peak_rss();
+  long long before = bench::proc_status_bytes("VmRSS");
+  auto t0 = std::chrono::steady_clock::now();
+  spectra->run(*state);
+  reduce_partials(*state);
+  const double t_forward = bench::seconds_since(t0);
+  const long long forward_peak = bench::proc_status_bytes("VmHWM") - before;
+  CubeCotangent cotangent{state->cube->shape, std::vector<double>(state->cube->data.size())};
+  std::mt19937_64 rng(17);
+  std::normal_distribution<double> gauss(0.0, 1.0);
+  for (double& g : cotangent.data) g = gauss(rng);
+  ParticleGradients gradients;
+  bench::reset_peak_rss();
+  before = bench::proc_status_bytes("VmRSS");
+  t0 = std::chrono::steady_clock::now();
+  spectra->particle_adjoint(*state, cotangent, gradients);
+  const double t_vjp = bench::seconds_since(t0);
+  const long long vjp_peak = bench::proc_status_bytes("VmHWM") - before;
+  bool finite = true;
+  for (const auto& [name, values] : gradients.fields)
+    for (double v : values) finite = finite && std::isfinite(v);
+  std::printf("  forward: %.3f s; VJP: %.3f s; VJP / forward: %.2fx (target <= 2x): %s\n",
+              t_forward, t_vjp, t_vjp / t_forward,
+              t_vjp / t_forward <= 2.0 ? "OK" : "ABOVE TARGET");
+  if (peaks)
+    std::printf(
+        "  peak memory above what was held before: forward %.1f MB, VJP %.1f MB (the "
+        "cotangent, %.1f MB, made before the VJP; the gradients, %.1f MB, inside it)\n",
+        forward_peak / 1e6, vjp_peak / 1e6, cotangent.data.size() * 8 / 1e6,
+        static_cast<double>(lots.size()) * 7 * 8 / 1e6);
+  std::printf("  gradients finite: %s\n", finite ? "yes" : "NO");
+  return finite;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -246,6 +296,11 @@ int main(int argc, char** argv) try {
       for (const char* ssp : {"mastar", "miles"}) ok = accuracy(telescope, ssp, n_accuracy) && ok;
 
   if (only == "accuracy") return ok ? 0 : 1;
+  if (only == "vjp") {
+    ok = vjp_section(n_speed) && ok;
+    std::printf("\n%s\n", ok ? "all checks passed" : "SOME CHECKS FAILED");
+    return ok ? 0 : 1;
+  }
   if (only != "smoothing" && only != "dust") ok = speed_sections(n_speed) && ok;
   if (only != "smoothing") ok = dust_section(n_accuracy, n_speed) && ok;
   if (only == "dust") {

@@ -298,6 +298,17 @@ class Stage {
   virtual bool adjoint(const RunState& /*state*/, CubeCotangent& /*cotangent*/) const {
     return false;
   }
+
+  // Reverse mode for a particle stage, called back to front after the cube stages' adjoints:
+  // `reduced` is dL/d the cube the reduction made (the cube stages' adjoints applied), `state` as
+  // the forward run left it (the particles held, rotated where orient ran). A stage that
+  // deposits adds dL/d each field it reads to `gradients` (keyed like ParticleGradients, in the
+  // frame its run() saw them); a stage that transformed a field (orient) maps the gradients of
+  // its output back to its input. False: the stage has no particle adjoint.
+  virtual bool particle_adjoint(RunState& /*state*/, const CubeCotangent& /*reduced*/,
+                                ParticleGradients& /*gradients*/) {
+    return false;
+  }
 };
 
 // A stage run by hand on a galaxy held at once (tests, benchmarks): its pass over the stars or

@@ -305,4 +305,99 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
   return stats;
 }
 
+void binned_product_transpose(const BinnedProductInput& in, const TileEntries& entries,
+                              const double* cotangent_rows, double* dl_dh) {
+  const std::size_t n_rows = static_cast<std::size_t>(in.tile.n_spaxels);
+  const std::size_t n_columns = in.tile.columns();
+  const std::size_t n_wave = static_cast<std::size_t>(in.bins.n);
+
+  // 1. The columns any entry uses (ascending), each entry's index among them.
+  std::vector<std::int32_t> used_index(n_columns, -1);
+  for (std::uint32_t c : entries.column) used_index[c] = 0;
+  std::vector<std::size_t> used;
+  for (std::size_t c = 0; c < n_columns; ++c)
+    if (used_index[c] == 0) {
+      used_index[c] = static_cast<std::int32_t>(used.size());
+      used.push_back(c);
+    }
+  const std::size_t n_used = used.size();
+  if (n_used == 0) return;
+
+  // 2. Each row block's columns (indices into `used`, ascending) and its kind of product, by the
+  // forward product's rule: dense (one GEMM of the block's cotangent rows by its columns of B)
+  // where its entries fill enough of (rows x columns), one dot product per entry otherwise.
+  const std::size_t n_blocks = (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  std::vector<std::vector<std::int32_t>> block_columns(n_blocks);
+  std::vector<char> block_dense(n_blocks, 0);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::size_t b = 0; b < n_blocks; ++b) {
+    const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
+    std::vector<std::int32_t>& columns = block_columns[b];
+    for (std::size_t e = entries.offsets[r0]; e < entries.offsets[r1]; ++e)
+      columns.push_back(used_index[entries.column[e]]);
+    std::sort(columns.begin(), columns.end());
+    columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
+    const std::size_t nnz = entries.offsets[r1] - entries.offsets[r0], cols = columns.size();
+    block_dense[b] = cols >= 16 &&
+                     static_cast<double>(nnz) >= kDenseFill * static_cast<double>((r1 - r0) * cols);
+  }
+
+  // 3. B in chunks of bins (double: the cotangent and dL/dH are double), each chunk's rows made
+  // in parallel, then every block's part of the chunk's sums in parallel; the chunks in order,
+  // so that every entry of dL/dH is summed over the chunks in the same order whatever the
+  // threads. The chunk holds as many bins as the forward's float B within half its bound.
+  const std::size_t chunk_bins = basis_chunk_bins(in.basis_memory_bytes / 2, n_columns);
+  std::vector<double> basis_buffer(n_used * std::min(chunk_bins, n_wave));
+  for (std::size_t k0 = 0; k0 < n_wave; k0 += chunk_bins) {
+    const std::size_t k1 = std::min(n_wave, k0 + chunk_bins), width = k1 - k0;
+    const ChunkAxis axis(in.bins, static_cast<int>(k0), static_cast<int>(k1));
+    Eigen::Map<RowMatrix> basis(basis_buffer.data(), static_cast<Eigen::Index>(n_used),
+                                static_cast<Eigen::Index>(width));
+#pragma omp parallel for schedule(dynamic, 16)
+    for (std::size_t p = 0; p < n_used; ++p) {
+      BasisColumn light;
+      chunk_row(in, axis, used[p], basis.row(static_cast<Eigen::Index>(p)).data(), light);
+    }
+#pragma omp parallel
+    {
+      std::vector<double> gathered, product_buffer;
+#pragma omp for schedule(dynamic, 1)
+      for (std::size_t b = 0; b < n_blocks; ++b) {
+        const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
+        const std::vector<std::int32_t>& columns = block_columns[b];
+        if (columns.empty()) continue;
+        const std::size_t rows = r1 - r0, cols = columns.size();
+        const Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>> g(
+            cotangent_rows + r0 * n_wave + k0, static_cast<Eigen::Index>(rows),
+            static_cast<Eigen::Index>(width),
+            Eigen::OuterStride<>(static_cast<Eigen::Index>(n_wave)));
+        if (block_dense[b]) {
+          gathered.resize(cols * width);
+          Eigen::Map<RowMatrix> bg(gathered.data(), static_cast<Eigen::Index>(cols),
+                                   static_cast<Eigen::Index>(width));
+          for (std::size_t q = 0; q < cols; ++q)
+            bg.row(static_cast<Eigen::Index>(q)) = basis.row(columns[q]);
+          product_buffer.resize(rows * cols);
+          Eigen::Map<RowMatrix> product(product_buffer.data(), static_cast<Eigen::Index>(rows),
+                                        static_cast<Eigen::Index>(cols));
+          product.noalias() = g * bg.transpose();
+          for (std::size_t r = r0; r < r1; ++r)
+            for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e) {
+              const std::int32_t p = used_index[entries.column[e]];
+              const auto q = std::lower_bound(columns.begin(), columns.end(), p) - columns.begin();
+              dl_dh[r * n_columns + entries.column[e]] +=
+                  product(static_cast<Eigen::Index>(r - r0), q);
+            }
+        } else {
+          for (std::size_t r = r0; r < r1; ++r)
+            for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e)
+              dl_dh[r * n_columns + entries.column[e]] +=
+                  g.row(static_cast<Eigen::Index>(r - r0))
+                      .dot(basis.row(used_index[entries.column[e]]));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace ifusim
