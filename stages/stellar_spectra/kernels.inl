@@ -323,10 +323,10 @@ struct MarkHistogramEntries {
   HistogramTile tile;
   std::int64_t* marks;
   IFUSIM_HD void operator()(std::size_t i) const {
-    for_each_histogram_entry_slopes(ssp, bins, stars, tile, i,
-                                    [&](std::size_t index, double, const EntrySlopes&) {
-                                      atomic_add_fixed(marks + index, std::int64_t{1});
-                                    });
+    // The deposit's own enumeration (the same entries as the slopes', without the slopes).
+    for_each_histogram_entry(ssp, bins, stars, tile, i, [&](std::size_t index, double) {
+      atomic_add_fixed(marks + index, std::int64_t{1});
+    });
   }
 };
 
@@ -361,8 +361,8 @@ struct GatherStarGradients {
     out.initial_mass_msun[i] += g_mass;
     out.age_gyr[i] += m * g_age;
     out.metallicity[i] += m * g_z;
-    out.velocity_los_kms[i] += m * g_v;
-    out.dust_av[i] += m * g_av;
+    out.velocity_los_kms[i * out.velocity_stride] += m * g_v;
+    if (out.dust_av) out.dust_av[i] += m * g_av;
   }
 };
 

@@ -680,9 +680,49 @@ class StellarSpectraStage final : public Stage {
     const std::int32_t tile_spaxels = dense_tile_spaxels(
         params_.histogram_memory_gb, static_cast<double>(columns) * sizeof(double), n_spaxels);
     const std::size_t n_stars = stars.count();
-    ShardedArray<double> sums(mesh, n_stars, 5, Sharding::sharded());
-    for (auto& shard : sums.shards()) shard.buffer.zero();
     const bool dust = static_cast<bool>(setup.device_dust_phi);
+    // Keyed by the fields the stage read; the velocity as the stage saw it (its z, the line of
+    // sight), 3 components: orient's adjoint, where it ran, turns it back to the input's frame.
+    auto field = [&](const std::string& name, std::size_t components) -> std::vector<double>& {
+      std::vector<double>& out = gradients.fields[name];
+      if (out.empty()) out = large_vector<double>(n_stars * components, 0.0);
+      if (out.size() != n_stars * components)
+        throw std::logic_error("stellar_spectra: gradient " + name + " has " +
+                               std::to_string(out.size()) + " values, not " +
+                               std::to_string(n_stars * components));
+      return out;
+    };
+    std::vector<double>& mass = field("stars.initial_mass_msun", 1);
+    std::vector<double>& age = field("stars.age_gyr", 1);
+    std::vector<double>& metallicity = field("stars.metallicity", 1);
+    std::vector<double>& velocity = field("stars.velocity_kms", 3);
+    std::vector<double>* dust_av = dust ? &field(fields::stars_dust_av.full_name(), 1) : nullptr;
+    // cpu devices add straight into those host arrays (each its own stars); a GPU into its own
+    // sums, downloaded and added at the end.
+    bool any_cuda = false;
+    for (std::size_t d = 0; d < mesh.size(); ++d) any_cuda = any_cuda || mesh.device(d).is_cuda();
+    const int n_sums = dust ? 5 : 4;
+    ShardedArray<double> sums;
+    if (any_cuda) {
+      sums = ShardedArray<double>(mesh, n_stars, n_sums, Sharding::sharded());
+      for (auto& shard : sums.shards()) shard.buffer.zero();
+    }
+    auto views = [&](const Device& d) {
+      if (d.is_cuda())
+        return StarGradientViews{sums.local(d, 0).data,
+                                 sums.local(d, 1).data,
+                                 sums.local(d, 2).data,
+                                 sums.local(d, 3).data,
+                                 1,
+                                 dust ? sums.local(d, 4).data : nullptr};
+      const std::size_t first = stars.age_gyr.shard(d).range.begin;
+      return StarGradientViews{mass.data() + first,
+                               age.data() + first,
+                               metallicity.data() + first,
+                               velocity.data() + 3 * first + 2,
+                               3,
+                               dust ? dust_av->data() + first : nullptr};
+    };
     for (std::int32_t first = 0; first < n_spaxels; first += tile_spaxels) {
       tile.first_spaxel = first;
       tile.n_spaxels = std::min(tile_spaxels, n_spaxels - first);
@@ -719,43 +759,37 @@ class StellarSpectraStage final : public Stage {
       binned_product_transpose(in, entries,
                                reduced.data.data() + static_cast<std::size_t>(first) * n_wave,
                                dl_dh.data());
-      // 3. Each star's sums, on its device.
-      const ShardedArray<double> dl_dh_on = device_put(mesh, dl_dh, 1, Sharding::replicated());
-      dl_dh = {};
+      // 3. Each star's sums, on its device: a GPU gets its copy of dL/dH; a cpu device reads the
+      // host's (the same memory).
+      ShardedArray<double> dl_dh_on;
+      if (any_cuda) dl_dh_on = device_put(mesh, dl_dh, 1, Sharding::replicated());
       shard_map(mesh, [&](const Device& d) {
-        const StarGradientViews out{sums.local(d, 0).data, sums.local(d, 1).data,
-                                    sums.local(d, 2).data, sums.local(d, 3).data,
-                                    sums.local(d, 4).data};
+        const StarGradientViews out = views(d);
+        const double* g = d.is_cuda() ? dl_dh_on.local(d).data : dl_dh.data();
         on_device(d, [&](const SspView& ssp, const WaveBins& bins, const StarViews& sv,
                          const HistogramTile& t) {
-          IFUSIM_DISPATCH(d, gather_star_gradients, d, ssp, bins, sv, t, dl_dh_on.local(d).data,
-                          out);
+          IFUSIM_DISPATCH(d, gather_star_gradients, d, ssp, bins, sv, t, g, out);
         });
       });
     }
-    // 4. Keyed by the fields the stage read; the velocity as the stage saw it (its z, the line of
-    // sight), 3 components: orient's adjoint, where it ran, turns it back to the input's frame.
-    const std::vector<double> rows = sums.to_host();
-    auto field = [&](const std::string& name, std::size_t components) -> std::vector<double>& {
-      std::vector<double>& out = gradients.fields[name];
-      if (out.empty()) out.assign(n_stars * components, 0.0);
-      if (out.size() != n_stars * components)
-        throw std::logic_error("stellar_spectra: gradient " + name + " has " +
-                               std::to_string(out.size()) + " values, not " +
-                               std::to_string(n_stars * components));
-      return out;
-    };
-    std::vector<double>& mass = field("stars.initial_mass_msun", 1);
-    std::vector<double>& age = field("stars.age_gyr", 1);
-    std::vector<double>& metallicity = field("stars.metallicity", 1);
-    std::vector<double>& velocity = field("stars.velocity_kms", 3);
-    std::vector<double>* dust_av = dust ? &field(fields::stars_dust_av.full_name(), 1) : nullptr;
-    for (std::size_t i = 0; i < n_stars; ++i) {
-      mass[i] += rows[5 * i];
-      age[i] += rows[5 * i + 1];
-      metallicity[i] += rows[5 * i + 2];
-      velocity[3 * i + 2] += rows[5 * i + 3];
-      if (dust_av) (*dust_av)[i] += rows[5 * i + 4];
+    // 4. A GPU's sums, shard by shard, a component plane at a time.
+    if (any_cuda) {
+      std::vector<double> plane;
+      for (const auto& shard : sums.shards()) {
+        if (!shard.device->is_cuda()) continue;
+        const std::size_t first = shard.range.begin, count = shard.range.size();
+        plane.resize(count);
+        for (int c = 0; c < n_sums; ++c) {
+          shard.buffer.download(plane.data(), count, static_cast<std::size_t>(c) * count);
+          std::vector<double>& to = c == 0   ? mass
+                                    : c == 1 ? age
+                                    : c == 2 ? metallicity
+                                    : c == 3 ? velocity
+                                             : *dust_av;
+          const std::size_t stride = c == 3 ? 3 : 1, offset = c == 3 ? 2 : 0;
+          for (std::size_t i = 0; i < count; ++i) to[(first + i) * stride + offset] += plane[i];
+        }
+      }
     }
     return true;
   }

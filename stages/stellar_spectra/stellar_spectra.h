@@ -60,8 +60,9 @@ struct StarGradientViews {
   double* initial_mass_msun;
   double* age_gyr;
   double* metallicity;
-  double* velocity_los_kms;  // along the line of sight (+z after orient)
-  double* dust_av;
+  double* velocity_los_kms;  // along the line of sight (+z after orient), star i at i x stride
+  std::size_t velocity_stride;
+  double* dust_av;  // nullptr without dust
 };
 
 // Host-side preparation of the template tables.
