@@ -353,6 +353,86 @@ TEST_CASE("stellar VJP: the exact method and a wrong cotangent are refused", "[v
                     Catch::Contains("the cotangent is 5 x 5 x 1549"));
 }
 
+TEST_CASE("stellar VJP through orient: dL/d(input velocity), 3 components, by finite differences",
+          "[vjp]") {
+  // The stars as the spectral stage should see them (between nodes, stars_between_nodes), given
+  // to the run turned back by R^T, so that orient's R brings them there; the anchor's rotated
+  // components stay the largest. particle_vjp runs stellar_spectra's adjoint, then orient's.
+  auto grid = std::make_shared<const SspGrid>(test::synthetic_ssp_grid());
+  const std::size_t n = 12;
+  const test::HostStars seen = stars_between_nodes(*grid, n, 23);
+  const Matrix3 r = euler_rotation(30.0, -50.0, 110.0);
+  test::HostStars input = seen;
+  for (auto field : {&test::HostStars::position_kpc, &test::HostStars::velocity_kms})
+    for (std::size_t i = 0; i <= n; ++i)
+      for (int c = 0; c < 3; ++c) {
+        double x = 0.0;
+        for (int k = 0; k < 3; ++k) x += r[3 * k + c] * (seen.*field)[3 * i + k];
+        (input.*field)[3 * i + c] = static_cast<float>(x);
+      }
+  const nlohmann::json orient_params{
+      {"align_face_on", false},
+      {"orientation", {{"alpha_deg", 30.0}, {"beta_deg", -50.0}, {"gamma_deg", 110.0}}}};
+  struct Run {
+    std::unique_ptr<Mesh> mesh;
+    std::unique_ptr<RunState> state;
+    std::unique_ptr<Stage> orient, spectra;
+  };
+  auto forward = [&](const test::HostStars& host) {
+    Run run;
+    run.mesh = make_mesh(Backend::cpu, 1);
+    run.state = std::make_unique<RunState>(*run.mesh);
+    RunState& state = *run.state;
+    state.data.stars = test::put_stars(*run.mesh, host);
+    state.observation.redshift = kRedshift;
+    state.observation.axes.wavelength_medium = "vacuum";
+    state.observation.axes.wave_start_angstrom = kBins.start_angstrom;
+    state.observation.axes.wave_step_angstrom = kBins.step_angstrom;
+    run.orient = make_orient_stage(orient_params, "p");
+    run_stage(*run.orient, state);
+    run_stage(*make_spaxel_grid_stage(
+                  nlohmann::json{{"n_spaxels", kSide}, {"spaxel_size_kpc", kSpaxelKpc}}, "p"),
+              state);
+    state.spaxels.n_wave = kBins.n;
+    StellarSpectraParams params;
+    params.velocity_bin_kms = kVelocityBinKms;
+    run.spectra = make_stellar_spectra_stage(grid, params);
+    run.spectra->run(state);
+    reduce_partials(state);
+    return run;
+  };
+  Run base = forward(input);
+  const std::vector<double> g = random_cotangent(base.state->cube->data.size(), 29);
+  const ParticleGradients grads = particle_vjp({base.orient.get(), base.spectra.get()}, *base.state,
+                                               CubeCotangent{base.state->cube->shape, g});
+  const auto& d_v = grads.fields.at("stars.velocity_kms");
+  REQUIRE(d_v.size() == 3 * (n + 1));
+  // 20 km/s steps of one input component move v_los by at most 20 km/s (within its piece).
+  std::vector<double> fd(3 * n);
+  double largest = 0.0;
+  for (std::size_t i = 0; i < n; ++i)
+    for (int c = 0; c < 3; ++c) {
+      test::HostStars up = input, down = input;
+      up.velocity_kms[3 * i + c] += 20.0f;
+      down.velocity_kms[3 * i + c] -= 20.0f;
+      const double lp = loss(forward(up).state->cube->data, g);
+      const double lm = loss(forward(down).state->cube->data, g);
+      fd[3 * i + c] = (lp - lm) / (static_cast<double>(up.velocity_kms[3 * i + c]) -
+                                   down.velocity_kms[3 * i + c]);
+      largest = std::max(largest, std::abs(fd[3 * i + c]));
+    }
+  REQUIRE(largest > 0.0);
+  double worst = 0.0;
+  for (std::size_t k = 0; k < 3 * n; ++k) {
+    REQUIRE(std::isfinite(d_v[k]));
+    const double err = std::abs(d_v[k] - fd[k]) / std::max(std::abs(fd[k]), 1e-2 * largest);
+    worst = std::max(worst, err);
+    INFO("star " << k / 3 << " component " << k % 3 << ": vjp " << d_v[k] << ", fd " << fd[k]);
+    CHECK(err <= 1e-3);
+  }
+  WARN("input velocity through orient: worst relative error " << worst);
+}
+
 TEST_CASE("orient's adjoint turns a gradient of the rotated velocity back by R^T", "[vjp]") {
   auto mesh = make_mesh(Backend::cpu, 1);
   RunState state(*mesh);
