@@ -70,7 +70,7 @@ FusedRun time_fused(Backend backend, int n_devices, const Telescope& telescope,
 
 bool bitwise_equal(const Cube& a, const Cube& b) {
   return a.data.size() == b.data.size() &&
-         std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(double)) == 0;
+         std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(a.data[0])) == 0;
 }
 
 long long count_in_field(const std::vector<std::int32_t>& spaxel_index) {

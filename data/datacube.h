@@ -20,6 +20,10 @@ struct CubeShape {
   std::size_t n_voxels() const { return n_spaxels() * static_cast<std::size_t>(n_wave); }
   bool operator==(const CubeShape&) const = default;
 };
+// "nx x ny x n_wave", for messages.
+inline std::string to_string(const CubeShape& s) {
+  return std::to_string(s.nx) + " x " + std::to_string(s.ny) + " x " + std::to_string(s.n_wave);
+}
 
 // Per-device partial sums in 64-bit fixed point (see fixed_point.h), Partial(particles) until
 // psum reduces them and leaves every device the same, replicated total.

@@ -298,6 +298,13 @@ class Stage {
   virtual bool adjoint(const RunState& /*state*/, CubeCotangent& /*cotangent*/) const {
     return false;
   }
+  // Forward mode, for the adjoint's checks (tests/test_adjoints.cpp: <A x, y> = <x, A^T y> in
+  // double, which the float cube run() makes cannot show): replaces `tangent`, a change of the
+  // cube run() was given, with the change of the cube it made, in double, with the operator
+  // run() applied (remembered by run()). False: not differentiable.
+  virtual bool tangent(const RunState& /*state*/, CubeCotangent& /*tangent*/) const {
+    return false;
+  }
 
   // Reverse mode for a particle stage, called back to front after the cube stages' adjoints:
   // `reduced` is dL/d the cube the reduction made (the cube stages' adjoints applied), `state` as
@@ -310,6 +317,12 @@ class Stage {
     return false;
   }
 };
+
+// A stage's adjoint (or tangent) check that `cotangent` is shaped as the cube its run() made (or
+// was given): a std::logic_error naming the stage and both shapes, and one saying that run() has
+// not run where `expected` is empty.
+void check_cotangent_shape(const std::string& stage, const CubeShape& expected,
+                           const CubeCotangent& cotangent);
 
 // A stage run by hand on a galaxy held at once (tests, benchmarks): its pass over the stars or
 // the gas, if it asks for one, then run() (the reduction, for the psum stage).

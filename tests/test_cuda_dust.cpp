@@ -33,9 +33,9 @@ std::vector<float> dust_av(Backend backend, int n_devices, const test::HostStars
   state.data.gas.position_kpc = device_put(*mesh, position, 3, Sharding::sharded());
   state.data.gas.mass_msun = device_put(*mesh, mass, 1, Sharding::sharded());
   state.data.gas.metallicity = device_put(*mesh, metallicity, 1, Sharding::sharded());
-  for (const auto& stage :
-       make_stages(stages, "stages",
-                   {"stars.position_kpc", "gas.position_kpc", "gas.mass_msun", "gas.metallicity"}))
+  for (const auto& stage : make_stages(stages, "stages",
+                                       {"stars.position_kpc", "stars.age_gyr", "gas.position_kpc",
+                                        "gas.mass_msun", "gas.metallicity"}))
     run_stage(*stage, state);
   return state.data.stars.derived.at(fields::stars_dust_av).to_host();
 }

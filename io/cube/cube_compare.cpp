@@ -26,8 +26,7 @@ struct Where {
 };
 
 std::string describe(const Cube& c) {
-  return std::to_string(c.shape.nx) + " x " + std::to_string(c.shape.ny) + " x " +
-         std::to_string(c.shape.n_wave) + " (nx x ny x n_wave)";
+  return to_string(c.shape) + " (nx x ny x n_wave)";
 }
 
 std::string location(const Cube& c, std::size_t index) {

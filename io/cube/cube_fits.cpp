@@ -425,8 +425,7 @@ void read_image(fitsfile* f, const std::string& file, const CubeShape& s, const 
   fits_get_img_size(f, 3, naxes, &status);
   check(status, file, std::string("cannot read the image size of ") + extname);
   if (naxis != 3 || naxes[0] != s.nx || naxes[1] != s.ny || naxes[2] != s.n_wave)
-    throw InputError(file + ": extension " + extname + " should be a " + std::to_string(s.nx) +
-                     " x " + std::to_string(s.ny) + " x " + std::to_string(s.n_wave) +
+    throw InputError(file + ": extension " + extname + " should be a " + to_string(s) +
                      " image like the data");
   // Read as float32, the cube's type (cfitsio converts a DOUBLE_IMG, and fails naming the
   // extension where a value is beyond float's range).

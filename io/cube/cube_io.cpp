@@ -191,8 +191,7 @@ void validate_cube(const Cube& cube, const std::string& what) {
   const auto& s = cube.shape;
   auto fail = [&](const std::string& m) { throw std::invalid_argument(what + ": " + m); };
   if (s.nx <= 0 || s.ny <= 0 || s.n_wave <= 0)
-    fail("cube shape " + std::to_string(s.nx) + " x " + std::to_string(s.ny) + " x " +
-         std::to_string(s.n_wave) + " has an empty axis");
+    fail("cube shape " + to_string(s) + " has an empty axis");
   if (cube.data.size() != s.n_voxels())
     fail("cube has " + std::to_string(cube.data.size()) + " values, its shape needs " +
          std::to_string(s.n_voxels()));

@@ -130,10 +130,65 @@ class ApertureMaskStage final : public Stage {
 
   void run(RunState& state) override {
     if (!state.cube) throw std::logic_error("aperture_mask: no cube (psum must run first)");
-    apply_aperture_mask(state.products.get<SpaxelGrid>("spaxels"), *state.cube, state.maps);
-    crop_margin(state.observation.margin, *state.cube, state.maps);
+    grid_ = state.products.get<SpaxelGrid>("spaxels");
+    margin_ = state.observation.margin;
+    given_ = state.cube->shape;
+    apply_aperture_mask(grid_, *state.cube, state.maps);
+    crop_margin(margin_, *state.cube, state.maps);
+    made_ = state.cube->shape;
     state.observation.margin = {};
   }
+
+  // The crop's transpose pads the cotangent with zeros back to the margin-included shape; the
+  // mask's is zero outside the aperture (the forward's NaN there is no measurement, constant:
+  // its derivative is 0). docs/gradients.md.
+  bool adjoint(const RunState&, CubeCotangent& cotangent) const override {
+    check_cotangent_shape("aperture_mask", made_, cotangent);
+    std::vector<double> padded = large_vector<double>(given_.n_voxels(), 0.0);
+    const std::size_t n_in = static_cast<std::size_t>(given_.n_wave);
+    const std::size_t n_out = static_cast<std::size_t>(made_.n_wave);
+#pragma omp parallel for schedule(static)
+    for (int iy = 0; iy < made_.ny; ++iy)
+      for (int ix = 0; ix < made_.nx; ++ix) {
+        const int gx = ix + margin_.spaxels, gy = iy + margin_.spaxels;
+        if (!grid_.spaxel_in_aperture(gx, gy)) continue;
+        const double* from =
+            cotangent.data.data() + (static_cast<std::size_t>(iy) * made_.nx + ix) * n_out;
+        std::copy(from, from + n_out,
+                  padded.data() + (static_cast<std::size_t>(gy) * given_.nx + gx) * n_in +
+                      margin_.wavelengths);
+      }
+    cotangent.shape = given_;
+    cotangent.data = std::move(padded);
+    return true;
+  }
+  // Zero outside the aperture (the forward's constant NaN), then the crop.
+  bool tangent(const RunState&, CubeCotangent& tangent) const override {
+    check_cotangent_shape("aperture_mask", given_, tangent);
+    std::vector<double> cropped = large_vector<double>(made_.n_voxels(), 0.0);
+    const std::size_t n_in = static_cast<std::size_t>(given_.n_wave);
+    const std::size_t n_out = static_cast<std::size_t>(made_.n_wave);
+#pragma omp parallel for schedule(static)
+    for (int iy = 0; iy < made_.ny; ++iy)
+      for (int ix = 0; ix < made_.nx; ++ix) {
+        const int gx = ix + margin_.spaxels, gy = iy + margin_.spaxels;
+        if (!grid_.spaxel_in_aperture(gx, gy)) continue;
+        const double* from = tangent.data.data() +
+                             (static_cast<std::size_t>(gy) * given_.nx + gx) * n_in +
+                             margin_.wavelengths;
+        std::copy(from, from + n_out,
+                  cropped.data() + (static_cast<std::size_t>(iy) * made_.nx + ix) * n_out);
+      }
+    tangent.shape = made_;
+    tangent.data = std::move(cropped);
+    return true;
+  }
+
+ private:
+  // What run() did, for the adjoint: the aperture, the margin cropped, the shapes.
+  SpaxelGrid grid_;
+  CubeMargin margin_;
+  CubeShape given_, made_;
 };
 
 }  // namespace

@@ -100,23 +100,45 @@ std::size_t lanes_for(int n, std::size_t available) {
 
 }  // namespace
 
-void convolve_axis_in_place(std::vector<float>& data, std::size_t outer, int n, std::size_t inner,
-                            const std::vector<Kernel1D>& kernels) {
-  const std::size_t total = outer * static_cast<std::size_t>(std::max(n, 0)) * inner;
-  if (data.size() != total) throw std::logic_error("convolve_axis_in_place: size mismatch");
-  if (kernels.size() != 1 && kernels.size() != static_cast<std::size_t>(std::max(n, 0)))
-    throw std::logic_error("convolve_axis_in_place: one kernel, or one per source pixel");
-  if (n <= 0 || total == 0) return;
-  auto kernel_of = [&](int j) -> const Kernel1D& { return kernels[kernels.size() == 1 ? 0 : j]; };
+namespace {
+
+// The weights of the convolution along the axis, w(k, j) = K_j(k - j) / K_j.sum, tabulated per
+// target k over the sources j = k - reach .. k + reach: row k, entry j - k + reach (0 where j is
+// off the axis). With `transpose`, the table of the transposed map (the adjoint, reverse mode):
+// row j holds w(k, j) for the targets k = j - reach .. j + reach, so that the same loop that
+// convolves applies the correlation with the same taps, edges (zero padding) included.
+struct AxisWeights {
   int reach = 0;
-  for (const auto& k : kernels) reach = std::max(reach, k.radius);
-  // weight[k * taps + (j - k + reach)] = K_j(k - j) / K_j.sum: the very product convolve_axis
-  // forms per tap.
-  const std::size_t taps = 2 * static_cast<std::size_t>(reach) + 1;
-  std::vector<double> weight(static_cast<std::size_t>(n) * taps, 0.0);
+  std::size_t taps = 1;
+  std::vector<double> weight;
+};
+
+AxisWeights axis_weights(int n, const std::vector<Kernel1D>& kernels, bool transpose) {
+  auto kernel_of = [&](int j) -> const Kernel1D& { return kernels[kernels.size() == 1 ? 0 : j]; };
+  AxisWeights t;
+  for (const auto& k : kernels) t.reach = std::max(t.reach, k.radius);
+  t.taps = 2 * static_cast<std::size_t>(t.reach) + 1;
+  t.weight.assign(static_cast<std::size_t>(n) * t.taps, 0.0);
   for (int k = 0; k < n; ++k)
-    for (int j = std::max(0, k - reach); j <= std::min(n - 1, k + reach); ++j)
-      weight[k * taps + (j - k + reach)] = kernel_of(j).at(k - j) * (1.0 / kernel_of(j).sum);
+    for (int j = std::max(0, k - t.reach); j <= std::min(n - 1, k + t.reach); ++j) {
+      // The very product convolve_axis forms per tap.
+      const double w = kernel_of(j).at(k - j) * (1.0 / kernel_of(j).sum);
+      if (transpose)
+        t.weight[j * t.taps + (k - j + t.reach)] = w;
+      else
+        t.weight[k * t.taps + (j - k + t.reach)] = w;
+    }
+  return t;
+}
+
+// out[o, k, i] = sum over j of table(k, j) in[o, j, i], in place, for a float cube or a double
+// cotangent: each sum made in double (sources ascending, from 0) and rounded once to T.
+template <class T>
+void apply_axis_weights(std::vector<T>& data, std::size_t outer, int n, std::size_t inner,
+                        const AxisWeights& table) {
+  const int reach = table.reach;
+  const std::size_t taps = table.taps;
+  const std::vector<double>& weight = table.weight;
   // Blocks of lanes: along inner within one outer row, or, when inner is 1, across outer rows.
   const bool across_outer = inner == 1;
   const std::size_t lanes = lanes_for(n, across_outer ? outer : inner);
@@ -143,7 +165,7 @@ void convolve_axis_in_place(std::vector<float>& data, std::size_t outer, int n, 
         lane_stride = 1;
         axis_stride = inner;
       }
-      float* base = data.data() + first;
+      T* base = data.data() + first;
       if (across_outer) {
         for (std::size_t l = 0; l < width; ++l)
           for (int j = 0; j < n; ++j) block[j * lanes + l] = base[l * lane_stride + j];
@@ -162,16 +184,44 @@ void convolve_axis_in_place(std::vector<float>& data, std::size_t outer, int n, 
 #pragma omp simd
           for (std::size_t l = 0; l < width; ++l) acc[l] += w * src[l];
         }
-        // Each sum in double, rounded once to the cube's float.
+        // Each sum in double, rounded once to the cube's float (a no-op for a double cotangent).
         if (across_outer)
           for (std::size_t l = 0; l < width; ++l)
-            base[l * lane_stride + k] = static_cast<float>(acc[l]);
+            base[l * lane_stride + k] = static_cast<T>(acc[l]);
         else
           for (std::size_t l = 0; l < width; ++l)
-            base[k * axis_stride + l] = static_cast<float>(acc[l]);
+            base[k * axis_stride + l] = static_cast<T>(acc[l]);
       }
     }
   }
+}
+
+template <class T>
+void along_axis(std::vector<T>& data, std::size_t outer, int n, std::size_t inner,
+                const std::vector<Kernel1D>& kernels, bool transpose, const char* what) {
+  const std::size_t total = outer * static_cast<std::size_t>(std::max(n, 0)) * inner;
+  if (data.size() != total) throw std::logic_error(std::string(what) + ": size mismatch");
+  if (kernels.size() != 1 && kernels.size() != static_cast<std::size_t>(std::max(n, 0)))
+    throw std::logic_error(std::string(what) + ": one kernel, or one per source pixel");
+  if (n <= 0 || total == 0) return;
+  apply_axis_weights(data, outer, n, inner, axis_weights(n, kernels, transpose));
+}
+
+}  // namespace
+
+void convolve_axis_in_place(std::vector<float>& data, std::size_t outer, int n, std::size_t inner,
+                            const std::vector<Kernel1D>& kernels) {
+  along_axis(data, outer, n, inner, kernels, false, "convolve_axis_in_place");
+}
+
+void convolve_axis_in_place(std::vector<double>& data, std::size_t outer, int n, std::size_t inner,
+                            const std::vector<Kernel1D>& kernels) {
+  along_axis(data, outer, n, inner, kernels, false, "convolve_axis_in_place");
+}
+
+void correlate_axis_in_place(std::vector<double>& data, std::size_t outer, int n, std::size_t inner,
+                             const std::vector<Kernel1D>& kernels) {
+  along_axis(data, outer, n, inner, kernels, true, "correlate_axis_in_place");
 }
 
 }  // namespace ifusim

@@ -61,5 +61,14 @@ void convolve_axis(const std::vector<double>& in, std::vector<double>& out, std:
 // per tap.
 void convolve_axis_in_place(std::vector<float>& data, std::size_t outer, int n, std::size_t inner,
                             const std::vector<Kernel1D>& kernels);
+// The same on a double cube (a tangent, forward mode), each sum unrounded.
+void convolve_axis_in_place(std::vector<double>& data, std::size_t outer, int n, std::size_t inner,
+                            const std::vector<Kernel1D>& kernels);
+// The transpose of convolve_axis_in_place (the adjoint, reverse mode, docs/gradients.md): the
+// correlation with the same weights, out[o, j, i] = sum_k in[o, k, i] K_j(k - j) / K_j.sum, zero
+// outside the axis as the forward's padding is. The same weight table, transposed, and the same
+// loop.
+void correlate_axis_in_place(std::vector<double>& data, std::size_t outer, int n, std::size_t inner,
+                             const std::vector<Kernel1D>& kernels);
 
 }  // namespace ifusim

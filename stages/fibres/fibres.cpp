@@ -346,6 +346,8 @@ class FibresStage final : public Stage {
     const std::uint64_t seed =
         params_.noise && params_.noise->seed ? *params_.noise->seed : state.observation.seed;
     const Observation& obs = state.observation;
+    shape_ = state.cube->shape;
+    spaxel_arcsec_ = spaxel_arcsec;
     const std::size_t n = apply_fibres(
         params_, spaxel_arcsec, wavelength, obs.axes.width_angstrom(0), obs.margin.wavelengths,
         seed, *state.cube, path_, noise_plane_widths(obs, state.cube->shape.n_wave),
@@ -360,10 +362,75 @@ class FibresStage final : public Stage {
                                         : ", noise per fibre spectrum");
   }
 
+  // Linear without its noise (whose gradient is that of the expected cube, as the noise stage's):
+  // the cube is R S x, S the fibres' sampling (A_fs, the area fractions) and R the reconstruction
+  // (a W_tf; an uncovered spaxel is NaN, a constant: its row is 0). The adjoint is S^T R^T
+  // (docs/gradients.md).
+  bool adjoint(const RunState&, CubeCotangent& cotangent) const override {
+    check_cotangent_shape("fibres", shape_, cotangent);
+    const Maps m = maps();
+    // R^T: each fibre exposure's cotangent, a sum over the spaxels it reconstructs.
+    std::vector<double> fibre = gather(m.by_fibre, cotangent.data, m.area_ratio);
+    // S^T: each spaxel's, a sum over the fibre exposures whose cores overlap it.
+    cotangent.data = gather(m.by_spaxel, fibre, 1.0);
+    return true;
+  }
+  bool tangent(const RunState&, CubeCotangent& tangent) const override {
+    check_cotangent_shape("fibres", shape_, tangent);
+    const Maps m = maps();
+    std::vector<double> fibre = gather(m.sampling.overlap, tangent.data, 1.0);
+    tangent.data = gather(m.weights, fibre, m.area_ratio);
+    return true;
+  }
+
  private:
+  using Lists = std::vector<std::vector<std::pair<std::size_t, double>>>;
+  // The two matrices run() applied, made again as apply_fibres made them, with their transposes.
+  struct Maps {
+    FibreSampling sampling;  // overlap: fibre exposure f -> (spaxel s, A_fs)
+    Lists weights;           // spaxel t -> (fibre exposure f, W_tf)
+    Lists by_fibre;          // f -> (t, W_tf)
+    Lists by_spaxel;         // s -> (f, A_fs)
+    double area_ratio = 0.0;
+  };
+  Maps maps() const {
+    Maps m;
+    m.sampling = fibre_sampling(params_, shape_, spaxel_arcsec_);
+    m.weights = shepard_weights(params_, m.sampling, shape_, spaxel_arcsec_);
+    m.by_fibre.resize(m.sampling.size());
+    for (std::size_t t = 0; t < m.weights.size(); ++t)
+      for (const auto& [f, w] : m.weights[t]) m.by_fibre[f].emplace_back(t, w);
+    m.by_spaxel.resize(shape_.n_spaxels());
+    for (std::size_t f = 0; f < m.sampling.size(); ++f)
+      for (const auto& [spaxel, a] : m.sampling.overlap[f]) m.by_spaxel[spaxel].emplace_back(f, a);
+    const double r = 0.5 * params_.bundle.core_diameter_arcsec;
+    m.area_ratio = spaxel_arcsec_ * spaxel_arcsec_ / (std::numbers::pi * r * r);
+    return m;
+  }
+  // out[row, k] = scale sum over (i, w) in rows[row] of w in[i, k], spectra of n_wave values; a
+  // row with no entries is 0.
+  std::vector<double> gather(const Lists& rows, const std::vector<double>& in, double scale) const {
+    const std::size_t n_wave = static_cast<std::size_t>(shape_.n_wave);
+    const std::size_t n_rows = rows.size();
+    std::vector<double> out = large_vector<double>(n_rows * n_wave, 0.0);
+#pragma omp parallel for schedule(dynamic)
+    for (long long r = 0; r < static_cast<long long>(n_rows); ++r) {
+      double* dst = out.data() + static_cast<std::size_t>(r) * n_wave;
+      for (const auto& [i, w] : rows[static_cast<std::size_t>(r)]) {
+        const double a = scale * w;
+        const double* src = in.data() + i * n_wave;
+        for (std::size_t k = 0; k < n_wave; ++k) dst[k] += a * src[k];
+      }
+    }
+    return out;
+  }
+
   FibresParams params_;
   std::string path_;
   ExposureSky sky_;  // the exposure model's sky and extinction
+  // What run() was given, for the adjoint.
+  CubeShape shape_;
+  double spaxel_arcsec_ = 0.0;
 };
 
 }  // namespace

@@ -72,6 +72,8 @@ class FluxStage final : public Stage {
                         path_ + ".luminosity_distance_mpc (a number > 0)");
     const double factor = flux_per_solar_luminosity(d_l) / params_.unit_scale;
     Cube& cube = *state.cube;
+    factor_ = factor;
+    shape_ = cube.shape;
     const long long n = static_cast<long long>(cube.data.size());
 #pragma omp parallel for schedule(static)
     for (long long i = 0; i < n; ++i) cube.data[i] *= factor;
@@ -90,9 +92,22 @@ class FluxStage final : public Stage {
     }
   }
 
+  // A scaling by one constant: its own transpose (docs/gradients.md).
+  bool adjoint(const RunState& state, CubeCotangent& cotangent) const override {
+    return tangent(state, cotangent);
+  }
+  bool tangent(const RunState&, CubeCotangent& tangent) const override {
+    check_cotangent_shape("flux", shape_, tangent);
+    for (double& v : tangent.data) v *= factor_;
+    return true;
+  }
+
  private:
   FluxParams params_;
   std::string path_;
+  // What run() applied, for the adjoint.
+  double factor_ = 0.0;
+  CubeShape shape_;
 };
 
 }  // namespace

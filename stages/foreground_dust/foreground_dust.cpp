@@ -62,10 +62,26 @@ class ForegroundDustStage final : public Stage {
     for (std::size_t i = 0; i < cube.data.size(); ++i) cube.data[i] *= factor[i % n_wave];
     for (std::size_t i = 0; i < cube.variance.size(); ++i)
       cube.variance[i] *= factor[i % n_wave] * factor[i % n_wave];
+    factor_ = std::move(factor);
+    shape_ = cube.shape;
+  }
+
+  // A factor per wavelength (a diagonal map): its own transpose (docs/gradients.md).
+  bool adjoint(const RunState& state, CubeCotangent& cotangent) const override {
+    return tangent(state, cotangent);
+  }
+  bool tangent(const RunState&, CubeCotangent& tangent) const override {
+    check_cotangent_shape("foreground_dust", shape_, tangent);
+    const std::size_t n_wave = factor_.size();
+    for (std::size_t i = 0; i < tangent.data.size(); ++i) tangent.data[i] *= factor_[i % n_wave];
+    return true;
   }
 
  private:
   ForegroundDustParams params_;
+  // What run() applied, for the adjoint: the transmission of each plane.
+  std::vector<double> factor_;
+  CubeShape shape_;
 };
 
 std::unique_ptr<Stage> make_foreground_dust_stage(const nlohmann::json& params,

@@ -86,6 +86,8 @@ class LsfStage final : public Stage {
     // The kernel of each source pixel, from the instrument's FWHM at its wavelength less the
     // templates' (observed) in quadrature; where the templates are already coarser, none.
     const int n_wave = cube.shape.n_wave;
+    shape_ = cube.shape;
+    kernels_.clear();  // none: the identity
     std::vector<double> sigma_pixels(n_wave, 0.0);
     double coarse_lo = 0, coarse_hi = -1, coarse_tel = 0, coarse_lib_lo = 0, coarse_lib_hi = 0;
     bool any = false;
@@ -141,6 +143,22 @@ class LsfStage final : public Stage {
                   *std::min_element(sigma_pixels.begin(), sigma_pixels.end()),
                   *std::max_element(sigma_pixels.begin(), sigma_pixels.end()));
     convolve_axis_in_place(cube.data, cube.shape.n_spaxels(), n_wave, 1, kernels);
+    kernels_ = std::move(kernels);
+  }
+
+  // The convolution's transpose: the correlation with the same kernels (per source pixel), the
+  // band's ends zero-padded as in the forward (docs/gradients.md).
+  bool adjoint(const RunState&, CubeCotangent& cotangent) const override {
+    check_cotangent_shape("lsf", shape_, cotangent);
+    if (!kernels_.empty())
+      correlate_axis_in_place(cotangent.data, shape_.n_spaxels(), shape_.n_wave, 1, kernels_);
+    return true;
+  }
+  bool tangent(const RunState&, CubeCotangent& tangent) const override {
+    check_cotangent_shape("lsf", shape_, tangent);
+    if (!kernels_.empty())
+      convolve_axis_in_place(tangent.data, shape_.n_spaxels(), shape_.n_wave, 1, kernels_);
+    return true;
   }
 
  private:
@@ -160,6 +178,10 @@ class LsfStage final : public Stage {
 
   LsfParams params_;
   std::string path_;
+  // What run() applied, for the adjoint: the kernel per source pixel (or one), none where it
+  // left the cube as it was.
+  CubeShape shape_;
+  std::vector<Kernel1D> kernels_;
 };
 
 }  // namespace

@@ -176,6 +176,7 @@ class NoiseStage final : public Stage {
 
   void run(RunState& state) override {
     if (!state.cube) throw std::logic_error("noise: no cube (psum must run first)");
+    shape_ = state.cube->shape;
     const std::uint64_t seed = params_.seed.value_or(state.observation.seed);
     if (params_.exposure_model) {
       if (!sky_.sky || !sky_.extinction)
@@ -200,10 +201,23 @@ class NoiseStage final : public Stage {
                  params_.per_angstrom ? "Angstrom" : "pixel", s_ref, state.cube->unit, seed);
   }
 
+  // The gradient is that of the expected (noiseless) cube: the noise drawn is a constant of the
+  // loss (its data term holds it), so the adjoint is the identity on the data, and the variance
+  // is not differentiated (docs/gradients.md).
+  bool adjoint(const RunState&, CubeCotangent& cotangent) const override {
+    check_cotangent_shape("noise", shape_, cotangent);
+    return true;
+  }
+  bool tangent(const RunState&, CubeCotangent& tangent) const override {
+    check_cotangent_shape("noise", shape_, tangent);
+    return true;
+  }
+
  private:
   NoiseParams params_;
   std::string path_;
   ExposureSky sky_;  // the exposure model's sky and extinction
+  CubeShape shape_;  // of the cube run() was given, for the adjoint's check
 };
 
 }  // namespace

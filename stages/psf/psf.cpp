@@ -7,6 +7,7 @@
 #include <complex>
 #include <map>
 #include <stdexcept>
+#include <type_traits>
 
 #include "data/host_memory.h"
 #include "data/resolution_curve_json.h"
@@ -165,9 +166,13 @@ void fft2(Eigen::FFT<double>& fft, std::vector<Complex>& a, int px, int py, bool
 // one plane's result, the imaginary part the other's). Each pair of planes is independent, so the
 // result does not depend on the thread count. Rounding: ~1e-16 of a plane's largest value (so far
 // from all sources a voxel may come out as, e.g., -1e-17 of the peak rather than 0).
+//
+// With `transpose`, the adjoint (docs/gradients.md): the correlation with the same taps, i.e. the
+// convolution with the kernel mirrored, K(-dx, -dy) (the same FFT, the same zero padding).
+template <class T>
 void apply_moffat(const PsfParams& params, double fwhm_arcsec, double beta, double spaxel_arcsec,
-                  Cube& cube) {
-  const int nx = cube.shape.nx, ny = cube.shape.ny, n_wave = cube.shape.n_wave;
+                  const CubeShape& shape, std::vector<T>& data, bool transpose) {
+  const int nx = shape.nx, ny = shape.ny, n_wave = shape.n_wave;
   const Kernel2D kernel =
       moffat_pixel_kernel(params, fwhm_arcsec, beta, spaxel_arcsec, std::max(nx, ny) - 1);
   const int rx = std::min(kernel.radius, nx - 1), ry = std::min(kernel.radius, ny - 1);
@@ -177,14 +182,15 @@ void apply_moffat(const PsfParams& params, double fwhm_arcsec, double beta, doub
   std::vector<Complex> kernel_ft(area, 0.0);
   for (int dy = -ry; dy <= ry; ++dy)
     for (int dx = -rx; dx <= rx; ++dx)
-      kernel_ft[static_cast<std::size_t>((dy + py) % py) * px + (dx + px) % px] = kernel.at(dx, dy);
+      kernel_ft[static_cast<std::size_t>((dy + py) % py) * px + (dx + px) % px] =
+          transpose ? kernel.at(-dx, -dy) : kernel.at(dx, dy);
   {
     Eigen::FFT<double> fft;
     std::vector<Complex> in(std::max(px, py)), out(std::max(px, py));
     fft2(fft, kernel_ft, px, py, false, py, in, out);
   }
 
-  std::vector<float> result = large_vector<float>(cube.data.size());
+  std::vector<T> result = large_vector<T>(data.size());
   const int pairs = (n_wave + 1) / 2;
 #pragma omp parallel
   {
@@ -198,7 +204,7 @@ void apply_moffat(const PsfParams& params, double fwhm_arcsec, double beta, doub
       for (int y = 0; y < ny; ++y)
         for (int x = 0; x < nx; ++x) {
           const std::size_t s = static_cast<std::size_t>(y) * nx + x;
-          const float* src = cube.data.data() + s * n_wave + k0;
+          const T* src = data.data() + s * n_wave + k0;
           plane[static_cast<std::size_t>(y) * px + x] =
               Complex(src[0] * inv_norm, two ? src[1] * inv_norm : 0.0);
         }
@@ -209,84 +215,111 @@ void apply_moffat(const PsfParams& params, double fwhm_arcsec, double beta, doub
         for (int x = 0; x < nx; ++x) {
           const std::size_t s = static_cast<std::size_t>(y) * nx + x;
           const Complex v = plane[static_cast<std::size_t>(y) * px + x];
-          result[s * n_wave + k0] = static_cast<float>(v.real());
-          if (two) result[s * n_wave + k0 + 1] = static_cast<float>(v.imag());
+          result[s * n_wave + k0] = static_cast<T>(v.real());
+          if (two) result[s * n_wave + k0 + 1] = static_cast<T>(v.imag());
         }
     }
   }
-  cube.data = std::move(result);
+  data = std::move(result);
 }
 
-void apply_gaussian(const PsfParams& params, double fwhm_arcsec, double spaxel_arcsec, Cube& cube) {
+template <class T>
+void apply_gaussian(const PsfParams& params, double fwhm_arcsec, double spaxel_arcsec,
+                    const CubeShape& shape, std::vector<T>& data, bool transpose) {
   const double sigma_spaxels = fwhm_arcsec / std::sqrt(8.0 * std::log(2.0)) / spaxel_arcsec;
-  const int nx = cube.shape.nx, ny = cube.shape.ny;
-  const std::size_t n_wave = static_cast<std::size_t>(cube.shape.n_wave);
+  const int nx = shape.nx, ny = shape.ny;
+  const std::size_t n_wave = static_cast<std::size_t>(shape.n_wave);
   // Separable: the pixel-integrated 2-D Gaussian is the product of two 1-D kernels, each
   // normalised to 1, so two zero-padded 1-D passes give the zero-padded 2-D convolution. Both
   // passes work in place (no second cube).
+  const std::vector<Kernel1D> along_x = {
+      gaussian_pixel_kernel(sigma_spaxels, params.truncate_peak_fraction, nx - 1)};
+  const std::vector<Kernel1D> along_y = {
+      gaussian_pixel_kernel(sigma_spaxels, params.truncate_peak_fraction, ny - 1)};
+  if constexpr (std::is_same_v<T, double>) {
+    if (transpose) {
+      // The transpose of (y pass after x pass): the x pass's transpose after the y pass's.
+      correlate_axis_in_place(data, 1, ny, static_cast<std::size_t>(nx) * n_wave, along_y);
+      correlate_axis_in_place(data, ny, nx, n_wave, along_x);
+      return;
+    }
+  }
   // Along x: layout (iy, ix, k).
-  convolve_axis_in_place(
-      cube.data, ny, nx, n_wave,
-      {gaussian_pixel_kernel(sigma_spaxels, params.truncate_peak_fraction, nx - 1)});
+  convolve_axis_in_place(data, ny, nx, n_wave, along_x);
   // Along y: layout (1, iy, ix * k).
-  convolve_axis_in_place(
-      cube.data, 1, ny, static_cast<std::size_t>(nx) * n_wave,
-      {gaussian_pixel_kernel(sigma_spaxels, params.truncate_peak_fraction, ny - 1)});
+  convolve_axis_in_place(data, 1, ny, static_cast<std::size_t>(nx) * n_wave, along_y);
+}
+
+// apply_psf on the values of a cube of `shape`: the float cube, or a double tangent or (with
+// `transpose`, double only) cotangent.
+template <class T>
+void apply_psf_to(const PsfParams& params, double spaxel_arcsec,
+                  const std::vector<double>& plane_wavelength_angstrom, const CubeShape& shape,
+                  std::vector<T>& data, bool transpose) {
+  if (data.size() != shape.n_voxels() ||
+      plane_wavelength_angstrom.size() != static_cast<std::size_t>(shape.n_wave))
+    throw std::logic_error("psf: the cube's data or wavelengths do not match its shape");
+  if (data.empty()) return;
+  const bool moffat = params.shape == PsfParams::Shape::moffat;
+  auto apply = [&](double fwhm_arcsec, double beta, const CubeShape& planes_shape,
+                   std::vector<T>& planes) {
+    if (moffat)
+      apply_moffat(params, fwhm_arcsec, beta, spaxel_arcsec, planes_shape, planes, transpose);
+    else
+      apply_gaussian(params, fwhm_arcsec, spaxel_arcsec, planes_shape, planes, transpose);
+  };
+  if (params.fwhm_arcsec.constant() && (!moffat || params.beta.constant())) {
+    apply(params.fwhm_arcsec.fwhm.front(), params.beta.fwhm.front(), shape, data);
+    return;
+  }
+  // A FWHM or a Moffat beta that varies with wavelength: the planes are grouped by (FWHM, beta),
+  // each rounded to steps of 1e-3 (relative; 0.05% at most from its curve), and each group is
+  // convolved with its own kernel, gathered into a cube of its planes and scattered back. A
+  // Gaussian ignores beta. (Each group acts on its own planes only, so the transpose is each
+  // group's transpose, gathered and scattered the same way.)
+  const double step = std::log1p(1e-3);
+  auto key_of = [&](const ResolutionCurve& curve, double lambda) {
+    return std::llround(std::log(curve.at(lambda)) / step);
+  };
+  std::map<std::pair<long long, long long>, std::vector<int>> groups;
+  for (int k = 0; k < shape.n_wave; ++k) {
+    const double lambda = plane_wavelength_angstrom[k];
+    groups[{key_of(params.fwhm_arcsec, lambda), moffat ? key_of(params.beta, lambda) : 0}]
+        .push_back(k);
+  }
+  const std::size_t n_spaxels = shape.n_spaxels(), n_wave = shape.n_wave;
+  // One buffer for every group (the largest), gathered and scattered by all threads: these are
+  // passes over the whole cube, ~140 groups on MUSE-WFM.
+  std::size_t largest = 0;
+  for (const auto& entry : groups) largest = std::max(largest, entry.second.size());
+  std::vector<T> group;
+  group.reserve(n_spaxels * largest);
+  for (const auto& [key, planes] : groups) {
+    const std::size_t m = planes.size();
+    const CubeShape group_shape{shape.nx, shape.ny, static_cast<int>(m)};
+    group.resize(n_spaxels * m);
+#pragma omp parallel for schedule(static)
+    for (long long s = 0; s < static_cast<long long>(n_spaxels); ++s)
+      for (std::size_t i = 0; i < m; ++i) group[s * m + i] = data[s * n_wave + planes[i]];
+    apply(std::exp(static_cast<double>(key.first) * step),
+          std::exp(static_cast<double>(key.second) * step), group_shape, group);
+#pragma omp parallel for schedule(static)
+    for (long long s = 0; s < static_cast<long long>(n_spaxels); ++s)
+      for (std::size_t i = 0; i < m; ++i) data[s * n_wave + planes[i]] = group[s * m + i];
+  }
 }
 
 }  // namespace
 
 void apply_psf(const PsfParams& params, double spaxel_arcsec,
                const std::vector<double>& plane_wavelength_angstrom, Cube& cube) {
-  if (cube.data.size() != cube.shape.n_voxels() ||
-      plane_wavelength_angstrom.size() != static_cast<std::size_t>(cube.shape.n_wave))
-    throw std::logic_error("psf: the cube's data or wavelengths do not match its shape");
-  if (cube.data.empty()) return;
-  const bool moffat = params.shape == PsfParams::Shape::moffat;
-  auto apply = [&](double fwhm_arcsec, double beta, Cube& planes) {
-    if (moffat)
-      apply_moffat(params, fwhm_arcsec, beta, spaxel_arcsec, planes);
-    else
-      apply_gaussian(params, fwhm_arcsec, spaxel_arcsec, planes);
-  };
-  if (params.fwhm_arcsec.constant() && (!moffat || params.beta.constant())) {
-    apply(params.fwhm_arcsec.fwhm.front(), params.beta.fwhm.front(), cube);
-    return;
-  }
-  // A FWHM or a Moffat beta that varies with wavelength: the planes are grouped by (FWHM, beta),
-  // each rounded to steps of 1e-3 (relative; 0.05% at most from its curve), and each group is
-  // convolved with its own kernel, gathered into a cube of its planes and scattered back. A
-  // Gaussian ignores beta.
-  const double step = std::log1p(1e-3);
-  auto key_of = [&](const ResolutionCurve& curve, double lambda) {
-    return std::llround(std::log(curve.at(lambda)) / step);
-  };
-  std::map<std::pair<long long, long long>, std::vector<int>> groups;
-  for (int k = 0; k < cube.shape.n_wave; ++k) {
-    const double lambda = plane_wavelength_angstrom[k];
-    groups[{key_of(params.fwhm_arcsec, lambda), moffat ? key_of(params.beta, lambda) : 0}]
-        .push_back(k);
-  }
-  const std::size_t n_spaxels = cube.shape.n_spaxels(), n_wave = cube.shape.n_wave;
-  // One buffer for every group (the largest), gathered and scattered by all threads: these are
-  // passes over the whole cube, ~140 groups on MUSE-WFM.
-  std::size_t largest = 0;
-  for (const auto& entry : groups) largest = std::max(largest, entry.second.size());
-  Cube group;
-  group.data.reserve(n_spaxels * largest);
-  for (const auto& [key, planes] : groups) {
-    const std::size_t m = planes.size();
-    group.shape = {cube.shape.nx, cube.shape.ny, static_cast<int>(m)};
-    group.data.resize(n_spaxels * m);
-#pragma omp parallel for schedule(static)
-    for (long long s = 0; s < static_cast<long long>(n_spaxels); ++s)
-      for (std::size_t i = 0; i < m; ++i) group.data[s * m + i] = cube.data[s * n_wave + planes[i]];
-    apply(std::exp(static_cast<double>(key.first) * step),
-          std::exp(static_cast<double>(key.second) * step), group);
-#pragma omp parallel for schedule(static)
-    for (long long s = 0; s < static_cast<long long>(n_spaxels); ++s)
-      for (std::size_t i = 0; i < m; ++i) cube.data[s * n_wave + planes[i]] = group.data[s * m + i];
-  }
+  apply_psf_to(params, spaxel_arcsec, plane_wavelength_angstrom, cube.shape, cube.data, false);
+}
+
+void apply_psf(const PsfParams& params, double spaxel_arcsec,
+               const std::vector<double>& plane_wavelength_angstrom, const CubeShape& shape,
+               std::vector<double>& values, bool transpose) {
+  apply_psf_to(params, spaxel_arcsec, plane_wavelength_angstrom, shape, values, transpose);
 }
 
 namespace {
@@ -328,11 +361,31 @@ class PsfStage final : public Stage {
       wavelength[k] =
           state.observation.axes.wavelength_angstrom(k - state.observation.margin.wavelengths);
     apply_psf(params_, spaxel_arcsec, wavelength, *state.cube);
+    spaxel_arcsec_ = spaxel_arcsec;
+    wavelength_ = std::move(wavelength);
+    shape_ = state.cube->shape;
+  }
+
+  // The transpose of each plane's convolution: the correlation with the same kernel, the field's
+  // edges zero-padded as in the forward (docs/gradients.md).
+  bool adjoint(const RunState&, CubeCotangent& cotangent) const override {
+    check_cotangent_shape("psf", shape_, cotangent);
+    apply_psf(params_, spaxel_arcsec_, wavelength_, shape_, cotangent.data, true);
+    return true;
+  }
+  bool tangent(const RunState&, CubeCotangent& tangent) const override {
+    check_cotangent_shape("psf", shape_, tangent);
+    apply_psf(params_, spaxel_arcsec_, wavelength_, shape_, tangent.data, false);
+    return true;
   }
 
  private:
   PsfParams params_;
   std::string path_;
+  // What run() applied, for the adjoint.
+  double spaxel_arcsec_ = 0.0;
+  std::vector<double> wavelength_;  // of each plane
+  CubeShape shape_;
 };
 
 }  // namespace

@@ -83,6 +83,11 @@ int psf_margin_spaxels(const PsfParams& params, double spaxel_arcsec);
 // plane_wavelength_angstrom[k] (for a FWHM that varies with wavelength).
 void apply_psf(const PsfParams& params, double spaxel_arcsec,
                const std::vector<double>& plane_wavelength_angstrom, Cube& cube);
+// The same map on the double values of a cube of `shape` (a tangent), or with `transpose` its
+// transpose (a cotangent, reverse mode: the correlation with the same kernels, docs/gradients.md).
+void apply_psf(const PsfParams& params, double spaxel_arcsec,
+               const std::vector<double>& plane_wavelength_angstrom, const CubeShape& shape,
+               std::vector<double>& values, bool transpose);
 
 StageEntry psf_stage();
 std::unique_ptr<Stage> make_psf_stage(const nlohmann::json& params, const std::string& path);
