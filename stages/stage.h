@@ -305,6 +305,17 @@ class Stage {
   virtual bool tangent(const RunState& /*state*/, CubeCotangent& /*tangent*/) const {
     return false;
   }
+
+  // Reverse mode for a particle stage, called back to front after the cube stages' adjoints:
+  // `reduced` is dL/d the cube the reduction made (the cube stages' adjoints applied), `state` as
+  // the forward run left it (the particles held, rotated where orient ran). A stage that
+  // deposits adds dL/d each field it reads to `gradients` (keyed like ParticleGradients, in the
+  // frame its run() saw them); a stage that transformed a field (orient) maps the gradients of
+  // its output back to its input. False: the stage has no particle adjoint.
+  virtual bool particle_adjoint(RunState& /*state*/, const CubeCotangent& /*reduced*/,
+                                ParticleGradients& /*gradients*/) {
+    return false;
+  }
 };
 
 // A stage's adjoint (or tangent) check that `cotangent` is shaped as the cube its run() made (or
@@ -316,6 +327,13 @@ void check_cotangent_shape(const std::string& stage, const CubeShape& expected,
 // A stage run by hand on a galaxy held at once (tests, benchmarks): its pass over the stars or
 // the gas, if it asks for one, then run() (the reduction, for the psum stage).
 void run_stage(Stage& stage, RunState& state);
+
+// Reverse mode over particle stages run by hand on a held galaxy (tests, benchmarks), after the
+// reduction: each one's particle_adjoint from `reduced`, back to front (the last stage run first).
+// `stages` are those to differentiate through, in the order they ran (orient, then
+// stellar_spectra); one without a particle adjoint is refused, naming it.
+ParticleGradients particle_vjp(const std::vector<Stage*>& stages, RunState& state,
+                               const CubeCotangent& reduced);
 
 using StageFactory = std::unique_ptr<Stage> (*)(const nlohmann::json& params,
                                                 const std::string& path,
