@@ -13,10 +13,14 @@
 //      with dust over without, and with 40 mag over 1 mag (its cost must not grow with A_V);
 //   6. kernel smoothing (docs/smoothing.md): binned vs exact, both smoothed, against the same
 //      targets at --stars, and at --speed-stars on MaNGA-32 the binned method's cost smoothed
-//      over unsmoothed (target <= 2x).
+//      over unsmoothed (target <= 2x);
+//   7. reverse mode (issue 27, docs/gradients.md): one VJP of the stars (the stellar stage's
+//      particle_adjoint for a random cotangent) over one forward run (stage + psum) at
+//      --speed-stars, MUSE, MaStar, 1 cpu device, median of --reps (5 here) back-to-back pairs
+//      (target <= 2x), and each one's peak memory above what was held before it.
 //
 //   bench_binned [--stars 100000] [--speed-stars 1000000] [--reps 1] [--only
-//   accuracy|speed|dust|smoothing]
+//   accuracy|speed|dust|smoothing|vjp]
 #include <omp.h>
 
 #include <algorithm>
@@ -225,6 +229,68 @@ bool dust_section(std::size_t n_accuracy, std::size_t n_speed) {
   return ok;
 }
 
+// Section 7: one VJP over one forward run, `reps` times each, back to back (a fresh run each
+// time), medians.
+bool vjp_section(std::size_t n_speed, int reps) {
+  std::printf(
+      "\n[7] reverse mode: one VJP of the stars over one forward run (stage + psum), %lu stars, "
+      "MUSE, MaStar, 1 cpu device, median of %d back-to-back pairs (target <= 2x)\n",
+      n_speed, reps);
+  const Telescope muse = load_telescope_preset("MUSE", "bench");
+  auto mastar = std::make_shared<const SspGrid>(load_ssp_library(bench::ssp_path("mastar")));
+  const bench::HostStars lots = bench::disc_stars(n_speed, 5, bench::disc_scale_kpc(muse));
+  const auto mesh = make_mesh(Backend::cpu, 1);
+  std::vector<double> t_forward, t_vjp;
+  long long forward_peak = -1, vjp_peak = -1;
+  bool finite = true;
+  std::size_t n_voxels = 0;
+  for (int rep = 0; rep < reps; ++rep) {
+    const auto spectra = stage(mastar, SpectralMethod::binned);
+    auto state = bench::prepared_state(*mesh, muse, lots);
+    const bool peaks = rep == 0 && bench::reset_peak_rss();
+    long long before = bench::proc_status_bytes("VmRSS");
+    auto t0 = std::chrono::steady_clock::now();
+    spectra->run(*state);
+    reduce_partials(*state);
+    t_forward.push_back(bench::seconds_since(t0));
+    if (peaks) forward_peak = bench::proc_status_bytes("VmHWM") - before;
+    CubeCotangent cotangent{state->cube->shape, std::vector<double>(state->cube->data.size())};
+    n_voxels = cotangent.data.size();
+    std::mt19937_64 rng(17);
+    std::normal_distribution<double> gauss(0.0, 1.0);
+    for (double& g : cotangent.data) g = gauss(rng);
+    ParticleGradients gradients;
+    if (peaks) bench::reset_peak_rss();
+    before = bench::proc_status_bytes("VmRSS");
+    t0 = std::chrono::steady_clock::now();
+    spectra->particle_adjoint(*state, cotangent, gradients);
+    t_vjp.push_back(bench::seconds_since(t0));
+    if (peaks) vjp_peak = bench::proc_status_bytes("VmHWM") - before;
+    for (const auto& [name, values] : gradients.fields)
+      for (double v : values) finite = finite && std::isfinite(v);
+  }
+  auto median = [](std::vector<double> t) {
+    std::sort(t.begin(), t.end());
+    return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+  };
+  const double f = median(t_forward), v = median(t_vjp);
+  std::printf("  forward:");
+  for (double t : t_forward) std::printf(" %.3f", t);
+  std::printf(" s\n  VJP:    ");
+  for (double t : t_vjp) std::printf(" %.3f", t);
+  std::printf(
+      " s\n  medians: forward %.3f s, VJP %.3f s; VJP / forward: %.2fx (target <= 2x): %s\n", f, v,
+      v / f, v / f <= 2.0 ? "OK" : "ABOVE TARGET");
+  if (forward_peak >= 0 && vjp_peak >= 0)
+    std::printf(
+        "  peak memory above what was held before (first pair): forward %.1f MB, VJP %.1f MB "
+        "(the gradients' %.1f MB inside it; the cotangent's %.1f MB made before it)\n",
+        forward_peak / 1e6, vjp_peak / 1e6, static_cast<double>(lots.size()) * 6 * 8 / 1e6,
+        static_cast<double>(n_voxels) * 8 / 1e6);
+  std::printf("  gradients finite: %s\n", finite ? "yes" : "NO");
+  return finite;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -255,6 +321,11 @@ int main(int argc, char** argv) try {
       for (const char* ssp : {"mastar", "miles"}) ok = accuracy(telescope, ssp, n_accuracy) && ok;
 
   if (only == "accuracy") return ok ? 0 : 1;
+  if (only == "vjp") {
+    ok = vjp_section(n_speed, std::stoi(bench::option(argc, argv, "reps", "5"))) && ok;
+    std::printf("\n%s\n", ok ? "all checks passed" : "SOME CHECKS FAILED");
+    return ok ? 0 : 1;
+  }
   if (only != "smoothing" && only != "dust") ok = speed_sections(n_speed) && ok;
   if (only != "smoothing") ok = dust_section(n_accuracy, n_speed) && ok;
   if (only == "dust") {

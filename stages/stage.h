@@ -305,6 +305,17 @@ class Stage {
   virtual bool tangent(const RunState& /*state*/, CubeCotangent& /*tangent*/) const {
     return false;
   }
+
+  // Reverse mode for a particle stage, called back to front after the cube stages' adjoints:
+  // `reduced` is dL/d the cube the reduction made (the cube stages' adjoints applied), `state` as
+  // the forward run left it (the particles held, rotated where orient ran). A stage that
+  // deposits adds dL/d each field it reads to `gradients` (keyed like ParticleGradients, in the
+  // frame its run() saw them); a stage that transformed a field (orient) maps the gradients of
+  // its output back to its input. False: the stage has no particle adjoint.
+  virtual bool particle_adjoint(RunState& /*state*/, const CubeCotangent& /*reduced*/,
+                                ParticleGradients& /*gradients*/) {
+    return false;
+  }
 };
 
 // A stage's adjoint (or tangent) check that `cotangent` is shaped as the cube its run() made (or

@@ -135,6 +135,7 @@ class OrientStage final : public Stage {
       if (!face_on_) throw std::logic_error("orient: run before its pass over the stars");
       rotation = multiply(rotation, *face_on_);
     }
+    rotation_ = rotation;
     RotationMatrix r;
     std::copy(rotation.begin(), rotation.end(), r.m);
     auto rotate = [&](ShardedArray<float>& field) {
@@ -150,6 +151,28 @@ class OrientStage final : public Stage {
     rotate(state.data.gas.velocity_kms);
   }
 
+  // Reverse mode (docs/gradients.md): out = R in for every rotated vector, so dL/d in = R^T dL/d
+  // out, row by row of each gradient the later stages keyed by a rotated field.
+  bool particle_adjoint(RunState& /*state*/, const CubeCotangent& /*reduced*/,
+                        ParticleGradients& gradients) override {
+    if (!rotation_) throw std::logic_error("orient: particle_adjoint before its forward run");
+    const Matrix3& r = *rotation_;
+    for (const char* name :
+         {"stars.position_kpc", "stars.velocity_kms", "gas.position_kpc", "gas.velocity_kms"}) {
+      const auto it = gradients.fields.find(name);
+      if (it == gradients.fields.end()) continue;
+      std::vector<double>& g = it->second;
+      if (g.size() % 3 != 0)
+        throw std::logic_error(std::string("orient: gradient ") + name + " is not 3 components");
+      for (std::size_t i = 0; i < g.size(); i += 3) {
+        const double out[3] = {g[i], g[i + 1], g[i + 2]};
+        for (int c = 0; c < 3; ++c)
+          g[i + c] = r[c] * out[0] + r[3 + c] * out[1] + r[6 + c] * out[2];
+      }
+    }
+    return true;
+  }
+
  private:
   OrientParams params_;
   // The pass: the fixed-point sums and their scale, then the face-on rotation it gave.
@@ -157,6 +180,7 @@ class OrientStage final : public Stage {
   FixedPointScale scale_;
   double radius_kpc_ = 0.0;
   std::optional<Matrix3> face_on_;
+  std::optional<Matrix3> rotation_;  // what run() applied, for the adjoint
 };
 
 }  // namespace

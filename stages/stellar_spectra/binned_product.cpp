@@ -20,6 +20,10 @@ using RowMatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::R
 
 // A block takes the dense product when at least this fraction of its (rows x columns) is filled.
 constexpr double kDenseFill = 0.25;
+// The transpose's dense blocks: one dot product per entry (two loads a multiply-add) is several
+// times slower a flop than the GEMM, so the GEMM pays from a lower fill.
+constexpr double kTransposeDenseFill = 0.1;
+constexpr std::size_t kTransposeChunkBytes = std::size_t(32) << 20;
 
 // H over the populated columns, row by row (compressed sparse rows).
 struct SparseRows {
@@ -303,6 +307,117 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
     light_moments[3 * r + 2] = wvv;
   }
   return stats;
+}
+
+void binned_product_transpose(const BinnedProductInput& in, const TileEntries& entries,
+                              const double* cotangent_rows, double* dl_dh) {
+  const std::size_t n_rows = static_cast<std::size_t>(in.tile.n_spaxels);
+  const std::size_t n_columns = in.tile.columns();
+  const std::size_t n_wave = static_cast<std::size_t>(in.bins.n);
+
+  // 1. The columns any entry uses (ascending), each entry's index among them.
+  std::vector<std::int32_t> used_index(n_columns, -1);
+  for (std::uint32_t c : entries.column) used_index[c] = 0;
+  std::vector<std::size_t> used;
+  for (std::size_t c = 0; c < n_columns; ++c)
+    if (used_index[c] == 0) {
+      used_index[c] = static_cast<std::int32_t>(used.size());
+      used.push_back(c);
+    }
+  const std::size_t n_used = used.size();
+  if (n_used == 0) return;
+
+  // 2. Each row block's columns (indices into `used`, ascending) and its kind of product, by the
+  // forward product's rule: dense (one GEMM of the block's cotangent rows by its columns of B)
+  // where its entries fill enough of (rows x columns), one dot product per entry otherwise.
+  const std::size_t n_blocks = (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  std::vector<std::vector<std::int32_t>> block_columns(n_blocks);
+  std::vector<char> block_dense(n_blocks, 0);
+  std::vector<std::int32_t> entry_q(entries.column.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::size_t b = 0; b < n_blocks; ++b) {
+    const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
+    std::vector<std::int32_t>& columns = block_columns[b];
+    for (std::size_t e = entries.offsets[r0]; e < entries.offsets[r1]; ++e)
+      columns.push_back(used_index[entries.column[e]]);
+    std::sort(columns.begin(), columns.end());
+    columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
+    // Each entry's place among its block's columns, once (not per chunk).
+    for (std::size_t e = entries.offsets[r0]; e < entries.offsets[r1]; ++e)
+      entry_q[e] = static_cast<std::int32_t>(
+          std::lower_bound(columns.begin(), columns.end(), used_index[entries.column[e]]) -
+          columns.begin());
+    const std::size_t nnz = entries.offsets[r1] - entries.offsets[r0], cols = columns.size();
+    block_dense[b] = cols >= 16 && static_cast<double>(nnz) >=
+                                       kTransposeDenseFill * static_cast<double>((r1 - r0) * cols);
+  }
+
+  // 3. B in chunks of bins (double: the cotangent and dL/dH are double), each chunk's rows made
+  // in parallel, then every block's part of the chunk's sums in parallel; the chunks in order,
+  // so that every entry of dL/dH is summed over the chunks in the same order whatever the
+  // threads. Two barriers a chunk, so the chunks are wide: up to kTransposeChunkBytes of B's used
+  // rows (MUSE at 1e6 stars: 1319 rows x 3721 bins, 39 MB, in two chunks), where the forward's
+  // single loop over many narrow chunks has none; narrow chunks cost a barrier each, which on a
+  // loaded machine (a thread descheduled) was most of the transpose's time. The widths follow the
+  // used columns, the same for any device count.
+  const std::size_t chunk_bins = std::max<std::size_t>(
+      1, std::max(in.basis_memory_bytes, kTransposeChunkBytes) / (n_used * sizeof(double)));
+  std::vector<double> basis_buffer(n_used * std::min(chunk_bins, n_wave));
+  for (std::size_t k0 = 0; k0 < n_wave; k0 += chunk_bins) {
+    const std::size_t k1 = std::min(n_wave, k0 + chunk_bins), width = k1 - k0;
+    const ChunkAxis axis(in.bins, static_cast<int>(k0), static_cast<int>(k1));
+    Eigen::Map<RowMatrix> basis(basis_buffer.data(), static_cast<Eigen::Index>(n_used),
+                                static_cast<Eigen::Index>(width));
+#pragma omp parallel for schedule(dynamic, 16)
+    for (std::size_t p = 0; p < n_used; ++p) {
+      BasisColumn light;
+      chunk_row(in, axis, used[p], basis.row(static_cast<Eigen::Index>(p)).data(), light);
+    }
+#pragma omp parallel
+    {
+      std::vector<double> gathered, product_buffer;
+#pragma omp for schedule(dynamic, 1)
+      for (std::size_t b = 0; b < n_blocks; ++b) {
+        const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
+        const std::vector<std::int32_t>& columns = block_columns[b];
+        if (columns.empty()) continue;
+        const std::size_t rows = r1 - r0, cols = columns.size();
+        const Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>> g(
+            cotangent_rows + r0 * n_wave + k0, static_cast<Eigen::Index>(rows),
+            static_cast<Eigen::Index>(width),
+            Eigen::OuterStride<>(static_cast<Eigen::Index>(n_wave)));
+        if (block_dense[b]) {
+          // Against B's rows for the block's columns: B itself where the block uses every column
+          // (the field's middle), a gathered copy otherwise.
+          const bool all = cols == n_used;
+          if (!all) {
+            gathered.resize(cols * width);
+            Eigen::Map<RowMatrix> bg(gathered.data(), static_cast<Eigen::Index>(cols),
+                                     static_cast<Eigen::Index>(width));
+            for (std::size_t q = 0; q < cols; ++q)
+              bg.row(static_cast<Eigen::Index>(q)) = basis.row(columns[q]);
+          }
+          const Eigen::Map<const RowMatrix> bg(all ? basis_buffer.data() : gathered.data(),
+                                               static_cast<Eigen::Index>(cols),
+                                               static_cast<Eigen::Index>(width));
+          product_buffer.resize(rows * cols);
+          Eigen::Map<RowMatrix> product(product_buffer.data(), static_cast<Eigen::Index>(rows),
+                                        static_cast<Eigen::Index>(cols));
+          product.noalias() = g * bg.transpose();
+          for (std::size_t r = r0; r < r1; ++r)
+            for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e)
+              dl_dh[r * n_columns + entries.column[e]] +=
+                  product(static_cast<Eigen::Index>(r - r0), entry_q[e]);
+        } else {
+          for (std::size_t r = r0; r < r1; ++r)
+            for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e)
+              dl_dh[r * n_columns + entries.column[e]] +=
+                  g.row(static_cast<Eigen::Index>(r - r0))
+                      .dot(basis.row(used_index[entries.column[e]]));
+        }
+      }
+    }
+  }
 }
 
 }  // namespace ifusim

@@ -75,6 +75,22 @@ struct HostHistogram {
 BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
                                   float* cube_rows, double* light_moments);
 
+// Reverse mode (docs/gradients.md): the entries of a tile whose dL/dH is wanted (those the stars
+// make), by rows (compressed sparse rows: entries offsets[r] .. offsets[r + 1] of column, each
+// row's columns ascending).
+struct TileEntries {
+  std::vector<std::size_t> offsets;  // tile.n_spaxels + 1
+  std::vector<std::uint32_t> column;
+};
+
+// The product's transpose: for every entry (r, c) of `entries`, adds
+// sum_k cotangent_rows[r * bins.n + k] B[c, k] to dl_dh[r * tile.columns() + c] (dL/dH from
+// dL/d(the tile's cube rows), in double); other elements of dl_dh are not touched. B is made
+// in chunks of bins as the forward product makes it; the chunks are taken in order and each row
+// block's sums are made the same way whatever the thread count, so dL/dH is bitwise reproducible.
+void binned_product_transpose(const BinnedProductInput& in, const TileEntries& entries,
+                              const double* cotangent_rows, double* dl_dh);
+
 // Row `column` of B (the tile's column layout, HistogramTile). A spectrum column (node, j, a):
 // the node's template for unit initial mass, shifted by (1 + z) e^(u_j), resampled onto the
 // observed bins (L_sun / A), continued beyond its ends within their windows (EdgeWindow), and

@@ -52,6 +52,13 @@ struct DustExpansionView {
   IFUSIM_HD double weight(int row, double upper, int r) const {
     return (1.0 - upper) * phi[row * rank + r] + upper * phi[(row + 1) * rank + r];
   }
+  // d weight / d A_V at a_v (reverse mode): the table's slope over locate's row, from the right
+  // at a row; 0 where A_V is held at the table's ends.
+  IFUSIM_HD double weight_slope(double a_v, int row, int r) const {
+    const double x = a_v / av_step_mag;
+    if (!(x >= 0.0) || x >= n_av - 1) return 0.0;
+    return (phi[(row + 1) * rank + r] - phi[row * rank + r]) / av_step_mag;
+  }
 };
 
 struct DustExpansion {

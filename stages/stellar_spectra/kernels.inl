@@ -141,6 +141,20 @@ IFUSIM_HD inline EdgeStep edge_step(const WaveBins& bins, const EdgeWindow& wind
   return {a, window.red ? (e1 - x) / (e1 - e0) : (x - e0) / (e1 - e0)};
 }
 
+// d(fraction)/dx of edge_step (reverse mode): +-1 / (the bin's width) where the step is inside the
+// window, from the right at a bin's edge (vacuum_bin's bin); 0 where the window is all or none.
+IFUSIM_HD inline double edge_step_fraction_slope(const WaveBins& bins, const EdgeWindow& window,
+                                                 double x) {
+  const int first = window.first_bin, end = window.first_bin + window.n_bins;
+  const double lo = bins.vacuum_edge(first), hi = bins.vacuum_edge(end);
+  if (window.red ? x >= hi : x <= lo) return 0.0;
+  if (window.red && x < lo) return 0.0;
+  if (!window.red && x > hi) return 0.0;
+  const int a = bins.vacuum_bin(x, first, end);
+  const double width = bins.vacuum_edge(a + 1) - bins.vacuum_edge(a);
+  return window.red ? -1.0 / width : 1.0 / width;
+}
+
 // Binned method: a star's initial mass x bilinear node weights x cloud-in-cell velocity weights,
 // and (with dust) x the dust expansion's weights at its A_V, for every spaxel of the tile its
 // light reaches: f(index, mass) with index = row * columns + column into the tile's histogram
@@ -201,6 +215,162 @@ IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const WaveBins& bins
       deposit(s + static_cast<std::size_t>(tile.edges[e].n_bins) * n_a, amount * step[e].fraction);
     }
   });
+}
+
+// Reverse mode (docs/gradients.md): the entries of for_each_histogram_entry, in the same order
+// and from the same weights, per unit initial mass, with their derivatives along the star's
+// fields: f(index, a, {d a / d age_gyr, d a / d metallicity, d a / d v_los_kms, d a / d A_V}),
+// the entry being m a. Mirrors for_each_histogram_entry term by term (the finite-difference
+// tests, tests/test_stellar_vjp.cpp, hold the two together). Every entry the star makes is
+// visited, even where a is 0 (a weight at its node, a massless star): its derivatives need not be.
+struct EntrySlopes {
+  double age_gyr, metallicity, velocity_kms, dust_av;
+};
+
+template <class F>
+IFUSIM_HD void for_each_histogram_entry_slopes(const SspView& ssp, const WaveBins& bins,
+                                               const StarViews& stars, const HistogramTile& tile,
+                                               std::size_t i, F&& f) {
+  const double age = stars.age_gyr[i], metallicity = stars.metallicity[i];
+  const NodeWeights w = node_weights(ssp, age, metallicity);
+  if (w.skip) return;  // outside the grid under "zero": no light, no gradient
+  const NodeWeightSlopes ws = node_weight_slopes(ssp, age, metallicity);
+  const double v = stars.velocity_los_kms[i];
+  int jv = 0;
+  double tv = 0.0;
+  tile.velocity.locate(v, jv, tv);
+  const double dtv = tile.velocity.upper_weight_slope(v);
+  const DustExpansionView& dust = tile.dust;
+  int dust_row = 0;
+  double dust_upper = 0.0;
+  const double a_v = stars.dust_av ? stars.dust_av[i] : 0.0;
+  if (dust.phi) dust.locate(a_v, dust_row, dust_upper);
+  const std::size_t columns = tile.columns();
+  const std::size_t n_a = static_cast<std::size_t>(dust.rank);
+  // An entry (and its slopes) times each dust term's weight, and the term's slope in A_V.
+  auto deposit = [&](std::size_t index, double a, EntrySlopes d) {
+    if (!dust.phi) {
+      f(index, a, d);
+      return;
+    }
+    for (int r = 0; r < dust.rank; ++r) {
+      const double q = dust.weight(dust_row, dust_upper, r);
+      f(index + r, a * q,
+        EntrySlopes{d.age_gyr * q, d.metallicity * q, d.velocity_kms * q,
+                    a * dust.weight_slope(a_v, dust_row, r)});
+    }
+  };
+  const double doppler = tile.one_plus_z * (1.0 + v / kSpeedOfLightKms);
+  // d doppler / d v over doppler: 1 / (c + v).
+  const double doppler_slope = 1.0 / (kSpeedOfLightKms + v);
+  EdgeStep step[2];
+  double fraction_slope[2] = {0.0, 0.0};  // d fraction / d v
+  double edge_amount[2] = {0.0, 0.0};
+  EntrySlopes edge_slope[2] = {{0.0, 0.0, 0.0, 0.0}, {0.0, 0.0, 0.0, 0.0}};
+  for (int e = 0; e < 2; ++e) {
+    const EdgeWindow& window = tile.edges[e];
+    if (window.n_bins == 0) continue;
+    const double x = window.rest_angstrom * doppler;
+    step[e] = edge_step(bins, window, x);
+    fraction_slope[e] = edge_step_fraction_slope(bins, window, x) * x * doppler_slope;
+    double flux = 0.0, flux_age = 0.0, flux_z = 0.0;
+    for (int n = 0; n < 4; ++n) {
+      const double f_end = end_flux_density(ssp, w.node[n], window.red);
+      flux += w.weight[n] * f_end;
+      flux_age += ws.per_age_gyr[n] * f_end;
+      flux_z += ws.per_metallicity[n] * f_end;
+    }
+    const double scale = 1.0 / (doppler * window.flux_scale);
+    edge_amount[e] = flux * scale;
+    edge_slope[e] = {flux_age * scale, flux_z * scale, -edge_amount[e] * doppler_slope, 0.0};
+  }
+  stars.footprint.for_each(i, [&](std::int32_t spaxel, double weight) {
+    const std::int32_t row = spaxel - tile.first_spaxel;
+    if (row < 0 || row >= tile.n_spaxels) return;
+    const std::size_t base = static_cast<std::size_t>(row) * columns;
+    for (int n = 0; n < 4; ++n) {
+      const double a = weight * w.weight[n];
+      const double a_age = weight * ws.per_age_gyr[n], a_z = weight * ws.per_metallicity[n];
+      const std::size_t column = (static_cast<std::size_t>(w.node[n]) * tile.velocity.n + jv) * n_a;
+      deposit(base + column, a * (1.0 - tv),
+              EntrySlopes{a_age * (1.0 - tv), a_z * (1.0 - tv), -a * dtv, 0.0});
+      deposit(base + column + n_a, a * tv, EntrySlopes{a_age * tv, a_z * tv, a * dtv, 0.0});
+    }
+    for (int e = 0; e < 2; ++e) {
+      if (step[e].bin < 0) continue;
+      const std::size_t s = base + tile.edge_column(e) +
+                            static_cast<std::size_t>(step[e].bin - tile.edges[e].first_bin) * n_a;
+      const EntrySlopes& d = edge_slope[e];
+      const double fraction = step[e].fraction;
+      deposit(
+          s, weight * edge_amount[e],
+          EntrySlopes{weight * d.age_gyr, weight * d.metallicity, weight * d.velocity_kms, 0.0});
+      deposit(s + static_cast<std::size_t>(tile.edges[e].n_bins) * n_a,
+              weight * edge_amount[e] * fraction,
+              EntrySlopes{weight * d.age_gyr * fraction, weight * d.metallicity * fraction,
+                          weight * (d.velocity_kms * fraction + edge_amount[e] * fraction_slope[e]),
+                          0.0});
+    }
+  });
+}
+
+// Marks (adds 1 to) every entry of the tile some star makes, even with a weight of 0: the
+// entries whose dL/dH the gather needs (psum'd like the dense histogram).
+struct MarkHistogramEntries {
+  SspView ssp;
+  WaveBins bins;
+  StarViews stars;
+  HistogramTile tile;
+  std::int64_t* marks;
+  IFUSIM_HD void operator()(std::size_t i) const {
+    // The deposit's own enumeration (the same entries as the slopes', without the slopes).
+    for_each_histogram_entry(ssp, bins, stars, tile, i, [&](std::size_t index, double) {
+      atomic_add_fixed(marks + index, std::int64_t{1});
+    });
+  }
+};
+
+void mark_histogram_entries(const Device& device, const SspView& ssp, const WaveBins& bins,
+                            const StarViews& stars, const HistogramTile& tile,
+                            Span<std::int64_t> marks) {
+  parallel_for(device, stars.n, MarkHistogramEntries{ssp, bins, stars, tile, marks.data});
+}
+
+// The gather: each star's sums over its entries of (entry's slope) x dL/dH, in double, in the
+// entries' fixed order, added to what earlier tiles gave it (one thread a star: no atomics, the
+// same bits for any device count).
+struct GatherStarGradients {
+  SspView ssp;
+  WaveBins bins;
+  StarViews stars;
+  HistogramTile tile;
+  const double* dl_dh;  // the tile's n_spaxels x columns
+  StarGradientViews out;
+  IFUSIM_HD void operator()(std::size_t i) const {
+    double g_mass = 0.0, g_age = 0.0, g_z = 0.0, g_v = 0.0, g_av = 0.0;
+    for_each_histogram_entry_slopes(ssp, bins, stars, tile, i,
+                                    [&](std::size_t index, double a, const EntrySlopes& d) {
+                                      const double g = dl_dh[index];
+                                      g_mass += a * g;
+                                      g_age += d.age_gyr * g;
+                                      g_z += d.metallicity * g;
+                                      g_v += d.velocity_kms * g;
+                                      g_av += d.dust_av * g;
+                                    });
+    const double m = stars.initial_mass_msun[i];
+    out.initial_mass_msun[i] += g_mass;
+    out.age_gyr[i] += m * g_age;
+    out.metallicity[i] += m * g_z;
+    out.velocity_los_kms[i * out.velocity_stride] += m * g_v;
+    if (out.dust_av) out.dust_av[i] += m * g_av;
+  }
+};
+
+void gather_star_gradients(const Device& device, const ifusim::SspView& ssp,
+                           const ifusim::WaveBins& bins, const ifusim::StarViews& stars,
+                           const ifusim::HistogramTile& tile, const double* dl_dh,
+                           const ifusim::StarGradientViews& out) {
+  parallel_for(device, stars.n, GatherStarGradients{ssp, bins, stars, tile, dl_dh, out});
 }
 
 // Dense: integer atomics into the tile's histogram.

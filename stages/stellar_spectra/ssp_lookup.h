@@ -123,6 +123,41 @@ IFUSIM_HD inline NodeWeights node_weights(const SspView& ssp, double age_gyr, do
   return w;
 }
 
+// d weight[n] / d age_gyr and d weight[n] / d metallicity of node_weights' four weights, for
+// reverse mode (docs/gradients.md). The weights are bilinear in (log10 age, log10 Z), so
+// d w_a / d age = (d w_a / d log10 age) / (age ln 10); at a node the derivative is the one from
+// the right (bracket_slope), and a clamped value (beyond the grid, or <= 1e-12) has none.
+struct NodeWeightSlopes {
+  double per_age_gyr[4];
+  double per_metallicity[4];
+};
+
+IFUSIM_HD inline NodeWeightSlopes node_weight_slopes(const SspView& ssp, double age_gyr,
+                                                     double metallicity) {
+  const double log_age = log10(age_gyr > 1e-12 ? age_gyr : 1e-12);
+  const double log_z = log10(metallicity > 1e-12 ? metallicity : 1e-12);
+  int ia = 0, iz = 0;
+  double wa = 0.0, wz = 0.0;
+  bool outside = false;
+  bracket(ssp.log_age, ssp.n_age, log_age, ia, wa, outside);
+  bracket(ssp.log_z, ssp.n_z, log_z, iz, wz, outside);
+  constexpr double kLn10 = 2.302585092994046;
+  const double da =
+      age_gyr > 1e-12 ? bracket_slope(ssp.log_age, ssp.n_age, log_age) / (age_gyr * kLn10) : 0.0;
+  const double dz =
+      metallicity > 1e-12 ? bracket_slope(ssp.log_z, ssp.n_z, log_z) / (metallicity * kLn10) : 0.0;
+  NodeWeightSlopes s;
+  s.per_age_gyr[0] = -(1 - wz) * da;
+  s.per_age_gyr[1] = -wz * da;
+  s.per_age_gyr[2] = (1 - wz) * da;
+  s.per_age_gyr[3] = wz * da;
+  s.per_metallicity[0] = -(1 - wa) * dz;
+  s.per_metallicity[1] = (1 - wa) * dz;
+  s.per_metallicity[2] = -wa * dz;
+  s.per_metallicity[3] = wa * dz;
+  return s;
+}
+
 // Pixel j with edges[j] <= lambda < edges[j + 1] and the fraction of it below lambda; lambda
 // outside the table gives j = -1 (below) or n_wave (above).
 IFUSIM_HD inline void locate(const SspView& ssp, double lambda, int& j, double& fraction) {
@@ -199,6 +234,13 @@ struct VelocityBins {
     double t = x - j;
     lower = j;
     upper_weight = t < 0.0 ? 0.0 : (t > 1.0 ? 1.0 : t);
+  }
+  // d(upper_weight)/d v_kms of locate (reverse mode): du/dv = 1 / (c + v). From the right at a
+  // node (locate's cell), 0 where the weight is clamped (below the first node, at or beyond the
+  // last).
+  IFUSIM_HD double upper_weight_slope(double v_kms) const {
+    const double x = (log1p(v_kms / kSpeedOfLightKms) - u_min) / du;
+    return x >= 0.0 && x < n - 1 ? 1.0 / (du * (kSpeedOfLightKms + v_kms)) : 0.0;
   }
 };
 

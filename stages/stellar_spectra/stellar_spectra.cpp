@@ -433,6 +433,9 @@ class BinnedSpectra final : public PartialResult {
     add_to_cube(state, cube.shape, cube.unit, std::move(cube.data));
   }
 
+  // The layout of the first tile (before reduce() moves on to the next), for the adjoint.
+  const HistogramTile& first_tile() const { return tile_; }
+
   // Every element of H sums weights <= 1 times initial masses (the template ends' columns too,
   // EdgeWindow::flux_scale), times at most max |phi_r| with dust: a split-independent bound.
   FixedPointScale scale() const {
@@ -531,6 +534,29 @@ class BinnedSpectra final : public PartialResult {
   std::vector<Entry> entries_;       // sparse: sorted by index, summed over devices and blocks
 };
 
+// The entries of a psum'd tile of marks (MarkHistogramEntries) that some star makes, by rows:
+// replica 0 scanned in slices, as BinnedSpectra::gather scans the dense histogram.
+TileEntries marked_entries(const ShardedArray<std::int64_t>& marks, std::int32_t n_rows,
+                           std::size_t columns) {
+  TileEntries out;
+  out.offsets.assign(static_cast<std::size_t>(n_rows) + 1, 0);
+  const DeviceBuffer<std::int64_t>& total = marks.buffer_of(*marks.shards().front().device);
+  constexpr std::size_t kSlice = std::size_t{1} << 16;
+  const std::size_t n = marks.rows();
+  std::vector<std::int64_t> slice(std::min(kSlice, n));
+  for (std::size_t first = 0; first < n; first += kSlice) {
+    const std::size_t count = std::min(kSlice, n - first);
+    total.download(slice.data(), count, first);
+    for (std::size_t i = 0; i < count; ++i)
+      if (slice[i] != 0) {
+        out.column.push_back(static_cast<std::uint32_t>((first + i) % columns));
+        ++out.offsets[(first + i) / columns + 1];
+      }
+  }
+  for (std::size_t r = 0; r + 1 < out.offsets.size(); ++r) out.offsets[r + 1] += out.offsets[r];
+  return out;
+}
+
 class StellarSpectraStage final : public Stage {
  public:
   StellarSpectraStage(std::shared_ptr<const SspGrid> grid, StellarSpectraParams params)
@@ -614,6 +640,158 @@ class StellarSpectraStage final : public Stage {
     out.push_back({"basis B: each thread's chunk and gather (host, at most)",
                    2 * chunk * static_cast<std::size_t>(omp_get_max_threads()), false, ""});
     return out;
+  }
+
+  // Reverse mode (docs/gradients.md, "Stars (binned engine)"): L's cube is H x B, so
+  // dL/dH = G B^T over the entries the stars make (binned_product_transpose), and each star's
+  // entries are m a(age, Z, v_los, A_V): dL/dm = sum a dL/dH, dL/d theta = m sum (da/d theta)
+  // dL/dH, gathered star by star (for_each_histogram_entry_slopes). Tile by tile of spaxels, as
+  // the dense histogram is held: the entries each tile's stars make are marked (a pass like the
+  // deposit), their dL/dH made on the host, replicated, and gathered.
+  bool particle_adjoint(RunState& state, const CubeCotangent& reduced,
+                        ParticleGradients& gradients) override {
+    if (params_.method != SpectralMethod::binned)
+      throw ConfigError(
+          "stages.stellar_spectra.method: gradients (issue 27) are made for the \"binned\" "
+          "method only, not \"exact\"");
+    if (!run_setup_.tables)
+      throw std::logic_error("stellar_spectra: particle_adjoint before the stage's forward run");
+    if (state.stars_are_a_block())
+      throw std::invalid_argument(
+          "stellar_spectra: gradients need the galaxy's stars held at once (a streamed galaxy's "
+          "blocks are not supported)");
+    SpectralSetup& setup = run_setup_;
+    const CubeShape& shape = setup.shape;
+    if (!(reduced.shape == shape) || reduced.data.size() != shape.n_voxels())
+      throw std::invalid_argument(
+          "stellar_spectra: the cotangent is " + std::to_string(reduced.shape.nx) + " x " +
+          std::to_string(reduced.shape.ny) + " x " + std::to_string(reduced.shape.n_wave) + " (" +
+          std::to_string(reduced.data.size()) + " values), the reduced cube " +
+          std::to_string(shape.nx) + " x " + std::to_string(shape.ny) + " x " +
+          std::to_string(shape.n_wave));
+    const Mesh& mesh = state.mesh;
+    const Stars& stars = state.data.stars;
+    HistogramTile tile = binned_spectra(state, setup)->first_tile();
+    const std::size_t columns = tile.columns();
+    const auto n_spaxels = static_cast<std::int32_t>(shape.n_spaxels());
+    const std::size_t n_wave = static_cast<std::size_t>(shape.n_wave);
+    // The marks (int64) and dL/dH (double) of a tile are each the size of its dense histogram:
+    // tiles that fit histogram_memory_gb, whatever storage the forward run chose.
+    const std::int32_t tile_spaxels = dense_tile_spaxels(
+        params_.histogram_memory_gb, static_cast<double>(columns) * sizeof(double), n_spaxels);
+    const std::size_t n_stars = stars.count();
+    const bool dust = static_cast<bool>(setup.device_dust_phi);
+    // Keyed by the fields the stage read; the velocity as the stage saw it (its z, the line of
+    // sight), 3 components: orient's adjoint, where it ran, turns it back to the input's frame.
+    auto field = [&](const std::string& name, std::size_t components) -> std::vector<double>& {
+      std::vector<double>& out = gradients.fields[name];
+      if (out.empty()) out = large_vector<double>(n_stars * components, 0.0);
+      if (out.size() != n_stars * components)
+        throw std::logic_error("stellar_spectra: gradient " + name + " has " +
+                               std::to_string(out.size()) + " values, not " +
+                               std::to_string(n_stars * components));
+      return out;
+    };
+    std::vector<double>& mass = field("stars.initial_mass_msun", 1);
+    std::vector<double>& age = field("stars.age_gyr", 1);
+    std::vector<double>& metallicity = field("stars.metallicity", 1);
+    std::vector<double>& velocity = field("stars.velocity_kms", 3);
+    std::vector<double>* dust_av = dust ? &field(fields::stars_dust_av.full_name(), 1) : nullptr;
+    // cpu devices add straight into those host arrays (each its own stars); a GPU into its own
+    // sums, downloaded and added at the end.
+    bool any_cuda = false;
+    for (std::size_t d = 0; d < mesh.size(); ++d) any_cuda = any_cuda || mesh.device(d).is_cuda();
+    const int n_sums = dust ? 5 : 4;
+    ShardedArray<double> sums;
+    if (any_cuda) {
+      sums = ShardedArray<double>(mesh, n_stars, n_sums, Sharding::sharded());
+      for (auto& shard : sums.shards()) shard.buffer.zero();
+    }
+    auto views = [&](const Device& d) {
+      if (d.is_cuda())
+        return StarGradientViews{sums.local(d, 0).data,
+                                 sums.local(d, 1).data,
+                                 sums.local(d, 2).data,
+                                 sums.local(d, 3).data,
+                                 1,
+                                 dust ? sums.local(d, 4).data : nullptr};
+      const std::size_t first = stars.age_gyr.shard(d).range.begin;
+      return StarGradientViews{mass.data() + first,
+                               age.data() + first,
+                               metallicity.data() + first,
+                               velocity.data() + 3 * first + 2,
+                               3,
+                               dust ? dust_av->data() + first : nullptr};
+    };
+    for (std::int32_t first = 0; first < n_spaxels; first += tile_spaxels) {
+      tile.first_spaxel = first;
+      tile.n_spaxels = std::min(tile_spaxels, n_spaxels - first);
+      auto on_device = [&](const Device& d, auto&& kernel) {
+        HistogramTile t = tile;
+        if (dust) t.dust.phi = setup.device_dust_phi->local(d).data;
+        kernel(setup.device_tables->view(*setup.tables, setup.outside, d), setup.bins_on(d),
+               star_views(stars, setup.grid, d), t);
+      };
+      // 1. The entries the stars make, by rows.
+      ShardedArray<std::int64_t> marks(mesh, static_cast<std::size_t>(tile.n_spaxels) * columns, 1,
+                                       Sharding::partial());
+      shard_map(mesh, [&](const Device& d) {
+        on_device(d, [&](const SspView& ssp, const WaveBins& bins, const StarViews& sv,
+                         const HistogramTile& t) {
+          IFUSIM_DISPATCH(d, mark_histogram_entries, d, ssp, bins, sv, t, marks.local(d));
+        });
+      });
+      psum(mesh, marks);
+      const TileEntries entries = marked_entries(marks, tile.n_spaxels, columns);
+      marks = {};
+      // 2. dL/dH over them.
+      if (entries.column.empty()) continue;
+      std::vector<double> dl_dh =
+          large_vector<double>(static_cast<std::size_t>(tile.n_spaxels) * columns, 0.0);
+      BinnedProductInput in;
+      in.ssp = setup.tables->host_view(setup.outside);
+      in.bins = setup.bins;
+      in.dust = setup.dust_expansion.get();
+      in.tile = tile;
+      in.band_first_bin = setup.band_first_bin;
+      in.band_end_bin = setup.band_end_bin;
+      in.basis_memory_bytes = basis_chunk_bytes(static_cast<std::size_t>(n_spaxels), n_wave);
+      binned_product_transpose(in, entries,
+                               reduced.data.data() + static_cast<std::size_t>(first) * n_wave,
+                               dl_dh.data());
+      // 3. Each star's sums, on its device: a GPU gets its copy of dL/dH; a cpu device reads the
+      // host's (the same memory).
+      ShardedArray<double> dl_dh_on;
+      if (any_cuda) dl_dh_on = device_put(mesh, dl_dh, 1, Sharding::replicated());
+      shard_map(mesh, [&](const Device& d) {
+        const StarGradientViews out = views(d);
+        const double* g = d.is_cuda() ? dl_dh_on.local(d).data : dl_dh.data();
+        on_device(d, [&](const SspView& ssp, const WaveBins& bins, const StarViews& sv,
+                         const HistogramTile& t) {
+          IFUSIM_DISPATCH(d, gather_star_gradients, d, ssp, bins, sv, t, g, out);
+        });
+      });
+    }
+    // 4. A GPU's sums, shard by shard, a component plane at a time.
+    if (any_cuda) {
+      std::vector<double> plane;
+      for (const auto& shard : sums.shards()) {
+        if (!shard.device->is_cuda()) continue;
+        const std::size_t first = shard.range.begin, count = shard.range.size();
+        plane.resize(count);
+        for (int c = 0; c < n_sums; ++c) {
+          shard.buffer.download(plane.data(), count, static_cast<std::size_t>(c) * count);
+          std::vector<double>& to = c == 0   ? mass
+                                    : c == 1 ? age
+                                    : c == 2 ? metallicity
+                                    : c == 3 ? velocity
+                                             : *dust_av;
+          const std::size_t stride = c == 3 ? 3 : 1, offset = c == 3 ? 2 : 0;
+          for (std::size_t i = 0; i < count; ++i) to[(first + i) * stride + offset] += plane[i];
+        }
+      }
+    }
+    return true;
   }
 
   void run(RunState& state) override {

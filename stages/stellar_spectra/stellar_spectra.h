@@ -55,6 +55,16 @@ struct StarViews {
   std::size_t n;
 };
 
+// Reverse mode (docs/gradients.md): each star's dL/d field, per device, added to tile after tile.
+struct StarGradientViews {
+  double* initial_mass_msun;
+  double* age_gyr;
+  double* metallicity;
+  double* velocity_los_kms;  // along the line of sight (+z after orient), star i at i x stride
+  std::size_t velocity_stride;
+  double* dust_av;  // nullptr without dust
+};
+
 // Host-side preparation of the template tables.
 struct SspTables {
   std::vector<double> log_age, log_z, edges, cumulative;
@@ -181,4 +191,11 @@ IFUSIM_DECLARE_BACKENDS(
                               Span<std::int64_t> histogram);
     ifusim::SparseHistogramShard sparse_histogram(
         const Device& device, const ifusim::SspView& ssp, const ifusim::WaveBins& bins,
-        const ifusim::StarViews& stars, const ifusim::HistogramTile& tile, double counts_per_unit);)
+        const ifusim::StarViews& stars, const ifusim::HistogramTile& tile, double counts_per_unit);
+    void mark_histogram_entries(const Device& device, const ifusim::SspView& ssp,
+                                const ifusim::WaveBins& bins, const ifusim::StarViews& stars,
+                                const ifusim::HistogramTile& tile, Span<std::int64_t> marks);
+    void gather_star_gradients(const Device& device, const ifusim::SspView& ssp,
+                               const ifusim::WaveBins& bins, const ifusim::StarViews& stars,
+                               const ifusim::HistogramTile& tile, const double* dl_dh,
+                               const ifusim::StarGradientViews& out);)

@@ -1,0 +1,294 @@
+// Reverse mode through the binned engine (issue 27, docs/gradients.md "Stars (binned engine)"):
+// every star's dL/d(initial mass, age, metallicity, v_los) from StellarSpectraStage's
+// particle_adjoint, against central finite differences of the forward run (the stage and psum),
+// L = <G, cube> for a random cotangent G.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "helpers.h"
+#include "pipeline/devices.h"
+#include "ssp_fixture.h"
+#include "stages/orient/orient.h"
+#include "stages/spaxel_grid/spaxel_grid.h"
+#include "stages/stage.h"
+#include "stages/stellar_spectra/stellar_spectra.h"
+
+using namespace ifusim;
+
+namespace {
+
+constexpr double kRedshift = 0.05;
+constexpr int kSide = 5;  // 5 x 5 spaxels
+constexpr double kSpaxelKpc = 2.0;
+// Wide velocity nodes, so that finite differences can take steps of 20 km/s within one node
+// spacing: the forward's float cube rounds L's differences at ~1e-7 of a star's light, and a
+// star's dL/dv_los is ~1e-5 of its light per km/s (smooth templates, a random G).
+constexpr double kVelocityBinKms = 100.0;
+// The band (vacuum) holds both ends of the templates (3000-8000 A at rest, 3150-8400 A
+// observed), so the ends' S and P columns (EdgeWindow) are differentiated too.
+const WaveBins kBins{2900.0, 4.0, 1550};  // 2898 .. 9098 A
+// A star beyond every other's speed in each component (and of negligible mass) sets the speed
+// bound, so that no perturbation of the others moves the velocity nodes.
+constexpr float kAnchorKms = 400.0f;
+
+struct Forward {
+  std::unique_ptr<RunState> state;
+  std::unique_ptr<Stage> stage;
+  std::shared_ptr<const Mesh> mesh;
+  CubeShape shape;
+  std::vector<float> cube;
+};
+
+Forward run_forward(int n_devices, const test::HostStars& host,
+                    std::shared_ptr<const SspGrid> grid) {
+  Forward f;
+  f.mesh = make_mesh(Backend::cpu, n_devices);
+  f.state = std::make_unique<RunState>(*f.mesh);
+  RunState& state = *f.state;
+  state.data.stars = test::put_stars(*f.mesh, host);
+  state.observation.redshift = kRedshift;
+  state.observation.axes.wavelength_medium = "vacuum";
+  state.observation.axes.wave_start_angstrom = kBins.start_angstrom;
+  state.observation.axes.wave_step_angstrom = kBins.step_angstrom;
+  const auto spaxels = make_spaxel_grid_stage(
+      nlohmann::json{{"n_spaxels", kSide}, {"spaxel_size_kpc", kSpaxelKpc}}, "p");
+  run_stage(*spaxels, state);
+  state.spaxels.n_wave = kBins.n;
+  StellarSpectraParams params;
+  params.velocity_bin_kms = kVelocityBinKms;
+  f.stage = make_stellar_spectra_stage(grid, params);
+  f.stage->run(state);
+  reduce_partials(state);
+  f.shape = state.cube->shape;
+  f.cube = state.cube->data;
+  return f;
+}
+
+double loss(const std::vector<float>& cube, const std::vector<double>& g) {
+  double sum = 0.0;
+  for (std::size_t k = 0; k < cube.size(); ++k) sum += g[k] * static_cast<double>(cube[k]);
+  return sum;
+}
+
+// Ages and metallicities placed at fractions 0.2 .. 0.8 of their grid cells (in log), each
+// velocity at 0.25 .. 0.75 of its node spacing and with both of the templates' ends, shifted by
+// it, at 0.25 .. 0.75 of an observed bin: finite differences stay within one linear piece (the
+// weights' kinks are at nodes and at the bins' edges).
+test::HostStars stars_between_nodes(const SspGrid& grid, std::size_t n, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(0.0, 1.0), inner(0.2, 0.8), pos(-4.5, 4.5);
+  std::normal_distribution<double> logm(6.0, 0.3);
+  auto between = [&](const std::vector<double>& axis) {
+    const auto cell = static_cast<std::size_t>(unit(rng) * (axis.size() - 1));
+    const double lo = std::log10(axis[cell]), hi = std::log10(axis[cell + 1]);
+    return std::pow(10.0, lo + inner(rng) * (hi - lo));
+  };
+  // The velocity nodes the stage makes for the anchor's speed bound (velocity_bins), and the
+  // templates' ends (vacuum, at rest).
+  const double beta = std::sqrt(3.0) * kAnchorKms / kSpeedOfLightKms;
+  const double du = kVelocityBinKms / kSpeedOfLightKms, u_min = std::log1p(-beta);
+  const SspTables tables = make_ssp_tables(grid);
+  auto fraction = [](double x) { return x - std::floor(x); };
+  auto inside = [](double f) { return f >= 0.25 && f <= 0.75; };
+  auto velocity = [&]() {
+    while (true) {
+      const double v = unit(rng) * 500.0 - 250.0;
+      const double doppler = (1.0 + kRedshift) * (1.0 + v / kSpeedOfLightKms);
+      if (inside(fraction((std::log1p(v / kSpeedOfLightKms) - u_min) / du)) &&
+          inside(fraction((tables.edges.front() * doppler - kBins.first_edge()) /
+                          kBins.step_angstrom)) &&
+          inside(
+              fraction((tables.edges.back() * doppler - kBins.first_edge()) / kBins.step_angstrom)))
+        return v;
+    }
+  };
+  test::HostStars s;
+  for (std::size_t i = 0; i <= n; ++i) {
+    const bool anchor = i == n;
+    for (int c = 0; c < 3; ++c) s.position_kpc.push_back(static_cast<float>(pos(rng)));
+    const double v = velocity();
+    for (int c = 0; c < 3; ++c)
+      s.velocity_kms.push_back(anchor ? kAnchorKms
+                                      : static_cast<float>(c == 2 ? v : 100.0 * unit(rng) - 50.0));
+    const double m = anchor ? 1e-3 : std::pow(10.0, logm(rng));
+    s.mass_msun.push_back(static_cast<float>(m));
+    s.initial_mass_msun.push_back(static_cast<float>(1.6 * m));
+    s.age_gyr.push_back(static_cast<float>(between(grid.age_gyr)));
+    s.metallicity.push_back(static_cast<float>(between(grid.metallicity)));
+  }
+  return s;
+}
+
+std::vector<double> random_cotangent(std::size_t n, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> g(0.0, 1.0);
+  std::vector<double> out(n);
+  for (double& v : out) v = g(rng);
+  return out;
+}
+
+ParticleGradients gradients_of(int n_devices, const test::HostStars& host,
+                               std::shared_ptr<const SspGrid> grid, const std::vector<double>& g) {
+  Forward f = run_forward(n_devices, host, grid);
+  CubeCotangent cotangent{f.shape, g};
+  ParticleGradients out;
+  REQUIRE(f.stage->particle_adjoint(*f.state, cotangent, out));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("stellar VJP: every star's gradient matches central finite differences of the forward",
+          "[vjp]") {
+  auto grid = std::make_shared<const SspGrid>(test::synthetic_ssp_grid());
+  const std::size_t n = 60;
+  const test::HostStars host = stars_between_nodes(*grid, n, 5);
+  const Forward base = run_forward(1, host, grid);
+  const std::vector<double> g = random_cotangent(base.cube.size(), 11);
+  const ParticleGradients grads = gradients_of(1, host, grid, g);
+  const auto& d_mass = grads.fields.at("stars.initial_mass_msun");
+  const auto& d_age = grads.fields.at("stars.age_gyr");
+  const auto& d_z = grads.fields.at("stars.metallicity");
+  const auto& d_v = grads.fields.at("stars.velocity_kms");
+  REQUIRE(d_mass.size() == n + 1);
+  REQUIRE(d_v.size() == 3 * (n + 1));
+
+  // Central differences, with the values as stored (float). Mass: steps of 50 % (L is linear in
+  // it). Age and metallicity: steps in log10 of 0.8 x the distance to the nearest grid node
+  // (>= 0.048 dex; L is linear in the log within a cell, so the difference in log is exact but
+  // for rounding), turned into d/dx by 1 / (x ln 10). Velocity: steps of 20 km/s (>= 25 km/s
+  // from a node, and the ends' steps >= 1 A from a bin's edge; L is linear in ln(1 + v/c) within
+  // a node spacing but for the ends' 1/D, so the difference's error is ~(h / c)^2). The steps
+  // are as large as the pieces allow: the differences are limited by the forward's float cube
+  // (the worst errors, 2e-5 mass, 2e-6 age, 7e-4 metallicity, 3e-4 velocity, are its noise).
+  enum class Step { linear, log10 };
+  auto central = [&](std::vector<float> test::HostStars::*field, std::size_t index, Step kind,
+                     double step) {
+    test::HostStars up = host, down = host;
+    const double x = (host.*field)[index];
+    (up.*field)[index] =
+        static_cast<float>(kind == Step::log10 ? x * std::pow(10.0, step) : x + step);
+    (down.*field)[index] =
+        static_cast<float>(kind == Step::log10 ? x * std::pow(10.0, -step) : x - step);
+    const double lp = loss(run_forward(1, up, grid).cube, g);
+    const double lm = loss(run_forward(1, down, grid).cube, g);
+    const double xp = (up.*field)[index], xm = (down.*field)[index];
+    if (kind == Step::linear) return (lp - lm) / (xp - xm);
+    return (lp - lm) / (std::log10(xp) - std::log10(xm)) / (x * std::log(10.0));
+  };
+  struct Check {
+    const char* name;
+    std::vector<float> test::HostStars::*field;
+    const std::vector<double>* grad;
+    std::size_t stride, component;
+    Step kind;
+    const std::vector<double>* nodes;  // log10 steps: the grid axis the step must stay inside
+    double relative_step, absolute_step, tolerance;
+  };
+  // Tolerances: the issue's targets, relative to max(|fd|, 1e-2 x the field's largest |fd|) (a
+  // star whose gradient happens to be near 0 is held to that floor).
+  const Check checks[] = {
+      {"mass", &test::HostStars::initial_mass_msun, &d_mass, 1, 0, Step::linear, nullptr, 0.5, 0.0,
+       1e-4},
+      {"age", &test::HostStars::age_gyr, &d_age, 1, 0, Step::log10, &grid->age_gyr, 0.0, 0.0, 1e-3},
+      {"metallicity", &test::HostStars::metallicity, &d_z, 1, 0, Step::log10, &grid->metallicity,
+       0.0, 0.0, 1e-3},
+      {"velocity", &test::HostStars::velocity_kms, &d_v, 3, 2, Step::linear, nullptr, 0.0, 20.0,
+       1e-3}};
+  for (const Check& c : checks) {
+    std::vector<double> fd(n), ad(n);
+    for (std::size_t i = 0; i < n; ++i) {  // the anchor (star n) is not checked
+      const std::size_t at = i * c.stride + c.component;
+      const double x = (host.*(c.field))[at];
+      double step = c.relative_step * std::abs(x) + c.absolute_step;
+      if (c.nodes) {
+        double distance = 1e9;
+        for (double node : *c.nodes)
+          distance = std::min(distance, std::abs(std::log10(x) - std::log10(node)));
+        step = 0.8 * distance;
+      }
+      fd[i] = central(c.field, at, c.kind, step);
+      ad[i] = (*c.grad)[i * c.stride + c.component];
+      REQUIRE(std::isfinite(ad[i]));
+      REQUIRE(std::isfinite(fd[i]));
+    }
+    double largest = 0.0;
+    for (double v : fd) largest = std::max(largest, std::abs(v));
+    REQUIRE(largest > 0.0);
+    double worst = 0.0;
+    std::size_t worst_star = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double err = std::abs(ad[i] - fd[i]) / std::max(std::abs(fd[i]), 1e-2 * largest);
+      if (err > worst) worst_star = i;
+      worst = std::max(worst, err);
+      INFO(c.name << " star " << i << ": vjp " << ad[i] << ", fd " << fd[i]);
+      CHECK(err <= c.tolerance);
+    }
+    WARN(c.name << ": worst relative error " << worst << " (star " << worst_star << ": vjp "
+                << ad[worst_star] << ", fd " << fd[worst_star] << "; largest |fd| " << largest
+                << ")");
+  }
+  // The velocity's other components: the stage sees only v_los (+z).
+  for (std::size_t i = 0; i <= n; ++i) {
+    CHECK(d_v[3 * i] == 0.0);
+    CHECK(d_v[3 * i + 1] == 0.0);
+  }
+}
+
+TEST_CASE("stellar VJP: gradients are bitwise identical for 1 and 3 devices", "[vjp]") {
+  auto grid = std::make_shared<const SspGrid>(test::synthetic_ssp_grid());
+  const test::HostStars host = stars_between_nodes(*grid, 400, 7);
+  const Forward base = run_forward(1, host, grid);
+  const std::vector<double> g = random_cotangent(base.cube.size(), 13);
+  const ParticleGradients one = gradients_of(1, host, grid, g);
+  const ParticleGradients three = gradients_of(3, host, grid, g);
+  REQUIRE(one.fields.size() == 4);
+  for (const auto& [name, values] : one.fields) {
+    INFO(name);
+    const auto& other = three.fields.at(name);
+    REQUIRE(other.size() == values.size());
+    CHECK(std::memcmp(values.data(), other.data(), values.size() * sizeof(double)) == 0);
+    bool any = false;
+    for (double v : values) any = any || v != 0.0;
+    CHECK(any);
+  }
+}
+
+TEST_CASE("stellar VJP: the exact method and a wrong cotangent are refused", "[vjp]") {
+  auto grid = std::make_shared<const SspGrid>(test::synthetic_ssp_grid());
+  const test::HostStars host = stars_between_nodes(*grid, 20, 3);
+  Forward f = run_forward(1, host, grid);
+  ParticleGradients out;
+  CubeCotangent wrong{CubeShape{kSide, kSide, kBins.n - 1},
+                      std::vector<double>(kSide * kSide * (kBins.n - 1), 1.0)};
+  CHECK_THROWS_WITH(f.stage->particle_adjoint(*f.state, wrong, out),
+                    Catch::Contains("the cotangent is 5 x 5 x 1549"));
+}
+
+TEST_CASE("orient's adjoint turns a gradient of the rotated velocity back by R^T", "[vjp]") {
+  auto mesh = make_mesh(Backend::cpu, 1);
+  RunState state(*mesh);
+  state.data.stars = test::put_stars(*mesh, test::random_stars(10, 3));
+  const auto orient = make_orient_stage(
+      nlohmann::json{
+          {"align_face_on", false},
+          {"orientation", {{"alpha_deg", 30.0}, {"beta_deg", -50.0}, {"gamma_deg", 110.0}}}},
+      "p");
+  orient->run(state);
+  const Matrix3 r = euler_rotation(30.0, -50.0, 110.0);
+  ParticleGradients grads;
+  grads.fields["stars.velocity_kms"] = {0.0, 0.0, 2.0, 1.0, -1.0, 0.5};
+  REQUIRE(orient->particle_adjoint(state, CubeCotangent{}, grads));
+  const auto& g = grads.fields.at("stars.velocity_kms");
+  const double out[2][3] = {{0.0, 0.0, 2.0}, {1.0, -1.0, 0.5}};
+  for (int i = 0; i < 2; ++i)
+    for (int c = 0; c < 3; ++c) {
+      double expected = 0.0;
+      for (int k = 0; k < 3; ++k) expected += r[3 * k + c] * out[i][k];
+      CHECK(g[3 * i + c] == Approx(expected).epsilon(1e-14));
+    }
+}
