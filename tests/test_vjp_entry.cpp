@@ -22,7 +22,9 @@ using namespace ifusim;
 namespace {
 
 constexpr double kRedshift = 0.05;
-constexpr double kVelocityBinKms = 200.0;
+// Wide velocity nodes, so that the finite differences' steps (0.15 of a spacing) are large
+// against the float cube's rounding (a star's dL/dv_los is ~1e-4 of its light per km/s).
+constexpr double kVelocityBinKms = 500.0;
 // A light star moving at this speed along each axis sets the galaxy's speed bound (StarBounds),
 // hence the velocity nodes: no other star's perturbation moves them.
 constexpr float kAnchorKms = 400.0f;
@@ -37,27 +39,30 @@ nlohmann::json run_document(bool noise) {
   nlohmann::json pipeline = {"orient", "aperture", "stellar_spectra", "psum", "flux",
                              "psf",    "lsf",      "aperture_mask",   "noise"};
   if (!noise) pipeline.erase(pipeline.size() - 1);
-  return {{"galaxy",
-           {{"redshift", kRedshift},
-            {"orientation",
-             {{"alpha_deg", kAlphaDeg}, {"beta_deg", kBetaDeg}, {"gamma_deg", kGammaDeg}}}}},
-          {"telescope",
-           {{"name", "small"},
-            {"fov_arcsec", 10.0},
-            {"spaxel_arcsec", 1.0},
-            {"wavelength",
-             {{"start_angstrom", 4800.0}, {"end_angstrom", 5600.0}, {"step_angstrom", 1.25}}},
-            {"lsf_fwhm_angstrom", 3.0}}},
-          {"ssp", {{"library", kSsp}}},
-          {"pipeline", pipeline},
-          {"stages",
-           {{"orient", {{"align_face_on", false}}},
-            {"stellar_spectra", {{"velocity_bin_kms", kVelocityBinKms}}},
-            {"flux", {{"unit_scale", 1e-20}}},
-            {"psf", {{"shape", "gaussian"}, {"fwhm_arcsec", 1.5}}},
-            {"noise", {{"snr", 20}, {"per", "angstrom"}}}}},
-          {"devices", {{"backend", "cpu"}, {"count", 1}}},
-          {"seed", 7}};
+  nlohmann::json d = {
+      {"galaxy",
+       {{"redshift", kRedshift},
+        {"orientation",
+         {{"alpha_deg", kAlphaDeg}, {"beta_deg", kBetaDeg}, {"gamma_deg", kGammaDeg}}}}},
+      {"telescope",
+       {{"name", "small"},
+        {"fov_arcsec", 10.0},
+        {"spaxel_arcsec", 1.0},
+        {"wavelength",
+         {{"start_angstrom", 4800.0}, {"end_angstrom", 5600.0}, {"step_angstrom", 1.25}}},
+        {"lsf_fwhm_angstrom", 3.0}}},
+      {"ssp", {{"library", kSsp}}},
+      {"pipeline", pipeline},
+      {"stages",
+       {{"orient", {{"align_face_on", false}}},
+        {"stellar_spectra", {{"velocity_bin_kms", kVelocityBinKms}}},
+        {"flux", {{"unit_scale", 1e-20}}},
+        {"psf", {{"shape", "gaussian"}, {"fwhm_arcsec", 1.5}}},
+        {"noise", {{"snr", 20}, {"per", "angstrom"}}}}},
+      {"devices", {{"backend", "cpu"}, {"count", 1}}},
+      {"seed", 7}};
+  if (!noise) d["stages"].erase("noise");
+  return d;
 }
 
 // The line-of-sight velocity (after orient's rotation) of an input velocity.
@@ -145,8 +150,12 @@ double loss(const Cube& cube, const std::vector<double>& g) {
 
 TEST_CASE("VJP entry: gradients of a whole run against central finite differences", "[vjp_entry]") {
   const SspGrid grid = load_ssp_library(resolve_path(kSsp, ""));
-  const std::size_t n = 300;
-  const HostGalaxy galaxy = stars_between_nodes(grid, n, 3);
+  const std::size_t n = 100;
+  const std::size_t stars[] = {0, 23, 57, 88};  // the stars checked
+  HostGalaxy galaxy = stars_between_nodes(grid, n, 3);
+  // Each 30 x the others' typical mass: the finite differences are limited by the float cube's
+  // rounding (~6e-8 of each voxel changed), which the star's own light then dominates.
+  for (std::size_t i : stars) galaxy.stars.at("initial_mass_msun").values[i] = 3e6f;
   const Cube base = run_pipeline(config_of(galaxy, false), quiet()).cube;
   std::mt19937_64 rng(17);
   std::normal_distribution<double> normal(0.0, 1.0);
@@ -178,7 +187,7 @@ TEST_CASE("VJP entry: gradients of a whole run against central finite difference
   // Central differences of whole runs without noise, the field perturbed as the input holds it
   // (float). Mass: L is linear in it (steps of 50 %). Age: linear in log10 within a grid cell,
   // steps of 0.15 of the star's cell in log (it sits at 0.3 .. 0.7 of it). Velocity: L is linear
-  // in ln(1 + v_los/c) within a node spacing, steps moving v_los by 0.15 of a spacing (30 km/s;
+  // in ln(1 + v_los/c) within a node spacing, steps moving v_los by 0.15 of a spacing (75 km/s;
   // the difference's error ~(h/c)^2).
   auto fd = [&](const std::string& field, std::size_t index, double step, bool log10_step) {
     HostGalaxy up = galaxy, down = galaxy;
@@ -197,18 +206,20 @@ TEST_CASE("VJP entry: gradients of a whole run against central finite difference
     const auto hi = std::upper_bound(axis.begin(), axis.end(), value);
     return std::log10(*hi) - std::log10(*(hi - 1));
   };
-  // Relative error against max(|fd|, 1e-2 x the largest |fd| checked for the field).
+  // Relative error against max(|fd|, floor x the largest |fd| checked for the field). The
+  // differences are limited by the float cube's rounding: for velocity, ~5e-7 absolute scatter
+  // across step sizes (0.3, 0.6, 1 x the step), 1e-3 of a star whose dL/dv_los is 15 x smaller
+  // than the largest checked; hence velocity's floor of 0.1 (mass and age: 1e-2).
   auto check = [](const char* what, const std::vector<std::pair<double, double>>& pairs,
-                  double tolerance) {
+                  double tolerance, double floor) {
     double largest = 0.0;
     for (const auto& [ad, fd] : pairs) largest = std::max(largest, std::abs(fd));
     REQUIRE(largest > 0.0);
     for (const auto& [ad, fd] : pairs) {
       INFO(what << ": adjoint " << ad << ", finite difference " << fd);
-      CHECK(std::abs(ad - fd) <= tolerance * std::max(std::abs(fd), 1e-2 * largest));
+      CHECK(std::abs(ad - fd) <= tolerance * std::max(std::abs(fd), floor * largest));
     }
   };
-  const std::size_t stars[] = {0, 41, 117, 230};
   std::vector<std::pair<double, double>> mass, age, velocity;
   for (std::size_t i : stars) {
     const double m = galaxy.stars.at("initial_mass_msun").values[i];
@@ -225,9 +236,9 @@ TEST_CASE("VJP entry: gradients of a whole run against central finite difference
       velocity.emplace_back(grads.at("stars.velocity_kms")[3 * i + c],
                             fd("velocity_kms", 3 * i + c, std::min(step, 100.0), false));
     }
-  check("initial mass", mass, 1e-4);
-  check("age", age, 1e-3);
-  check("velocity", velocity, 1e-3);
+  check("initial mass", mass, 1e-4, 1e-2);
+  check("age", age, 1e-3, 1e-2);
+  check("velocity", velocity, 1e-3, 0.1);
 }
 
 TEST_CASE("VJP entry: what has no adjoint is refused, naming the stage or the key", "[vjp_entry]") {
