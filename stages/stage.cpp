@@ -57,4 +57,14 @@ void run_stage(Stage& stage, RunState& state) {
   stage.run(state);
 }
 
+ParticleGradients particle_vjp(const std::vector<Stage*>& stages, RunState& state,
+                               const CubeCotangent& reduced) {
+  ParticleGradients gradients;
+  for (auto it = stages.rbegin(); it != stages.rend(); ++it)
+    if (!(*it)->particle_adjoint(state, reduced, gradients))
+      throw std::invalid_argument("a gradient through stage \"" + (*it)->name() +
+                                  "\" is not possible: it has no particle adjoint");
+  return gradients;
+}
+
 }  // namespace ifusim

@@ -328,6 +328,13 @@ void check_cotangent_shape(const std::string& stage, const CubeShape& expected,
 // the gas, if it asks for one, then run() (the reduction, for the psum stage).
 void run_stage(Stage& stage, RunState& state);
 
+// Reverse mode over particle stages run by hand on a held galaxy (tests, benchmarks), after the
+// reduction: each one's particle_adjoint from `reduced`, back to front (the last stage run first).
+// `stages` are those to differentiate through, in the order they ran (orient, then
+// stellar_spectra); one without a particle adjoint is refused, naming it.
+ParticleGradients particle_vjp(const std::vector<Stage*>& stages, RunState& state,
+                               const CubeCotangent& reduced);
+
 using StageFactory = std::unique_ptr<Stage> (*)(const nlohmann::json& params,
                                                 const std::string& path,
                                                 const StageResources& resources);

@@ -23,7 +23,7 @@ constexpr double kDenseFill = 0.25;
 // The transpose's dense blocks: one dot product per entry (two loads a multiply-add) is several
 // times slower a flop than the GEMM, so the GEMM pays from a lower fill.
 constexpr double kTransposeDenseFill = 0.1;
-constexpr std::size_t kTransposeChunkBytes = std::size_t(32) << 20;
+constexpr std::size_t kTransposeChunkBytes = std::size_t(8) << 20;
 
 // H over the populated columns, row by row (compressed sparse rows).
 struct SparseRows {
@@ -355,11 +355,12 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
   // 3. B in chunks of bins (double: the cotangent and dL/dH are double), each chunk's rows made
   // in parallel, then every block's part of the chunk's sums in parallel; the chunks in order,
   // so that every entry of dL/dH is summed over the chunks in the same order whatever the
-  // threads. Two barriers a chunk, so the chunks are wide: up to kTransposeChunkBytes of B's used
-  // rows (MUSE at 1e6 stars: 1319 rows x 3721 bins, 39 MB, in two chunks), where the forward's
-  // single loop over many narrow chunks has none; narrow chunks cost a barrier each, which on a
-  // loaded machine (a thread descheduled) was most of the transpose's time. The widths follow the
-  // used columns, the same for any device count.
+  // threads. Two barriers a chunk, where the forward's single loop over its narrow chunks has
+  // none: on a loaded machine (a thread descheduled) 20 chunks' barriers were most of the
+  // transpose's time, so the chunks here are wider, up to kTransposeChunkBytes of B's used rows
+  // (MUSE at 1e6 stars: 1319 rows x 3721 bins, 39 MB, in 5 chunks), and each thread's gathered
+  // copy of a block's rows is as large at most. The widths follow the used columns, the same for
+  // any device count.
   const std::size_t chunk_bins = std::max<std::size_t>(
       1, std::max(in.basis_memory_bytes, kTransposeChunkBytes) / (n_used * sizeof(double)));
   std::vector<double> basis_buffer(n_used * std::min(chunk_bins, n_wave));
