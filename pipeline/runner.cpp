@@ -28,6 +28,7 @@
 #include "pipeline/particle_source.h"
 #include "pipeline/plan.h"
 #include "pipeline/registry.h"
+#include "pipeline/vjp.h"
 
 namespace ifusim {
 namespace fs = std::filesystem;
@@ -608,12 +609,12 @@ void write_cube_files(const RunConfig& c, const Cube& cube, const std::vector<Ru
   if (pictures.valid()) pictures.get();
 }
 
-// One cube of the run: the galaxy read, its particles through the stages, the reduced cube and
-// its files (into `out`, named for `arm`, when given). `setup` was checked before any output.
-RunReport run_cube(const RunConfig& c, RunSetup& setup, const RunOptions& options,
-                   const std::string& arm, OutputFolder* out) {
-  const auto start = std::chrono::steady_clock::now();
-  RunReport report;
+// The galaxy read and its particles through every stage: the passes, the deposit, the reduction
+// and the cube stages. `state` is left as the stages left it (the final cube in state.cube), the
+// stages as their run() left them (what their adjoints need): run_cube finishes the cube from
+// there, run_pipeline_vjp goes back through the stages. Returns the gas cells deposited.
+std::size_t run_stages(const RunConfig& c, RunSetup& setup, const RunOptions& options,
+                       const std::string& arm, RunState& state, RunReport& report) {
   auto on_progress = options.on_progress;
   if (!on_progress && options.progress && ::isatty(STDERR_FILENO)) on_progress = draw_progress;
   const Mesh& mesh = *setup.mesh;
@@ -623,7 +624,6 @@ RunReport run_cube(const RunConfig& c, RunSetup& setup, const RunOptions& option
   StageTimer timed(mesh.backend(), report.stages);
 
   // The galaxy opened: its record and star bounds (and a held galaxy's particles).
-  RunState state(mesh);
   open_galaxy(c, setup, state);
   std::size_t step = 0, n_steps = 0;
   const std::string label_prefix = arm.empty() ? "" : arm + ": ";
@@ -645,18 +645,92 @@ RunReport run_cube(const RunConfig& c, RunSetup& setup, const RunOptions& option
     spdlog::info("{}{:<16} {:8.3f} s", label_prefix, r.name, r.seconds);
   step = n_steps;
   progress("done");
+  return n_gas;
+}
+
+// One cube of the run: the galaxy read, its particles through the stages, the reduced cube and
+// its files (into `out`, named for `arm`, when given). `setup` was checked before any output.
+RunReport run_cube(const RunConfig& c, RunSetup& setup, const RunOptions& options,
+                   const std::string& arm, OutputFolder* out) {
+  const auto start = std::chrono::steady_clock::now();
+  RunReport report;
+  RunState state(*setup.mesh);
+  const std::size_t n_gas = run_stages(c, setup, options, arm, state, report);
 
   // The cube with its maps and quick-looks.
   report.cube = finished_cube(c, setup, state);
   if (out) write_cube_files(c, report.cube, setup.stages, arm, *out);
   report.total_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  report.summary =
-      run_summary(c, report, report.cube, mesh.backend(), state.data.star_bounds->count, n_gas);
+  report.summary = run_summary(c, report, report.cube, setup.mesh->backend(),
+                               state.data.star_bounds->count, n_gas);
   return report;
 }
 
 }  // namespace
+
+VjpReport run_pipeline_vjp(const RunConfig& c, const RunOptions& options,
+                           const std::vector<double>& cotangent) {
+  return run_pipeline_vjp(c, options, [&](const CubeShape&) { return cotangent; });
+}
+
+VjpReport run_pipeline_vjp(
+    const RunConfig& c, const RunOptions& options,
+    const std::function<std::vector<double>(const CubeShape&)>& cotangent_of) {
+  const auto start = std::chrono::steady_clock::now();
+  if (!c.arms.empty())
+    throw ConfigError(
+        "telescope: gradients are made for one telescope; a spectrograph's arms are not "
+        "supported (run each arm's telescope on its own)");
+  if (options.across_processes)
+    throw ConfigError(
+        "gradients: a run across processes (mpirun) is not supported; run them in one process");
+  RunSetup setup = set_up(c, options);
+  check_plan(c, setup);
+  if (!setup.source->resident())
+    throw ConfigError(
+        "input.stream_block_stars: gradients need the galaxy held at once; a streamed galaxy is "
+        "not supported (leave input.stream_block_stars out)");
+
+  // 1. Forward, the stages kept as their run() left them.
+  VjpReport report;
+  RunState state(*setup.mesh);
+  const std::size_t n_gas = run_stages(c, setup, options, "", state, report.forward);
+  const auto forward_end = std::chrono::steady_clock::now();
+  report.forward_seconds = std::chrono::duration<double>(forward_end - start).count();
+
+  // 2. Back through the cube stages (after the reduction), then the particle stages (before
+  // it), each last first. The runner knows no stage: each says whether it has an adjoint.
+  const CubeShape shape = state.cube->shape;
+  std::vector<double> cotangent = cotangent_of(shape);
+  if (cotangent.size() != shape.n_voxels())
+    throw std::invalid_argument("gradient: the cotangent holds " +
+                                std::to_string(cotangent.size()) + " values; the run's cube is " +
+                                to_string(shape) + " (" + std::to_string(shape.n_voxels()) +
+                                " values)");
+  std::vector<const Stage*> cube_stages;
+  for (std::size_t i = setup.reduction + 1; i < setup.stages.size(); ++i)
+    cube_stages.push_back(setup.stages[i].stage.get());
+  const CubeCotangent reduced = cube_stages_vjp(cube_stages, state, {shape, std::move(cotangent)});
+  for (std::size_t i = setup.reduction; i-- > 0;) {
+    const RunStage& r = setup.stages[i];
+    if (!r.stage->particle_adjoint(state, reduced, report.gradients))
+      throw ConfigError(r.path + ": the stage \"" + r.entry->name +
+                        "\" has no adjoint (it is not differentiable; docs/gradients.md lists "
+                        "those that are): take it out of the run to differentiate it");
+  }
+  const auto backward_end = std::chrono::steady_clock::now();
+  report.backward_seconds = std::chrono::duration<double>(backward_end - forward_end).count();
+
+  // 3. The forward cube, finished as run_pipeline finishes it (no file written).
+  report.forward.cube = finished_cube(c, setup, state);
+  report.forward.total_seconds = std::chrono::duration<double>(backward_end - start).count();
+  report.forward.summary = run_summary(c, report.forward, report.forward.cube,
+                                       setup.mesh->backend(), state.data.star_bounds->count, n_gas);
+  report.forward.summary["forward_seconds"] = report.forward_seconds;
+  report.forward.summary["backward_seconds"] = report.backward_seconds;
+  return report;
+}
 
 RunPlan plan_pipeline(const RunConfig& c, const RunOptions& options) {
   if (c.arms.empty()) {

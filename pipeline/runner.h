@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "data/cotangent.h"
 #include "data/datacube.h"
 #include "io/run_config.h"
 
@@ -47,6 +48,26 @@ struct RunReport {
 };
 
 RunReport run_pipeline(const RunConfig& config, const RunOptions& options);
+
+// Reverse mode (issue 27, docs/gradients.md "The entry point"): the run of `config` forward, as
+// run_pipeline makes it (its stages kept, no file written), then its vector-Jacobian product:
+// `cotangent`, dL/d the final cube (shaped as Cube::data: spaxel-major, nx x ny x n_wave values),
+// taken back through every cube stage's adjoint, last first, then every particle stage's
+// particle_adjoint, last first, to dL/d each particle field. Refused with a ConfigError naming
+// the key or the stage: a spectrograph's arms, a streamed galaxy, a run across processes, a stage
+// with no adjoint; std::invalid_argument where the cotangent is not shaped as the cube.
+struct VjpReport {
+  RunReport forward;             // the forward run's cube (with the noise, where a stage adds it)
+  ParticleGradients gradients;   // keyed by the names Galaxy.from_arrays takes, in its order
+  double forward_seconds = 0.0;  // the stages forward (reading the galaxy included)
+  double backward_seconds = 0.0;
+};
+VjpReport run_pipeline_vjp(const RunConfig& config, const RunOptions& options,
+                           const std::vector<double>& cotangent);
+// The same, the cotangent asked for once the forward run has made the cube (its shape given):
+// the Python package checks the user's array against that shape there, and may throw.
+VjpReport run_pipeline_vjp(const RunConfig& config, const RunOptions& options,
+                           const std::function<std::vector<double>(const CubeShape&)>& cotangent);
 
 // The dry run: the plan run_pipeline checks first (pipeline/plan.h), without reading particles.
 struct RunPlan;

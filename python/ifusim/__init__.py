@@ -43,6 +43,7 @@ __all__ = [
     "InputError",
     "run",
     "plan",
+    "vjp",
     "read",
     "read_tng",
     "find_centre",
@@ -410,6 +411,51 @@ def run(
             for arm, arm_summary in zip(arms, summary["arms"])
         }
     return Cube(core, summary)
+
+
+def vjp(
+    config: Config,
+    galaxy: Galaxy,
+    cotangent: Any,
+    *,
+    overrides: Optional[Mapping[str, Any]] = None,
+    devices: Optional[int] = None,
+    backend: Optional[str] = None,
+    progress: Progress = None,
+) -> Dict[str, Any]:
+    """Gradients of a loss with respect to the galaxy's particle fields (reverse mode).
+
+    Runs ``config`` on ``galaxy`` forward, as :func:`run` does, then its vector-Jacobian
+    product: ``cotangent`` is dL/d(cube) for a loss L, a numpy array shaped like the run's
+    ``Cube.data``, (n_wave, ny, nx) (NaN where the cube is NaN is fine: those voxels send
+    nothing back). Returns {field name: float64 array} keyed by the names
+    :meth:`Galaxy.from_arrays` takes ("stars.initial_mass_msun", "stars.age_gyr",
+    "stars.metallicity", "stars.velocity_kms"), each shaped like its field: (n,) or (n, 3).
+
+    The gradient is that of the noiseless cube (a noise stage's adjoint is the identity).
+    Refused (ifusim.ConfigError naming the stage or key): stages with no adjoint (dust,
+    emission lines, mass_image), the exact spectral method, a spectrograph's arms; a cotangent
+    of the wrong shape is a ValueError naming its shape and the cube's. docs/gradients.md.
+    """
+    import numpy as np
+
+    array = np.asarray(cotangent, dtype=np.float64)
+    if array.ndim != 3:
+        raise ValueError(
+            f"cotangent: shape {array.shape}, expected the shape of Cube.data (n_wave, ny, nx)"
+        )
+    # Cube.data's (n_wave, ny, nx) to the engine's spaxel-major order, (ny, nx, n_wave).
+    spaxel_major = np.ascontiguousarray(np.moveaxis(array, 0, -1))
+    text, is_path, assignments = _config_args(config, overrides)
+    callback, bar = _progress_callback(progress)
+    try:
+        _cube, _summary, gradients = _core.vjp(
+            text, is_path, assignments, devices, backend, galaxy._core, spaxel_major, callback
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    return dict(gradients)
 
 
 class Plan:

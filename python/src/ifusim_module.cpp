@@ -150,6 +150,61 @@ py::tuple run(const std::string& config, bool is_path, const std::vector<std::st
   return py::make_tuple(cube, report->summary.dump(), report->output_dir, report->files, arms);
 }
 
+// Reverse mode (docs/gradients.md, "From Python"): the run forward, then dL/d each particle field
+// for `cotangent`, dL/d the cube, given as (ny, nx, n_wave) float64 in C order (the package
+// transposes Cube.data's (n_wave, ny, nx) axes to the cube's spaxel-major order before the call).
+// Its shape is checked against the cube the forward run made; the GIL is released meanwhile (the
+// array is held by the caller, its buffer read without the GIL). Returns (the forward cube, its
+// summary, {field: float64 array (n,) or (n, k)}).
+py::tuple vjp(const std::string& config, bool is_path, const std::vector<std::string>& overrides,
+              std::optional<int> devices, std::optional<std::string> backend,
+              std::shared_ptr<const HostGalaxy> galaxy,
+              const py::array_t<double, py::array::c_style>& cotangent, py::object progress) {
+  const RunConfig run_config = make_config(config, is_path, overrides, std::move(galaxy));
+  RunOptions options = make_options(devices, backend, std::nullopt);
+  options.on_progress = [progress](std::size_t done, std::size_t total, const std::string& step) {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    if (!progress.is_none()) progress(done, total, step);
+  };
+  if (cotangent.ndim() != 3)
+    throw std::invalid_argument("cotangent: " + std::to_string(cotangent.ndim()) +
+                                " dimensions, expected the shape of Cube.data (n_wave, ny, nx)");
+  const std::array<py::ssize_t, 3> given = {cotangent.shape(2), cotangent.shape(0),
+                                            cotangent.shape(1)};  // as (n_wave, ny, nx)
+  const double* values = cotangent.data();
+  auto cotangent_of = [&](const CubeShape& shape) {
+    if (given[0] != shape.n_wave || given[1] != shape.ny || given[2] != shape.nx)
+      throw std::invalid_argument("cotangent: shape (" + std::to_string(given[0]) + ", " +
+                                  std::to_string(given[1]) + ", " + std::to_string(given[2]) +
+                                  "), expected the shape of Cube.data (n_wave, ny, nx) = (" +
+                                  std::to_string(shape.n_wave) + ", " + std::to_string(shape.ny) +
+                                  ", " + std::to_string(shape.nx) + ")");
+    return std::vector<double>(values, values + shape.n_voxels());
+  };
+  std::optional<VjpReport> report;
+  {
+    py::gil_scoped_release release;
+    report = run_pipeline_vjp(run_config, options, cotangent_of);
+  }
+  const nlohmann::json& summary = report->forward.summary;
+  py::dict gradients;
+  for (auto& [name, values] : report->gradients.fields) {
+    const std::size_t rows = name.rfind("gas.", 0) == 0 ? summary.at("n_gas").get<std::size_t>()
+                                                        : summary.at("n_stars").get<std::size_t>();
+    if (rows == 0 || values.size() % rows != 0)
+      throw std::logic_error("gradient " + name + ": " + std::to_string(values.size()) +
+                             " values for " + std::to_string(rows) + " particles");
+    const auto n = static_cast<py::ssize_t>(rows);
+    const auto k = static_cast<py::ssize_t>(values.size() / rows);
+    py::array_t<double> out = k == 1 ? py::array_t<double>({n}) : py::array_t<double>({n, k});
+    std::copy(values.begin(), values.end(), out.mutable_data());
+    gradients[py::str(name)] = out;
+  }
+  auto cube = std::make_shared<Cube>(std::move(report->forward.cube));
+  return py::make_tuple(cube, summary.dump(), gradients);
+}
+
 py::tuple plan(const std::string& config, bool is_path, const std::vector<std::string>& overrides,
                std::optional<int> devices, std::optional<std::string> backend,
                std::shared_ptr<const HostGalaxy> galaxy) {
@@ -375,6 +430,9 @@ PYBIND11_MODULE(_core, m) {
         py::arg("particle_ids"), py::arg("subfind_group"));
   m.def("run", &run, py::arg("config"), py::arg("is_path"), py::arg("overrides"),
         py::arg("devices"), py::arg("backend"), py::arg("out"), py::arg("galaxy"),
+        py::arg("progress"));
+  m.def("vjp", &vjp, py::arg("config"), py::arg("is_path"), py::arg("overrides"),
+        py::arg("devices"), py::arg("backend"), py::arg("galaxy"), py::arg("cotangent"),
         py::arg("progress"));
   m.def("plan", &plan, py::arg("config"), py::arg("is_path"), py::arg("overrides"),
         py::arg("devices"), py::arg("backend"), py::arg("galaxy"));

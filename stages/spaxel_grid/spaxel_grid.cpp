@@ -46,6 +46,14 @@ class SpaxelStage : public Stage {
   std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
     return knn_.memory_estimate(c, name());
   }
+  // Reverse mode (docs/gradients.md, "The entry point"): the spaxel index is piecewise constant
+  // in the position (its derivative 0 almost everywhere), and kernel smoothing's footprint
+  // weights are held as constants (their gradient is not made): the stage adds nothing and maps
+  // nothing back, and no gradient w.r.t. stars.position_kpc comes from it.
+  bool particle_adjoint(RunState& /*state*/, const CubeCotangent& /*reduced*/,
+                        ParticleGradients& /*gradients*/) override {
+    return true;
+  }
 
  protected:
   void place(RunState& state, const SpaxelGrid& grid, int n_wave) const {

@@ -1,0 +1,74 @@
+// The VJP entry point (issue 27, pipeline/runner.h run_pipeline_vjp) against the forward run of
+// the same config: the MUSE synthetic example (configs/examples/muse_synthetic.json: MUSE 25 x
+// 25 x 3721, MaStar, calc_ifu's stages, the binned method, one cpu device) at --stars held
+// stars, no gas. Prints the forward run's seconds (run_pipeline, no file written), the VJP's
+// forward and backward halves, and the ratios VJP / forward and backward / forward, the median of
+// --reps back-to-back pairs (target: VJP <= 2 x forward, issue 27).
+//
+//   IFUSIM_DATA_DIR=... build/bench/bench_vjp_entry [--stars 1000000] [--reps 3]
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "io/run_config.h"
+#include "pipeline/runner.h"
+
+using namespace ifusim;
+
+namespace {
+
+std::string option(int argc, char** argv, const std::string& name, const std::string& fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (argv[i] == "--" + name) return argv[i + 1];
+  return fallback;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_level(spdlog::level::warn);
+  const std::string stars = option(argc, argv, "stars", "1000000");
+  const int reps = std::stoi(option(argc, argv, "reps", "3"));
+  const RunConfig c = load_run_config(
+      std::string(IFUSIM_SOURCE_DIR) + "/configs/examples/muse_synthetic.json",
+      {"input.synthetic.stars=" + stars, "input.synthetic.gas=0", "output.png=false"});
+  RunOptions options;
+  options.write_outputs = false;
+  options.progress = false;
+  const Cube first = run_pipeline(c, options).cube;
+  std::mt19937_64 rng(1);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<double> g(first.data.size());
+  for (double& v : g) v = normal(rng);
+  std::printf("MUSE %d x %d x %d, %s stars, calc_ifu, binned, 1 cpu device, %d reps\n",
+              first.shape.nx, first.shape.ny, first.shape.n_wave, stars.c_str(), reps);
+  std::vector<double> forward, vjp, vjp_forward, backward, ratio;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)run_pipeline(c, options);
+    forward.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    const VjpReport report = run_pipeline_vjp(c, options, g);
+    vjp.push_back(report.forward_seconds + report.backward_seconds);
+    vjp_forward.push_back(report.forward_seconds);
+    backward.push_back(report.backward_seconds);
+    ratio.push_back(vjp.back() / forward.back());
+    std::printf("  rep %d: forward %.3f s, vjp %.3f s (its forward %.3f s, backward %.3f s)\n", r,
+                forward.back(), vjp.back(), vjp_forward.back(), backward.back());
+  }
+  std::printf("forward run        %8.3f s (median)\n", median(forward));
+  std::printf("vjp (fwd + back)   %8.3f s (median): forward half %.3f s, backward %.3f s\n",
+              median(vjp), median(vjp_forward), median(backward));
+  std::printf("ratio vjp / forward run   %.2f (median of pairs; target <= 2)\n", median(ratio));
+  std::printf("ratio backward / forward  %.2f\n", median(backward) / median(vjp_forward));
+  return 0;
+}

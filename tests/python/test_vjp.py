@@ -1,0 +1,140 @@
+"""ifusim.vjp (docs/gradients.md, "From Python"): gradients of L = <G, cube> with respect to the
+stars' fields against central finite differences of ifusim.run, and the cotangent's shape check.
+"""
+
+import math
+import os
+
+import numpy as np
+import pytest
+
+import ifusim
+
+DATA = os.environ.get("IFUSIM_DATA_DIR", "")
+MILES = "${IFUSIM_DATA_DIR}/ssp/MILES_BASTI_CH_baseFe"
+REDSHIFT = 0.05
+VELOCITY_BIN_KMS = 200.0
+ANCHOR_KMS = 400.0  # a light star at this speed on each axis fixes the velocity nodes
+C_KMS = 299792.458
+
+
+def config(noise):
+    """A 10 x 10 arcsec field of 1 arcsec spaxels, 4800-5600 A, calc_ifu's stages (orient
+    without face-on alignment: the adjoint holds the rotation fixed)."""
+    pipeline = ["orient", "aperture", "stellar_spectra", "psum", "flux", "psf", "lsf",
+                "aperture_mask"] + (["noise"] if noise else [])
+    return {
+        "galaxy": {"redshift": REDSHIFT},
+        "telescope": {
+            "name": "small",
+            "fov_arcsec": 10.0,
+            "spaxel_arcsec": 1.0,
+            "wavelength": {"start_angstrom": 4800.0, "end_angstrom": 5600.0,
+                           "step_angstrom": 1.25},
+            "lsf_fwhm_angstrom": 3.0,
+        },
+        "ssp": {"library": MILES},
+        "pipeline": pipeline,
+        "stages": {
+            "orient": {"align_face_on": False},
+            "stellar_spectra": {"velocity_bin_kms": VELOCITY_BIN_KMS},
+            "flux": {"unit_scale": 1e-20},
+            "psf": {"shape": "gaussian", "fwhm_arcsec": 1.5},
+            **({"noise": {"snr": 20, "per": "angstrom"}} if noise else {}),
+        },
+        "devices": {"backend": "cpu", "count": 1},
+        "seed": 3,
+    }
+
+
+def velocity_fraction(v_los_kms):
+    """Where c ln(1 + v/c) falls between the stellar stage's velocity nodes (0 .. 1)."""
+    beta = math.sqrt(3.0) * ANCHOR_KMS / C_KMS
+    u = (math.log1p(v_los_kms / C_KMS) - math.log1p(-beta)) / (VELOCITY_BIN_KMS / C_KMS)
+    return u - math.floor(u)
+
+
+def stars(n=40, seed=2):
+    """n stars inside the field, line-of-sight velocities at 0.3 .. 0.7 of a node spacing, and
+    the anchor (last)."""
+    rng = np.random.default_rng(seed)
+    v = rng.uniform(-200.0, 200.0, size=(n + 1, 3))
+    for i in range(n):
+        while not 0.3 <= velocity_fraction(v[i, 2]) <= 0.7:
+            v[i, 2] = rng.uniform(-200.0, 200.0)
+    v[n] = ANCHOR_KMS
+    mass = 10 ** rng.normal(5.0, 0.3, n + 1)
+    mass[n] = 1e-3
+    return dict(
+        position_kpc=np.column_stack([rng.uniform(-4, 4, (n + 1, 2)), np.zeros(n + 1)]),
+        velocity_kms=v.astype(np.float32),
+        initial_mass_msun=mass.astype(np.float32),
+        age_gyr=rng.uniform(1.0, 10.0, n + 1).astype(np.float32),
+        metallicity=rng.uniform(0.005, 0.03, n + 1).astype(np.float32),
+    )
+
+
+def loss(cube, g):
+    data = cube.data.astype(np.float64)
+    return float(np.sum(np.where(np.isnan(data), 0.0, g * data)))
+
+
+@pytest.fixture(scope="module")
+def case():
+    if not os.path.isdir(os.path.join(DATA, "ssp", "MILES_BASTI_CH_baseFe")):
+        pytest.fail("IFUSIM_DATA_DIR must hold ssp/MILES_BASTI_CH_baseFe")
+    arrays = stars()
+    galaxy = ifusim.Galaxy.from_arrays(arrays, redshift=REDSHIFT)
+    cube = ifusim.run(config(False), galaxy=galaxy, progress=False)
+    g = np.random.default_rng(5).normal(size=cube.data.shape)
+    gradients = ifusim.vjp(config(True), galaxy, g, progress=False)
+    return arrays, g, gradients
+
+
+def test_gradients_are_keyed_and_shaped_like_the_fields(case):
+    arrays, _, gradients = case
+    assert set(gradients) == {"stars.initial_mass_msun", "stars.age_gyr", "stars.metallicity",
+                              "stars.velocity_kms"}
+    for key, values in gradients.items():
+        field = arrays[key.split(".", 1)[1]]
+        assert values.dtype == np.float64, key
+        assert values.shape == field.shape, key
+        assert np.isfinite(values).all(), key
+        assert np.any(values != 0.0), key
+
+
+def central_difference(arrays, g, field, index, step):
+    up = {k: v.copy() for k, v in arrays.items()}
+    down = {k: v.copy() for k, v in arrays.items()}
+    up[field][index] += step
+    down[field][index] -= step
+    runs = [
+        loss(ifusim.run(config(False), galaxy=ifusim.Galaxy.from_arrays(a, redshift=REDSHIFT),
+                        progress=False), g)
+        for a in (up, down)
+    ]
+    # The step as the float32 field holds it.
+    return (runs[0] - runs[1]) / (float(up[field][index]) - float(down[field][index]))
+
+
+@pytest.mark.parametrize("star", [3, 17])
+def test_mass_and_velocity_gradients_match_finite_differences_of_runs(case, star):
+    arrays, g, gradients = case
+    # L is linear in the initial mass (steps of 50 %: 1e-4), and in c ln(1 + v_los / c) within a
+    # node spacing (v_los at 0.3 .. 0.7 of one, steps of 0.15 of it: 1e-3).
+    mass_fd = central_difference(arrays, g, "initial_mass_msun", star,
+                                 0.5 * float(arrays["initial_mass_msun"][star]))
+    assert gradients["stars.initial_mass_msun"][star] == pytest.approx(mass_fd, rel=1e-4)
+    velocity_fd = central_difference(arrays, g, "velocity_kms", (star, 2),
+                                     0.15 * VELOCITY_BIN_KMS)
+    assert gradients["stars.velocity_kms"][star, 2] == pytest.approx(velocity_fd, rel=1e-3)
+
+
+def test_a_cotangent_of_the_wrong_shape_is_refused_naming_both_shapes(case):
+    arrays, g, _ = case
+    galaxy = ifusim.Galaxy.from_arrays(arrays, redshift=REDSHIFT)
+    with pytest.raises(ValueError, match=r"cotangent: shape \(.*\), expected the shape of "
+                                         r"Cube.data \(n_wave, ny, nx\) = \(640, 10, 10\)"):
+        ifusim.vjp(config(True), galaxy, g[:, :, :-1].transpose(2, 1, 0), progress=False)
+    with pytest.raises(ValueError, match="cotangent: shape"):
+        ifusim.vjp(config(True), galaxy, g[0], progress=False)

@@ -1,0 +1,279 @@
+// The VJP entry point (issue 27, docs/gradients.md "The entry point"): run_pipeline_vjp runs a
+// config on a galaxy held in memory forward and back through every stage (orient, aperture,
+// stellar_spectra, psum, flux, psf, lsf, aperture_mask, noise), and its gradients are checked
+// against central finite differences of whole forward runs (run_pipeline), L = <G, cube> for a
+// random G.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "core/config_error.h"
+#include "core/constants.h"
+#include "io/host_galaxy.h"
+#include "io/run_config.h"
+#include "io/ssp/ssp_library.h"
+#include "pipeline/runner.h"
+#include "stages/orient/orient.h"
+
+using namespace ifusim;
+
+namespace {
+
+constexpr double kRedshift = 0.05;
+// Wide velocity nodes, so that the finite differences' steps (0.15 of a spacing) are large
+// against the float cube's rounding (a star's dL/dv_los is ~1e-4 of its light per km/s).
+constexpr double kVelocityBinKms = 500.0;
+// A light star moving at this speed along each axis sets the galaxy's speed bound (StarBounds),
+// hence the velocity nodes: no other star's perturbation moves them.
+constexpr float kAnchorKms = 400.0f;
+const char* kSsp = "${IFUSIM_DATA_DIR}/ssp/MILES_BASTI_CH_baseFe";
+// The orientation the runs use (align_face_on off: the face-on rotation depends on the stars'
+// masses and positions, and is held fixed by the adjoint; docs/gradients.md).
+constexpr double kAlphaDeg = 50.0, kBetaDeg = -20.0, kGammaDeg = 30.0;
+
+// The run: a 10 x 10 arcsec field of 1 arcsec spaxels (0.98 kpc at z = 0.05), 4800-5600 A,
+// every stage of calc_ifu (noise: with `noise`).
+nlohmann::json run_document(bool noise) {
+  nlohmann::json pipeline = {"orient", "aperture", "stellar_spectra", "psum", "flux",
+                             "psf",    "lsf",      "aperture_mask",   "noise"};
+  if (!noise) pipeline.erase(pipeline.size() - 1);
+  nlohmann::json d = {
+      {"galaxy",
+       {{"redshift", kRedshift},
+        {"orientation",
+         {{"alpha_deg", kAlphaDeg}, {"beta_deg", kBetaDeg}, {"gamma_deg", kGammaDeg}}}}},
+      {"telescope",
+       {{"name", "small"},
+        {"fov_arcsec", 10.0},
+        {"spaxel_arcsec", 1.0},
+        {"wavelength",
+         {{"start_angstrom", 4800.0}, {"end_angstrom", 5600.0}, {"step_angstrom", 1.25}}},
+        {"lsf_fwhm_angstrom", 3.0}}},
+      {"ssp", {{"library", kSsp}}},
+      {"pipeline", pipeline},
+      {"stages",
+       {{"orient", {{"align_face_on", false}}},
+        {"stellar_spectra", {{"velocity_bin_kms", kVelocityBinKms}}},
+        {"flux", {{"unit_scale", 1e-20}}},
+        {"psf", {{"shape", "gaussian"}, {"fwhm_arcsec", 1.5}}},
+        {"noise", {{"snr", 20}, {"per", "angstrom"}}}}},
+      {"devices", {{"backend", "cpu"}, {"count", 1}}},
+      {"seed", 7}};
+  if (!noise) d["stages"].erase("noise");
+  return d;
+}
+
+// The line-of-sight velocity (after orient's rotation) of an input velocity.
+double line_of_sight_kms(const float* v) {
+  const Matrix3 r = euler_rotation(kAlphaDeg, kBetaDeg, kGammaDeg);
+  return r[6] * v[0] + r[7] * v[1] + r[8] * v[2];
+}
+double line_of_sight_row(int component) {
+  return euler_rotation(kAlphaDeg, kBetaDeg, kGammaDeg)[6 + component];
+}
+
+// Where c ln(1 + v/c) falls between the velocity nodes (0 .. 1 within a node spacing), for the
+// anchor's speed bound (stellar_spectra's velocity_bins).
+double velocity_fraction(double v_los_kms) {
+  const double beta = std::sqrt(3.0) * kAnchorKms / kSpeedOfLightKms;
+  const double u = (std::log1p(v_los_kms / kSpeedOfLightKms) - std::log1p(-beta)) /
+                   (kVelocityBinKms / kSpeedOfLightKms);
+  return u - std::floor(u);
+}
+
+// n stars in a 8 x 8 kpc square (inside the field), ages and metallicities at fractions 0.3 ..
+// 0.7 of their grid cells (in log: finite differences stay inside one linear piece), line-of-
+// sight velocities at 0.3 .. 0.7 of a node spacing, each component within +-250 km/s; then the
+// anchor.
+HostGalaxy stars_between_nodes(const SspGrid& grid, std::size_t n, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> unit(0.0, 1.0), inner(0.3, 0.7), pos(-4.0, 4.0);
+  std::normal_distribution<double> logm(5.0, 0.3);
+  auto between = [&](const std::vector<double>& axis) {
+    const auto cell = static_cast<std::size_t>(unit(rng) * static_cast<double>(axis.size() - 1));
+    const double lo = std::log10(axis[cell]), hi = std::log10(axis[cell + 1]);
+    return static_cast<float>(std::pow(10.0, lo + inner(rng) * (hi - lo)));
+  };
+  std::vector<float> x, v, m, age, z;
+  for (std::size_t i = 0; i <= n; ++i) {
+    const bool anchor = i == n;
+    x.insert(x.end(), {static_cast<float>(pos(rng)), static_cast<float>(pos(rng)),
+                       static_cast<float>(0.3 * pos(rng))});
+    float vel[3];
+    do {
+      for (float& c : vel) c = static_cast<float>(500.0 * unit(rng) - 250.0);
+    } while (!anchor && (velocity_fraction(line_of_sight_kms(vel)) < 0.3 ||
+                         velocity_fraction(line_of_sight_kms(vel)) > 0.7));
+    if (anchor) std::fill(vel, vel + 3, kAnchorKms);
+    v.insert(v.end(), vel, vel + 3);
+    m.push_back(static_cast<float>(anchor ? 1e-3 : std::pow(10.0, logm(rng))));
+    float a = between(grid.age_gyr);
+    while (a > 12.5f) a = between(grid.age_gyr);  // younger than the Universe at z = 0.05
+    age.push_back(a);
+    z.push_back(between(grid.metallicity));
+  }
+  const std::size_t rows = n + 1;
+  HostGalaxy g;
+  g.galaxy.redshift = kRedshift;
+  g.source = "test_vjp_entry";
+  g.stars["position_kpc"] = {x, rows, 3};
+  g.stars["velocity_kms"] = {v, rows, 3};
+  g.stars["initial_mass_msun"] = {m, rows, 1};
+  g.stars["age_gyr"] = {age, rows, 1};
+  g.stars["metallicity"] = {z, rows, 1};
+  REQUIRE(validate_and_complete(g).empty());
+  return g;
+}
+
+RunConfig config_of(const HostGalaxy& galaxy, bool noise) {
+  return parse_run_config(run_document(noise), "", std::make_shared<const HostGalaxy>(galaxy));
+}
+
+RunOptions quiet() {
+  RunOptions o;
+  o.write_outputs = false;
+  o.progress = false;
+  return o;
+}
+
+// L = <G, cube> in double; NaN voxels (outside the aperture) are constants of the model.
+double loss(const Cube& cube, const std::vector<double>& g) {
+  double sum = 0.0;
+  for (std::size_t k = 0; k < cube.data.size(); ++k)
+    if (!std::isnan(cube.data[k])) sum += g[k] * static_cast<double>(cube.data[k]);
+  return sum;
+}
+
+}  // namespace
+
+TEST_CASE("VJP entry: gradients of a whole run against central finite differences", "[vjp_entry]") {
+  const SspGrid grid = load_ssp_library(resolve_path(kSsp, ""));
+  const std::size_t n = 100;
+  const std::size_t stars[] = {0, 23, 57, 88};  // the stars checked
+  HostGalaxy galaxy = stars_between_nodes(grid, n, 3);
+  // Each 30 x the others' typical mass: the finite differences are limited by the float cube's
+  // rounding (~6e-8 of each voxel changed), which the star's own light then dominates.
+  for (std::size_t i : stars) galaxy.stars.at("initial_mass_msun").values[i] = 3e6f;
+  const Cube base = run_pipeline(config_of(galaxy, false), quiet()).cube;
+  std::mt19937_64 rng(17);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<double> g(base.data.size());
+  for (double& v : g) v = normal(rng);
+
+  const VjpReport vjp = run_pipeline_vjp(config_of(galaxy, true), quiet(), g);
+  // The forward cube is the run's, noise and all.
+  const Cube noisy = run_pipeline(config_of(galaxy, true), quiet()).cube;
+  REQUIRE(vjp.forward.cube.data.size() == noisy.data.size());
+  CHECK(std::equal(noisy.data.begin(), noisy.data.end(), vjp.forward.cube.data.begin(),
+                   [](float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }));
+  // The noise's adjoint is the identity: the gradient is that of the noiseless cube, bitwise
+  // what the run without the noise stage gives.
+  const VjpReport quiet_vjp = run_pipeline_vjp(config_of(galaxy, false), quiet(), g);
+  CHECK(quiet_vjp.gradients.fields == vjp.gradients.fields);
+
+  const auto& grads = vjp.gradients.fields;
+  for (const char* key :
+       {"stars.initial_mass_msun", "stars.age_gyr", "stars.metallicity", "stars.velocity_kms"}) {
+    INFO(key);
+    REQUIRE(grads.count(key) == 1);
+    const std::vector<double>& values = grads.at(key);
+    CHECK(values.size() == (n + 1) * (std::string(key) == "stars.velocity_kms" ? 3 : 1));
+    CHECK(std::none_of(values.begin(), values.end(), [](double x) { return std::isnan(x); }));
+    CHECK(std::any_of(values.begin(), values.end(), [](double x) { return x != 0.0; }));
+  }
+
+  // Central differences of whole runs without noise, the field perturbed as the input holds it
+  // (float). Mass: L is linear in it (steps of 50 %). Age: linear in log10 within a grid cell,
+  // steps of 0.15 of the star's cell in log (it sits at 0.3 .. 0.7 of it). Velocity: L is linear
+  // in ln(1 + v_los/c) within a node spacing, steps moving v_los by 0.15 of a spacing (75 km/s;
+  // the difference's error ~(h/c)^2).
+  auto fd = [&](const std::string& field, std::size_t index, double step, bool log10_step) {
+    HostGalaxy up = galaxy, down = galaxy;
+    float& xu = up.stars.at(field).values[index];
+    float& xd = down.stars.at(field).values[index];
+    const double x = xu;
+    xu = static_cast<float>(log10_step ? x * std::pow(10.0, step) : x + step);
+    xd = static_cast<float>(log10_step ? x * std::pow(10.0, -step) : x - step);
+    const double lp = loss(run_pipeline(config_of(up, false), quiet()).cube, g);
+    const double lm = loss(run_pipeline(config_of(down, false), quiet()).cube, g);
+    if (!log10_step) return (lp - lm) / (static_cast<double>(xu) - static_cast<double>(xd));
+    return (lp - lm) / (std::log10(static_cast<double>(xu)) - std::log10(static_cast<double>(xd))) /
+           (x * std::log(10.0));
+  };
+  auto cell_log_width = [&](const std::vector<double>& axis, double value) {
+    const auto hi = std::upper_bound(axis.begin(), axis.end(), value);
+    return std::log10(*hi) - std::log10(*(hi - 1));
+  };
+  // Relative error against max(|fd|, floor x the largest |fd| checked for the field). The
+  // differences are limited by the float cube's rounding: for velocity, ~5e-7 absolute scatter
+  // across step sizes (0.3, 0.6, 1 x the step), 1e-3 of a star whose dL/dv_los is 15 x smaller
+  // than the largest checked; hence velocity's floor of 0.1 (mass and age: 1e-2).
+  auto check = [](const char* what, const std::vector<std::pair<double, double>>& pairs,
+                  double tolerance, double floor) {
+    double largest = 0.0;
+    for (const auto& [ad, fd] : pairs) largest = std::max(largest, std::abs(fd));
+    REQUIRE(largest > 0.0);
+    for (const auto& [ad, fd] : pairs) {
+      INFO(what << ": adjoint " << ad << ", finite difference " << fd);
+      CHECK(std::abs(ad - fd) <= tolerance * std::max(std::abs(fd), floor * largest));
+    }
+  };
+  std::vector<std::pair<double, double>> mass, age, velocity;
+  for (std::size_t i : stars) {
+    const double m = galaxy.stars.at("initial_mass_msun").values[i];
+    mass.emplace_back(grads.at("stars.initial_mass_msun")[i],
+                      fd("initial_mass_msun", i, 0.5 * m, false));
+    const double a = galaxy.stars.at("age_gyr").values[i];
+    age.emplace_back(grads.at("stars.age_gyr")[i],
+                     fd("age_gyr", i, 0.15 * cell_log_width(grid.age_gyr, a), true));
+  }
+  // Every component of two stars' velocities: orient's adjoint maps dL/dv_los back by R^T.
+  for (std::size_t i : {stars[1], stars[2]})
+    for (int c = 0; c < 3; ++c) {
+      const double step = 0.15 * kVelocityBinKms / std::max(0.2, std::abs(line_of_sight_row(c)));
+      velocity.emplace_back(grads.at("stars.velocity_kms")[3 * i + c],
+                            fd("velocity_kms", 3 * i + c, std::min(step, 100.0), false));
+    }
+  check("initial mass", mass, 1e-4, 1e-2);
+  check("age", age, 1e-3, 1e-2);
+  check("velocity", velocity, 1e-3, 0.1);
+}
+
+TEST_CASE("VJP entry: what has no adjoint is refused, naming the stage or the key", "[vjp_entry]") {
+  const SspGrid grid = load_ssp_library(resolve_path(kSsp, ""));
+  const HostGalaxy galaxy = stars_between_nodes(grid, 20, 5);
+  const RunConfig c = config_of(galaxy, true);
+  // The cotangent shaped as the final cube.
+  const Cube cube = run_pipeline(c, quiet()).cube;
+  CHECK_THROWS_WITH(
+      run_pipeline_vjp(c, quiet(), std::vector<double>(cube.data.size() + 1, 1.0)),
+      Catch::Contains("the cotangent holds") && Catch::Contains(to_string(cube.shape)));
+  const std::vector<double> g(cube.data.size(), 1.0);
+  // A particle stage without an adjoint (mass_image deposits into the cube).
+  nlohmann::json d = run_document(false);
+  d["pipeline"] = {"orient", "aperture", "mass_image", "psum"};
+  d["stages"] = {{"orient", {{"align_face_on", false}}}};
+  const RunConfig masses = parse_run_config(d, "", std::make_shared<const HostGalaxy>(galaxy));
+  const Cube image = run_pipeline(masses, quiet()).cube;
+  CHECK_THROWS_WITH(run_pipeline_vjp(masses, quiet(), std::vector<double>(image.data.size(), 1.0)),
+                    Catch::Contains("stages.mass_image") && Catch::Contains("has no adjoint"));
+  // The exact spectral method.
+  d = run_document(true);
+  d["stages"]["stellar_spectra"] = {{"method", "exact"}};
+  CHECK_THROWS_WITH(
+      run_pipeline_vjp(parse_run_config(d, "", std::make_shared<const HostGalaxy>(galaxy)), quiet(),
+                       g),
+      Catch::Contains("stages.stellar_spectra.method"));
+  // A streamed galaxy (a synthetic one, read in blocks).
+  d = run_document(true);
+  d["input"] = {{"synthetic", {{"stars", 2000}, {"gas", 0}, {"seed", 1}, {"redshift", kRedshift}}},
+                {"stream_block_stars", 500}};
+  CHECK_THROWS_WITH(run_pipeline_vjp(parse_run_config(d, ""), quiet(), g),
+                    Catch::Contains("input.stream_block_stars"));
+  // Runs across processes.
+  RunOptions across = quiet();
+  across.across_processes = true;
+  CHECK_THROWS_WITH(run_pipeline_vjp(c, across, g), Catch::Contains("across processes"));
+}
