@@ -349,6 +349,23 @@ std::vector<double> bin_vacuum_edges(const WaveBins& bins, const std::string& me
   return edges;
 }
 
+// f(index, value) for every non-zero value of a psum'd array, in index order: replica 0 (what
+// to_host downloads) scanned in slices, as a host copy of a whole tile (24 MB at MUSE's 625
+// spaxels) beside it was the stage's peak (#22).
+template <class F>
+void for_each_nonzero(const ShardedArray<std::int64_t>& reduced, F&& f) {
+  const DeviceBuffer<std::int64_t>& total = reduced.buffer_of(*reduced.shards().front().device);
+  constexpr std::size_t kSlice = std::size_t{1} << 16;
+  const std::size_t n = reduced.rows();
+  std::vector<std::int64_t> slice(std::min(kSlice, n));
+  for (std::size_t first = 0; first < n; first += kSlice) {
+    const std::size_t count = std::min(kSlice, n - first);
+    total.download(slice.data(), count, first);
+    for (std::size_t i = 0; i < count; ++i)
+      if (slice[i] != 0) f(first + i, slice[i]);
+  }
+}
+
 // The binned method's partial result: the histogram, dense tile by tile or sparse. The first
 // tile (or the sparse whole) is deposited by the stage; reduce() reduces it, makes its rows of
 // the cube, and deposits, reduces and multiplies any further tile (a field whose dense
@@ -493,21 +510,10 @@ class BinnedSpectra final : public PartialResult {
     HostHistogram out;
     if (storage_ == HistogramStorage::dense) {
       psum(mesh, sums_);
-      // Replica 0 of the reduced tile (what to_host downloads) scanned in slices: a host copy
-      // of the whole tile (24 MB at MUSE's 625 spaxels) beside it was the stage's peak (#22).
-      const DeviceBuffer<std::int64_t>& total = sums_.buffer_of(*sums_.shards().front().device);
-      constexpr std::size_t kSlice = std::size_t{1} << 16;
-      const std::size_t n = sums_.rows();
-      std::vector<std::int64_t> slice(std::min(kSlice, n));
-      for (std::size_t first = 0; first < n; first += kSlice) {
-        const std::size_t count = std::min(kSlice, n - first);
-        total.download(slice.data(), count, first);
-        for (std::size_t i = 0; i < count; ++i)
-          if (slice[i] != 0) {
-            out.index.push_back(first + i);
-            out.mass_msun.push_back(static_cast<double>(slice[i]) * quantum);
-          }
-      }
+      for_each_nonzero(sums_, [&](std::size_t index, std::int64_t sum) {
+        out.index.push_back(index);
+        out.mass_msun.push_back(static_cast<double>(sum) * quantum);
+      });
       sums_ = {};
       return out;
     }
@@ -534,25 +540,15 @@ class BinnedSpectra final : public PartialResult {
   std::vector<Entry> entries_;       // sparse: sorted by index, summed over devices and blocks
 };
 
-// The entries of a psum'd tile of marks (MarkHistogramEntries) that some star makes, by rows:
-// replica 0 scanned in slices, as BinnedSpectra::gather scans the dense histogram.
+// The entries of a psum'd tile of marks (MarkHistogramEntries) that some star makes, by rows.
 TileEntries marked_entries(const ShardedArray<std::int64_t>& marks, std::int32_t n_rows,
                            std::size_t columns) {
   TileEntries out;
   out.offsets.assign(static_cast<std::size_t>(n_rows) + 1, 0);
-  const DeviceBuffer<std::int64_t>& total = marks.buffer_of(*marks.shards().front().device);
-  constexpr std::size_t kSlice = std::size_t{1} << 16;
-  const std::size_t n = marks.rows();
-  std::vector<std::int64_t> slice(std::min(kSlice, n));
-  for (std::size_t first = 0; first < n; first += kSlice) {
-    const std::size_t count = std::min(kSlice, n - first);
-    total.download(slice.data(), count, first);
-    for (std::size_t i = 0; i < count; ++i)
-      if (slice[i] != 0) {
-        out.column.push_back(static_cast<std::uint32_t>((first + i) % columns));
-        ++out.offsets[(first + i) / columns + 1];
-      }
-  }
+  for_each_nonzero(marks, [&](std::size_t index, std::int64_t) {
+    out.column.push_back(static_cast<std::uint32_t>(index % columns));
+    ++out.offsets[index / columns + 1];
+  });
   for (std::size_t r = 0; r + 1 < out.offsets.size(); ++r) out.offsets[r + 1] += out.offsets[r];
   return out;
 }
