@@ -145,19 +145,9 @@ class ApertureMaskStage final : public Stage {
   bool adjoint(const RunState&, CubeCotangent& cotangent) const override {
     check_cotangent_shape("aperture_mask", made_, cotangent);
     std::vector<double> padded = large_vector<double>(given_.n_voxels(), 0.0);
-    const std::size_t n_in = static_cast<std::size_t>(given_.n_wave);
-    const std::size_t n_out = static_cast<std::size_t>(made_.n_wave);
-#pragma omp parallel for schedule(static)
-    for (int iy = 0; iy < made_.ny; ++iy)
-      for (int ix = 0; ix < made_.nx; ++ix) {
-        const int gx = ix + margin_.spaxels, gy = iy + margin_.spaxels;
-        if (!grid_.spaxel_in_aperture(gx, gy)) continue;
-        const double* from =
-            cotangent.data.data() + (static_cast<std::size_t>(iy) * made_.nx + ix) * n_out;
-        std::copy(from, from + n_out,
-                  padded.data() + (static_cast<std::size_t>(gy) * given_.nx + gx) * n_in +
-                      margin_.wavelengths);
-      }
+    for_each_aperture_spectrum([&](std::size_t in_made, std::size_t in_given) {
+      std::copy_n(cotangent.data.data() + in_made, made_.n_wave, padded.data() + in_given);
+    });
     cotangent.shape = given_;
     cotangent.data = std::move(padded);
     return true;
@@ -166,25 +156,28 @@ class ApertureMaskStage final : public Stage {
   bool tangent(const RunState&, CubeCotangent& tangent) const override {
     check_cotangent_shape("aperture_mask", given_, tangent);
     std::vector<double> cropped = large_vector<double>(made_.n_voxels(), 0.0);
-    const std::size_t n_in = static_cast<std::size_t>(given_.n_wave);
-    const std::size_t n_out = static_cast<std::size_t>(made_.n_wave);
-#pragma omp parallel for schedule(static)
-    for (int iy = 0; iy < made_.ny; ++iy)
-      for (int ix = 0; ix < made_.nx; ++ix) {
-        const int gx = ix + margin_.spaxels, gy = iy + margin_.spaxels;
-        if (!grid_.spaxel_in_aperture(gx, gy)) continue;
-        const double* from = tangent.data.data() +
-                             (static_cast<std::size_t>(gy) * given_.nx + gx) * n_in +
-                             margin_.wavelengths;
-        std::copy(from, from + n_out,
-                  cropped.data() + (static_cast<std::size_t>(iy) * made_.nx + ix) * n_out);
-      }
+    for_each_aperture_spectrum([&](std::size_t in_made, std::size_t in_given) {
+      std::copy_n(tangent.data.data() + in_given, made_.n_wave, cropped.data() + in_made);
+    });
     tangent.shape = made_;
     tangent.data = std::move(cropped);
     return true;
   }
 
  private:
+  // f(in_made, in_given) for every spaxel in the aperture, in parallel: where its spectrum starts
+  // in the cropped cube and, past the band's margin, in the margin-included one.
+  template <class F>
+  void for_each_aperture_spectrum(F&& f) const {
+#pragma omp parallel for schedule(static)
+    for (int iy = 0; iy < made_.ny; ++iy)
+      for (int ix = 0; ix < made_.nx; ++ix) {
+        const int gx = ix + margin_.spaxels, gy = iy + margin_.spaxels;
+        if (!grid_.spaxel_in_aperture(gx, gy)) continue;
+        f((static_cast<std::size_t>(iy) * made_.nx + ix) * made_.n_wave,
+          (static_cast<std::size_t>(gy) * given_.nx + gx) * given_.n_wave + margin_.wavelengths);
+      }
+  }
   // What run() did, for the adjoint: the aperture, the margin cropped, the shapes.
   SpaxelGrid grid_;
   CubeMargin margin_;
