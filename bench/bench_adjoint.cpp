@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_common.h"
 #include "data/resolution_curve_json.h"
 #include "io/telescope.h"
 #include "pipeline/devices.h"
@@ -24,26 +25,12 @@
 
 using namespace ifusim;
 
-namespace {
-
-std::string option(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == "--" + name) return argv[i + 1];
-  return fallback;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  const std::string telescope_name = option(argc, argv, "telescope", "MUSE-WFM");
-  const std::string psf_shape = option(argc, argv, "psf", "gaussian");
+  const std::string telescope_name = bench::option(argc, argv, "telescope", "MUSE-WFM");
+  const std::string psf_shape = bench::option(argc, argv, "psf", "gaussian");
   const Telescope telescope = load_telescope_preset(telescope_name, "telescope");
   const int side =
-      std::stoi(option(argc, argv, "side", std::to_string(telescope.n_spaxels_side())));
+      std::stoi(bench::option(argc, argv, "side", std::to_string(telescope.n_spaxels_side())));
 
   Observation obs;
   obs.redshift = 0.03;
@@ -104,7 +91,7 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     stages[i]->run(state);
-    forward[i] = seconds_since(t0);
+    forward[i] = bench::seconds_since(t0);
   }
   CubeCotangent cotangent{state.cube->shape, std::vector<double>(state.cube->shape.n_voxels())};
   {
@@ -116,7 +103,7 @@ int main(int argc, char** argv) {
   for (std::size_t i = stages.size(); i-- > 0;) {
     const auto t0 = std::chrono::steady_clock::now();
     if (!stages[i]->adjoint(state, cotangent)) return 1;
-    backward[i] = seconds_since(t0);
+    backward[i] = bench::seconds_since(t0);
   }
   if (!(cotangent.shape == shape)) return 1;
   double checksum = 0.0;
@@ -129,7 +116,7 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < stages.size(); ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       if (!stages[i]->tangent(state, t)) return 1;
-      tangent_s[i] = seconds_since(t0);
+      tangent_s[i] = bench::seconds_since(t0);
     }
   }
   double total_forward = 0.0, total_backward = 0.0;

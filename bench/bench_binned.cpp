@@ -269,11 +269,7 @@ bool vjp_section(std::size_t n_speed, int reps) {
     for (const auto& [name, values] : gradients.fields)
       for (double v : values) finite = finite && std::isfinite(v);
   }
-  auto median = [](std::vector<double> t) {
-    std::sort(t.begin(), t.end());
-    return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
-  };
-  const double f = median(t_forward), v = median(t_vjp);
+  const double f = bench::median(t_forward), v = bench::median(t_vjp);
   std::printf("  forward:");
   for (double t : t_forward) std::printf(" %.3f", t);
   std::printf(" s\n  VJP:    ");

@@ -145,6 +145,12 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The median of `t` (the mean of the middle two for an even count).
+inline double median(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+}
+
 // Median wall time of `reps` calls of fn after `warmup` untimed calls.
 inline double median_seconds(int warmup, int reps, const std::function<void()>& fn) {
   for (int i = 0; i < warmup; ++i) fn();
@@ -154,8 +160,7 @@ inline double median_seconds(int warmup, int reps, const std::function<void()>& 
     fn();
     t.push_back(seconds_since(start));
   }
-  std::sort(t.begin(), t.end());
-  return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+  return median(std::move(t));
 }
 
 // A field of /proc/self/status in bytes (VmRSS, VmHWM: reported in kB), or -1.

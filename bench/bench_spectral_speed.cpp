@@ -36,11 +36,6 @@ struct FusedRun {
 
 int g_all_threads = 1;  // the OpenMP threads of the process, read at start
 
-double median(std::vector<double> t) {
-  std::sort(t.begin(), t.end());
-  return t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
-}
-
 // The fused stage + psum on `host` over `n_devices` devices of `backend`: median times after a
 // warm-up, and the cube of the last repetition. The stars are placed and assigned to spaxels
 // once, untimed. threads > 0: the OpenMP threads the cpu mesh shares (else all).
@@ -61,8 +56,8 @@ FusedRun time_fused(Backend backend, int n_devices, const Telescope& telescope,
     run.cube = std::move(*state->cube);
     if (rep >= 0) stage_t.push_back(stage), total_t.push_back(bench::seconds_since(start));
   }
-  run.seconds = median(total_t);
-  run.stage_seconds = median(stage_t);
+  run.seconds = bench::median(total_t);
+  run.stage_seconds = bench::median(stage_t);
   run.spaxel_index = state->data.stars.derived.at(fields::stars_spaxel_index).to_host();
   omp_set_num_threads(g_all_threads);
   return run;

@@ -15,30 +15,16 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_common.h"
 #include "io/run_config.h"
 #include "pipeline/runner.h"
 
 using namespace ifusim;
 
-namespace {
-
-std::string option(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == "--" + name) return argv[i + 1];
-  return fallback;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
-  const std::string stars = option(argc, argv, "stars", "1000000");
-  const int reps = std::stoi(option(argc, argv, "reps", "3"));
+  const std::string stars = bench::option(argc, argv, "stars", "1000000");
+  const int reps = std::stoi(bench::option(argc, argv, "reps", "3"));
   const RunConfig c = load_run_config(
       std::string(IFUSIM_SOURCE_DIR) + "/configs/examples/muse_synthetic.json",
       {"input.synthetic.stars=" + stars, "input.synthetic.gas=0", "output.png=false"});
@@ -65,10 +51,12 @@ int main(int argc, char** argv) {
     std::printf("  rep %d: forward %.3f s, vjp %.3f s (its forward %.3f s, backward %.3f s)\n", r,
                 forward.back(), vjp.back(), vjp_forward.back(), backward.back());
   }
-  std::printf("forward run        %8.3f s (median)\n", median(forward));
+  std::printf("forward run        %8.3f s (median)\n", bench::median(forward));
   std::printf("vjp (fwd + back)   %8.3f s (median): forward half %.3f s, backward %.3f s\n",
-              median(vjp), median(vjp_forward), median(backward));
-  std::printf("ratio vjp / forward run   %.2f (median of pairs; target <= 2)\n", median(ratio));
-  std::printf("ratio backward / forward  %.2f\n", median(backward) / median(vjp_forward));
+              bench::median(vjp), bench::median(vjp_forward), bench::median(backward));
+  std::printf("ratio vjp / forward run   %.2f (median of pairs; target <= 2)\n",
+              bench::median(ratio));
+  std::printf("ratio backward / forward  %.2f\n",
+              bench::median(backward) / bench::median(vjp_forward));
   return 0;
 }
