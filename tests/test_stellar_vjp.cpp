@@ -39,9 +39,10 @@ const WaveBins kBins{2900.0, 4.0, 1550};  // 2898 .. 9098 A
 constexpr float kAnchorKms = 400.0f;
 
 struct Forward {
+  // Declared first, destroyed last: the state and the stage hold arrays on its devices.
+  std::shared_ptr<const Mesh> mesh;
   std::unique_ptr<RunState> state;
   std::unique_ptr<Stage> stage;
-  std::shared_ptr<const Mesh> mesh;
   CubeShape shape;
   std::vector<float> cube;
 };
