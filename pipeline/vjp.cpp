@@ -13,14 +13,19 @@ namespace {
                               "are): take it out of the run to differentiate it");
 }
 
+// `what` ("cotangent", "tangent") holds one value a voxel of its shape.
+void check_size(const CubeCotangent& c, const char* what) {
+  if (c.data.size() != c.shape.n_voxels())
+    throw std::invalid_argument(std::string("gradient: the ") + what + " holds " +
+                                std::to_string(c.data.size()) + " values for a " +
+                                to_string(c.shape) + " cube");
+}
+
 }  // namespace
 
 CubeCotangent cube_stages_vjp(const std::vector<const Stage*>& cube_stages, const RunState& state,
                               CubeCotangent cotangent) {
-  if (cotangent.data.size() != cotangent.shape.n_voxels())
-    throw std::invalid_argument("gradient: the cotangent holds " +
-                                std::to_string(cotangent.data.size()) + " values for a " +
-                                to_string(cotangent.shape) + " cube");
+  check_size(cotangent, "cotangent");
   if (state.cube && !(state.cube->shape == cotangent.shape))
     throw std::invalid_argument("gradient: the cotangent is " + to_string(cotangent.shape) +
                                 ", the run's cube " + to_string(state.cube->shape));
@@ -31,10 +36,7 @@ CubeCotangent cube_stages_vjp(const std::vector<const Stage*>& cube_stages, cons
 
 CubeCotangent cube_stages_jvp(const std::vector<const Stage*>& cube_stages, const RunState& state,
                               CubeCotangent tangent) {
-  if (tangent.data.size() != tangent.shape.n_voxels())
-    throw std::invalid_argument("gradient: the tangent holds " +
-                                std::to_string(tangent.data.size()) + " values for a " +
-                                to_string(tangent.shape) + " cube");
+  check_size(tangent, "tangent");
   for (const Stage* stage : cube_stages)
     if (!stage->tangent(state, tangent)) refuse(*stage, "tangent");
   return tangent;
