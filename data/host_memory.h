@@ -27,13 +27,23 @@ inline void advise_huge_pages([[maybe_unused]] void* data, [[maybe_unused]] std:
 #endif
 }
 
-// n copies of value in a vector whose storage was advised huge pages before it was filled (an
-// allocation of many MB is a fresh mapping from malloc, untouched until the fill).
+// Maps in the pages of [data, data + bytes), freshly allocated storage that holds no objects yet,
+// on all of OpenMP's threads at once. The first write to fresh memory is most of the cost of
+// filling a cube here: the kernel zeroes each page, and on a VM the host may first have to back it
+// (the 2-core development VM, which returns freed memory to its host: 3.0 s to fill a 1.34 GB
+// MUSE-WFM float cube on one thread, 1.55 s on two, docs/benchmarks.md). Regions below 64 MB are
+// left to the caller's fill.
+void populate_pages(void* data, std::size_t bytes);
+
+// n copies of value in a vector whose storage was advised huge pages and mapped in on all threads
+// before it was filled (an allocation of many MB is a fresh mapping from malloc, untouched until
+// the fill; the fill itself, std::vector's, runs on one thread over pages already there).
 template <class T>
 std::vector<T> large_vector(std::size_t n, const T& value = T()) {
   std::vector<T> v;
   v.reserve(n);
   advise_huge_pages(v.data(), n * sizeof(T));
+  populate_pages(v.data(), n * sizeof(T));
   v.resize(n, value);
   return v;
 }

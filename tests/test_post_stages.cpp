@@ -452,6 +452,89 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "convolution by lane: each plane's kernel, bitwise each group of planes convolved on its own, "
+    "any thread count; the correlation is its transpose",
+    "[post]") {
+  // A PSF whose FWHM changes with wavelength: the planes (a period of the inner index) fall in
+  // groups that share a kernel. The reference gathers each group's lanes into an array of their
+  // own and convolves it with convolve_axis_in_place (bitwise its double sum, the test above).
+  // Layouts of the psf's two passes: (ny, nx, planes) and (1, ny, nx * planes); and inner = 1.
+  std::uint64_t state = 777;
+  auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) * 0x1.0p-53 - 0.3;
+  };
+  struct Shape {
+    std::size_t outer;
+    int n;
+    std::size_t inner, period;
+  };
+  for (const Shape sh :
+       {Shape{7, 23, 300, 300}, Shape{1, 19, 5 * 70, 70}, Shape{40, 13, 1, 1}, Shape{3, 4, 9, 9}}) {
+    // Kernels from narrower than a pixel to wider than the axis (capped), and planes assigned in
+    // runs and singly, as wavelength groups are.
+    std::vector<Kernel1D> kernels;
+    for (double sigma : {0.0, 0.6, 1.7, 3.2, 40.0})
+      kernels.push_back(gaussian_pixel_kernel(sigma, 1e-6, sh.n - 1));
+    std::vector<int> kernel_of_plane(sh.period);
+    for (std::size_t p = 0; p < sh.period; ++p)
+      kernel_of_plane[p] = static_cast<int>((p * p / 7 + p / 3) % kernels.size());
+    std::vector<float> in(sh.outer * sh.n * sh.inner);
+    for (float& v : in) v = next() < 0.0 ? 0.0f : static_cast<float>(next());
+    // The reference: each kernel's lanes gathered, convolved, scattered.
+    std::vector<float> expected = in;
+    for (std::size_t q = 0; q < kernels.size(); ++q) {
+      std::vector<std::size_t> lanes;
+      for (std::size_t i = 0; i < sh.inner; ++i)
+        if (kernel_of_plane[i % sh.period] == static_cast<int>(q)) lanes.push_back(i);
+      if (lanes.empty()) continue;
+      std::vector<float> group(sh.outer * sh.n * lanes.size());
+      auto at = [&](std::size_t o, int j, std::size_t i) { return (o * sh.n + j) * sh.inner + i; };
+      for (std::size_t o = 0; o < sh.outer; ++o)
+        for (int j = 0; j < sh.n; ++j)
+          for (std::size_t l = 0; l < lanes.size(); ++l)
+            group[(o * sh.n + j) * lanes.size() + l] = expected[at(o, j, lanes[l])];
+      convolve_axis_in_place(group, sh.outer, sh.n, lanes.size(), {kernels[q]});
+      for (std::size_t o = 0; o < sh.outer; ++o)
+        for (int j = 0; j < sh.n; ++j)
+          for (std::size_t l = 0; l < lanes.size(); ++l)
+            expected[at(o, j, lanes[l])] = group[(o * sh.n + j) * lanes.size() + l];
+    }
+    for (int threads : {1, 2, 3}) {
+      std::vector<float> got = in;
+      const int before = omp_get_max_threads();
+      omp_set_num_threads(threads);
+      convolve_axis_in_place_by_lane(got, sh.outer, sh.n, sh.inner, kernels, kernel_of_plane);
+      omp_set_num_threads(before);
+      INFO("outer " << sh.outer << ", n " << sh.n << ", inner " << sh.inner << ", threads "
+                    << threads);
+      std::size_t differ = 0, nan = 0, nonzero = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        differ += got[i] != expected[i];
+        nan += std::isnan(got[i]);
+        nonzero += got[i] != 0.0f;
+      }
+      CHECK(differ == 0);
+      CHECK(nan == 0);
+      CHECK(nonzero > got.size() / 4);
+    }
+    // The transpose, in double: <A x, y> = <x, A^T y>.
+    std::vector<double> x(in.size()), y(in.size());
+    for (double& v : x) v = next();
+    for (double& v : y) v = next();
+    std::vector<double> ax = x, aty = y;
+    convolve_axis_in_place_by_lane(ax, sh.outer, sh.n, sh.inner, kernels, kernel_of_plane);
+    correlate_axis_in_place_by_lane(aty, sh.outer, sh.n, sh.inner, kernels, kernel_of_plane);
+    double lhs = 0, rhs = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      lhs += ax[i] * y[i];
+      rhs += x[i] * aty[i];
+    }
+    CHECK(std::abs(lhs - rhs) <= 1e-12 * std::abs(lhs));
+  }
+}
+
 TEST_CASE("psf: the Moffat by FFT equals the direct zero-padded 2-D sum", "[post]") {
   // 3 planes: one pair through one complex FFT, and one plane alone. Tolerance: FFT rounding,
   // 1e-12 of the plane's largest value.

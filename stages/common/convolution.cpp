@@ -6,6 +6,7 @@
 
 #include "core/config_error.h"
 #include "data/host_memory.h"
+#include "stages/common/vector_kernels.h"
 
 namespace ifusim {
 
@@ -131,13 +132,45 @@ AxisWeights axis_weights(int n, const std::vector<Kernel1D>& kernels, bool trans
   return t;
 }
 
+// The weights of kernels that act on lanes rather than on source pixels (a PSF whose width
+// changes with wavelength, each plane a lane): every kernel is the same at every pixel of the axis,
+// so a tap's weight, w(k, j) = K(k - j) / K.sum, depends on k - j only, and is tabulated per kernel
+// over the widest kernel's taps (0 beyond a narrower one's). Lane i (an inner index) takes kernel
+// kernel_of_plane[i % kernel_of_plane.size()].
+struct LaneWeights {
+  int reach = 0;
+  std::size_t taps = 1;
+  std::vector<double> weight;        // [kernel][tap], tap t is the source j = k - reach + t
+  std::vector<int> kernel_of_plane;  // one entry per plane (a period of the inner index)
+};
+
+LaneWeights lane_weights(const std::vector<Kernel1D>& kernels,
+                         const std::vector<int>& kernel_of_plane, bool transpose) {
+  LaneWeights t;
+  for (const auto& k : kernels) t.reach = std::max(t.reach, k.radius);
+  t.taps = 2 * static_cast<std::size_t>(t.reach) + 1;
+  t.weight.assign(kernels.size() * t.taps, 0.0);
+  for (std::size_t q = 0; q < kernels.size(); ++q)
+    for (int d = -t.reach; d <= t.reach; ++d) {
+      // Tap t = j - k + reach, j - k = d. The forward's weight for target k from source j is
+      // K(k - j); the transpose's (target j from source k) is K(j - k). The very product
+      // convolve_axis forms.
+      const double w = kernels[q].at(transpose ? d : -d) * (1.0 / kernels[q].sum);
+      t.weight[q * t.taps + static_cast<std::size_t>(d + t.reach)] = w;
+    }
+  t.kernel_of_plane = kernel_of_plane;
+  return t;
+}
+
 // out[o, k, i] = sum over j of table(k, j) in[o, j, i], in place, for a float cube or a double
-// cotangent: each sum made in double (sources ascending, from 0) and rounded once to T.
+// cotangent: each sum made in double (sources ascending, from 0) and rounded once to T. With
+// `by_lane`, the weights are those of each lane's kernel instead of the table's (a zero weight
+// beyond a narrower kernel's reach adds nothing to its sum).
 template <class T>
 void apply_axis_weights(std::vector<T>& data, std::size_t outer, int n, std::size_t inner,
-                        const AxisWeights& table) {
-  const int reach = table.reach;
-  const std::size_t taps = table.taps;
+                        const AxisWeights& table, const LaneWeights* by_lane = nullptr) {
+  const int reach = by_lane ? by_lane->reach : table.reach;
+  const std::size_t taps = by_lane ? by_lane->taps : table.taps;
   const std::vector<double>& weight = table.weight;
   // Blocks of lanes: along inner within one outer row, or, when inner is 1, across outer rows.
   const bool across_outer = inner == 1;
@@ -148,10 +181,12 @@ void apply_axis_weights(std::vector<T>& data, std::size_t outer, int n, std::siz
 #pragma omp parallel
   {
     std::vector<double> block(static_cast<std::size_t>(n) * lanes), acc(lanes);
+    // Each lane's weights, tap by tap (by_lane only).
+    std::vector<double> lane_weight(by_lane ? taps * lanes : 0);
 #pragma omp for schedule(static)
     for (long long b = 0; b < blocks; ++b) {
       // Lane l of this block is the axis at data[first + l * lane_stride + j * axis_stride].
-      std::size_t first, lane_stride, axis_stride, width;
+      std::size_t first, lane_stride, axis_stride, width, i0 = 0;
       if (across_outer) {
         first = static_cast<std::size_t>(b) * lanes * n;
         width = std::min(lanes, outer - static_cast<std::size_t>(b) * lanes);
@@ -159,7 +194,7 @@ void apply_axis_weights(std::vector<T>& data, std::size_t outer, int n, std::siz
         axis_stride = 1;
       } else {
         const std::size_t o = static_cast<std::size_t>(b) / per_row;
-        const std::size_t i0 = static_cast<std::size_t>(b) % per_row * lanes;
+        i0 = static_cast<std::size_t>(b) % per_row * lanes;
         first = o * n * inner + i0;
         width = std::min(lanes, inner - i0);
         lane_stride = 1;
@@ -174,15 +209,29 @@ void apply_axis_weights(std::vector<T>& data, std::size_t outer, int n, std::siz
           std::copy(base + j * axis_stride, base + j * axis_stride + width,
                     block.data() + j * lanes);
       }
+      if (by_lane) {
+        // Lane l's inner index is i0 + l (0 for every lane across outer rows).
+        const std::size_t period = by_lane->kernel_of_plane.size();
+        for (std::size_t l = 0; l < width; ++l) {
+          const double* w =
+              by_lane->weight.data() +
+              static_cast<std::size_t>(by_lane->kernel_of_plane[(i0 + l) % period]) * taps;
+          for (std::size_t t = 0; t < taps; ++t) lane_weight[t * lanes + l] = w[t];
+        }
+      }
       for (int k = 0; k < n; ++k) {
         std::fill(acc.begin(), acc.begin() + width, 0.0);
         const double* w_k = weight.data() + k * taps;
         for (int j = std::max(0, k - reach); j <= std::min(n - 1, k + reach); ++j) {
-          const double w = w_k[j - k + reach];
-          if (w == 0.0) continue;
           const double* src = block.data() + static_cast<std::size_t>(j) * lanes;
-#pragma omp simd
-          for (std::size_t l = 0; l < width; ++l) acc[l] += w * src[l];
+          const std::size_t t = static_cast<std::size_t>(j - k + reach);
+          if (by_lane) {
+            add_products(acc.data(), lane_weight.data() + t * lanes, src, width);
+            continue;
+          }
+          const double w = w_k[t];
+          if (w == 0.0) continue;
+          add_scaled(acc.data(), w, src, width);
         }
         // Each sum in double, rounded once to the cube's float (a no-op for a double cotangent).
         if (across_outer)
@@ -207,6 +256,21 @@ void along_axis(std::vector<T>& data, std::size_t outer, int n, std::size_t inne
   apply_axis_weights(data, outer, n, inner, axis_weights(n, kernels, transpose));
 }
 
+template <class T>
+void along_axis_by_lane(std::vector<T>& data, std::size_t outer, int n, std::size_t inner,
+                        const std::vector<Kernel1D>& kernels,
+                        const std::vector<int>& kernel_of_plane, bool transpose) {
+  const std::size_t total = outer * static_cast<std::size_t>(std::max(n, 0)) * inner;
+  if (data.size() != total) throw std::logic_error("convolve_axis_by_lane: size mismatch");
+  if (kernel_of_plane.empty() || kernels.empty() ||
+      std::any_of(kernel_of_plane.begin(), kernel_of_plane.end(),
+                  [&](int q) { return q < 0 || static_cast<std::size_t>(q) >= kernels.size(); }))
+    throw std::logic_error("convolve_axis_by_lane: a kernel index per plane, within the kernels");
+  if (n <= 0 || total == 0) return;
+  const LaneWeights by_lane = lane_weights(kernels, kernel_of_plane, transpose);
+  apply_axis_weights(data, outer, n, inner, AxisWeights{}, &by_lane);
+}
+
 }  // namespace
 
 void convolve_axis_in_place(std::vector<float>& data, std::size_t outer, int n, std::size_t inner,
@@ -222,6 +286,24 @@ void convolve_axis_in_place(std::vector<double>& data, std::size_t outer, int n,
 void correlate_axis_in_place(std::vector<double>& data, std::size_t outer, int n, std::size_t inner,
                              const std::vector<Kernel1D>& kernels) {
   along_axis(data, outer, n, inner, kernels, true, "correlate_axis_in_place");
+}
+
+void convolve_axis_in_place_by_lane(std::vector<float>& data, std::size_t outer, int n,
+                                    std::size_t inner, const std::vector<Kernel1D>& kernels,
+                                    const std::vector<int>& kernel_of_plane) {
+  along_axis_by_lane(data, outer, n, inner, kernels, kernel_of_plane, false);
+}
+
+void convolve_axis_in_place_by_lane(std::vector<double>& data, std::size_t outer, int n,
+                                    std::size_t inner, const std::vector<Kernel1D>& kernels,
+                                    const std::vector<int>& kernel_of_plane) {
+  along_axis_by_lane(data, outer, n, inner, kernels, kernel_of_plane, false);
+}
+
+void correlate_axis_in_place_by_lane(std::vector<double>& data, std::size_t outer, int n,
+                                     std::size_t inner, const std::vector<Kernel1D>& kernels,
+                                     const std::vector<int>& kernel_of_plane) {
+  along_axis_by_lane(data, outer, n, inner, kernels, kernel_of_plane, true);
 }
 
 }  // namespace ifusim

@@ -71,4 +71,22 @@ void convolve_axis_in_place(std::vector<double>& data, std::size_t outer, int n,
 void correlate_axis_in_place(std::vector<double>& data, std::size_t outer, int n, std::size_t inner,
                              const std::vector<Kernel1D>& kernels);
 
+// The same in place with a kernel per LANE instead of per source pixel: lane i (an inner index)
+// is convolved along the axis with kernels[kernel_of_plane[i % kernel_of_plane.size()]], the
+// same kernel at every pixel of the axis (a PSF whose width changes with wavelength: the inner
+// index runs over wavelength planes, or over (x, plane)). The weights are K(k - j) / K.sum as
+// above, each output's sum is made in double over the widest kernel's taps (sources ascending,
+// a narrower kernel's taps beyond its reach weigh 0) and rounded once: the same values as
+// convolving each group of planes that share a kernel on its own, without gathering them.
+void convolve_axis_in_place_by_lane(std::vector<float>& data, std::size_t outer, int n,
+                                    std::size_t inner, const std::vector<Kernel1D>& kernels,
+                                    const std::vector<int>& kernel_of_plane);
+void convolve_axis_in_place_by_lane(std::vector<double>& data, std::size_t outer, int n,
+                                    std::size_t inner, const std::vector<Kernel1D>& kernels,
+                                    const std::vector<int>& kernel_of_plane);
+// Its transpose (the adjoint): the correlation with each lane's kernel.
+void correlate_axis_in_place_by_lane(std::vector<double>& data, std::size_t outer, int n,
+                                     std::size_t inner, const std::vector<Kernel1D>& kernels,
+                                     const std::vector<int>& kernel_of_plane);
+
 }  // namespace ifusim

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "stages/common/vector_kernels.h"
+
 namespace ifusim {
 namespace {
 
@@ -278,10 +280,12 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
           out = (out.cast<double>() + product.cast<double>()).cast<float>();
         } else {
           sums.setZero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(width));
-          for (std::size_t r = r0; r < r1; ++r)
+          for (std::size_t r = r0; r < r1; ++r) {
+            double* sum = sums.row(static_cast<Eigen::Index>(r - r0)).data();
+            // One axpy per non-zero (vector_kernels.h: most of a wide field's product).
             for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e)
-              sums.row(static_cast<Eigen::Index>(r - r0)) +=
-                  h.value[e] * basis.row(h.column[e]).cast<double>();
+              add_scaled(sum, h.value[e], basis.row(h.column[e]).data(), width);
+          }
           out = (out.cast<double>() + sums).cast<float>();
         }
       }

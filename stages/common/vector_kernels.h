@@ -1,0 +1,20 @@
+#pragma once
+// The innermost loops of the host-side cube passes (the binned product's sparse blocks, the PSF's
+// and LSF's convolutions): y[k] += a * x[k] in double. The project builds for baseline x86-64
+// (SSE2: two doubles a vector register); these are compiled again for AVX2 and AVX-512 and the
+// CPU's best is chosen when the program loads (GCC's target_clones). Contraction into fused
+// multiply-adds is off in every clone, so each product and each sum is rounded on its own, as in
+// the baseline: the same bits on any x86-64 CPU. Out of line on purpose: inlined into a loop over
+// non-zeros, GCC's unroll-and-jam pairs the outer iterations and leaves the inner loop scalar.
+#include <cstddef>
+
+namespace ifusim {
+
+// y[k] += a * x[k], k < n. y and x must not overlap.
+void add_scaled(double* y, double a, const double* x, std::size_t n);
+// The same with float x, each value widened to double first.
+void add_scaled(double* y, double a, const float* x, std::size_t n);
+// y[k] += a[k] * x[k], k < n. y must overlap neither a nor x.
+void add_products(double* y, const double* a, const double* x, std::size_t n);
+
+}  // namespace ifusim
