@@ -2,13 +2,6 @@
 
 namespace ifusim {
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define IFUSIM_VECTOR_CLONES \
-  [[gnu::target_clones("avx512f", "avx2", "default"), gnu::optimize("fp-contract=off")]]
-#else
-#define IFUSIM_VECTOR_CLONES
-#endif
-
 IFUSIM_VECTOR_CLONES void add_scaled(double* __restrict y, double a, const double* __restrict x,
                                      std::size_t n) {
 #pragma omp simd

@@ -8,6 +8,16 @@
 // non-zeros, GCC's unroll-and-jam pairs the outer iterations and leaves the inner loop scalar.
 #include <cstddef>
 
+// A host function compiled for x86-64-v4 (AVX-512), AVX2 and the baseline, the best chosen at load
+// time, with contraction into fused multiply-adds off (the same bits in every clone). For loops
+// that GCC vectorises; a function so marked must not be inline.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#define IFUSIM_VECTOR_CLONES \
+  [[gnu::target_clones("arch=x86-64-v4", "avx2", "default"), gnu::optimize("fp-contract=off")]]
+#else
+#define IFUSIM_VECTOR_CLONES
+#endif
+
 namespace ifusim {
 
 // y[k] += a * x[k], k < n. y and x must not overlap.

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "data/host_memory.h"
+#include "stages/noise/noise_blocks.h"
 #include "stages/noise/random.h"
 
 namespace ifusim {
@@ -128,28 +129,32 @@ double apply_noise(const NoiseParams& params, double wave_step_angstrom, std::ui
   cube.variance = large_vector<float>(cube.data.size());
   const std::uint64_t state = counter_state(seed);
   const ZigguratTables& tables = ziggurat_tables();
-  const long long n = static_cast<long long>(cube.data.size());
-  float* data = cube.data.data();
-  float* variance = cube.variance.data();
-  // The model and the draw in double; the float cube takes each result rounded once.
+  const std::size_t n = cube.data.size();
+  // In blocks of voxels (noise_blocks.h: in vector registers): the normals whose first word is
+  // accepted, the few others one by one, then the model; each voxel's values are a function of
+  // the seed and its index alone, so the blocks' split over threads does not matter.
+  constexpr std::size_t kBlock = 1024;
+  const long long n_blocks = static_cast<long long>((n + kBlock - 1) / kBlock);
   long long tiny = 0;  // variances below float32's normal range (they lose digits, or vanish)
-#pragma omp parallel for schedule(static) reduction(+ : tiny)
-  for (long long i = 0; i < n; ++i) {
-    const double signal = data[i];
-    if (std::isnan(signal)) {  // outside the aperture: no measurement, no variance
-      variance[i] = data[i];
-      continue;
+#pragma omp parallel reduction(+ : tiny)
+  {
+    std::vector<double> z(kBlock), bg(kBlock, var_bg), shot_of(kBlock, shot);
+#pragma omp for schedule(static)
+    for (long long b = 0; b < n_blocks; ++b) {
+      const std::size_t first = static_cast<std::size_t>(b) * kBlock;
+      const std::size_t m = std::min(kBlock, n - first);
+      ziggurat_first_draws(state, first, m, tables, z.data());
+      for (std::size_t l = 0; l < m; ++l)
+        if (std::isnan(z[l])) z[l] = counter_normal_of_state(state, first + l, tables);
+      if (!per_plane.empty())
+        for (std::size_t l = 0; l < m; ++l) {
+          const auto& [plane_bg, plane_shot] = per_plane[(first + l) % n_wave];
+          bg[l] = plane_bg;
+          shot_of[l] = plane_shot;
+        }
+      tiny += apply_snr_model(cube.data.data() + first, cube.variance.data() + first, bg.data(),
+                              shot_of.data(), z.data(), m);
     }
-    const double var =
-        per_plane.empty()
-            ? var_bg + std::max(signal, 0.0) * shot
-            : per_plane[static_cast<std::size_t>(i) % n_wave].first +
-                  std::max(signal, 0.0) * per_plane[static_cast<std::size_t>(i) % n_wave].second;
-    variance[i] = static_cast<float>(var);
-    tiny += var > 0.0 && var < std::numeric_limits<float>::min();
-    data[i] = static_cast<float>(
-        signal +
-        std::sqrt(var) * counter_normal_of_state(state, static_cast<std::uint64_t>(i), tables));
   }
   warn_tiny_variances(tiny, cube.unit, path);
   return s_ref;
