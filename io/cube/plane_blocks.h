@@ -57,31 +57,19 @@ void for_each_plane_block_of(const CubeShape& shape, std::size_t max_elements, V
   // there, together (atomic: thread 0 may already be in the next phase when another reads it).
   constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
   std::atomic<std::size_t> failed_phase{kNone};
-  // Phase p: the makers fill block p (if any), the calling thread (thread 0) writes block p - 1
-  // (if any); a barrier ends each phase. On one thread, thread 0 does both, making first.
+  // Phase p: the calling thread (thread 0) writes block p - 1 (if any) while the other threads
+  // fill block p (if any) a tile of spaxels at a time, taken from a counter; thread 0 takes tiles
+  // too once its write is done (a write into memory is quicker than a block's transposition, so
+  // thread 0 would otherwise wait at the barrier). Each block has its counter, reset for phase
+  // p + 1 during phase p, when no one uses it; a barrier ends each phase.
+  const std::size_t n_tiles = (n_spaxels + kTileSpaxels - 1) / kTileSpaxels;
+  std::atomic<std::size_t> next_tile[2];
+  next_tile[0].store(0);
+  next_tile[1].store(0);
 #pragma omp parallel
   {
-    const std::size_t n_threads = static_cast<std::size_t>(omp_get_num_threads());
-    const std::size_t me = static_cast<std::size_t>(omp_get_thread_num());
-    const std::size_t makers = n_threads > 1 ? n_threads - 1 : 1;
-    const std::size_t maker = n_threads > 1 ? me - 1 : 0;  // valid where me is a maker
-    const bool makes = n_threads == 1 || me > 0;
+    const int me = omp_get_thread_num();
     for (std::size_t p = 0; p <= n_blocks; ++p) {
-      if (makes && p < n_blocks) {
-        const std::size_t k0 = p * planes, k1 = std::min(n_wave, k0 + planes);
-        T* block = buffers[p % 2].data();
-        const std::size_t lo = n_spaxels * maker / makers, hi = n_spaxels * (maker + 1) / makers;
-        // Tiles of kTileSpaxels spaxels: their lines of the block's planes stay in the L1 cache
-        // while each plane's run of the tile is written out contiguously.
-        for (std::size_t s0 = lo; s0 < hi; s0 += kTileSpaxels) {
-          const std::size_t s1 = std::min(hi, s0 + kTileSpaxels);
-          for (std::size_t k = k0; k < k1; ++k) {
-            T* out = block + (k - k0) * n_spaxels;
-            for (std::size_t sp = s0; sp < s1; ++sp)
-              out[sp] = static_cast<T>(value(sp * n_wave + k));
-          }
-        }
-      }
       if (me == 0 && p > 0) {
         const std::size_t k0 = (p - 1) * planes, k1 = std::min(n_wave, k0 + planes);
         try {
@@ -89,6 +77,22 @@ void for_each_plane_block_of(const CubeShape& shape, std::size_t max_elements, V
         } catch (...) {
           failed = std::current_exception();
           failed_phase.store(p, std::memory_order_relaxed);
+        }
+      }
+      if (me == 0) next_tile[(p + 1) % 2].store(0, std::memory_order_relaxed);
+      if (p < n_blocks && failed_phase.load(std::memory_order_relaxed) > p) {
+        const std::size_t k0 = p * planes, k1 = std::min(n_wave, k0 + planes);
+        T* block = buffers[p % 2].data();
+        // Tiles of spaxels, each a few planes of their spectra (cache lines) turned into rows of
+        // the planes.
+        for (std::size_t t = next_tile[p % 2].fetch_add(1, std::memory_order_relaxed); t < n_tiles;
+             t = next_tile[p % 2].fetch_add(1, std::memory_order_relaxed)) {
+          const std::size_t s0 = t * kTileSpaxels, s1 = std::min(n_spaxels, s0 + kTileSpaxels);
+          for (std::size_t k = k0; k < k1; ++k) {
+            T* out = block + (k - k0) * n_spaxels;
+            for (std::size_t sp = s0; sp < s1; ++sp)
+              out[sp] = static_cast<T>(value(sp * n_wave + k));
+          }
         }
       }
 #pragma omp barrier
