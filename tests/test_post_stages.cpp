@@ -454,7 +454,7 @@ TEST_CASE(
 
 TEST_CASE(
     "convolution by lane: each plane's kernel, bitwise each group of planes convolved on its own, "
-    "any thread count; the correlation is its transpose",
+    "any thread count, and the correlation is its transpose",
     "[post]") {
   // A PSF whose FWHM changes with wavelength: the planes (a period of the inner index) fall in
   // groups that share a kernel. The reference gathers each group's lanes into an array of their
