@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "stages/common/blas.h"
 #include "stages/common/vector_kernels.h"
 
 namespace ifusim {
@@ -176,6 +177,7 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
   const std::size_t n_blocks = (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;
   std::vector<std::vector<std::int32_t>> block_columns(n_blocks);
   std::vector<char> block_dense(n_blocks, 0);
+  std::vector<std::int32_t> entry_q(h.column.size());
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::size_t b = 0; b < n_blocks; ++b) {
     const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
@@ -188,6 +190,12 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
     block_dense[b] = cols >= 16 &&
                      static_cast<double>(nnz) >= kDenseFill * static_cast<double>((r1 - r0) * cols);
     columns.shrink_to_fit();
+    // A dense block's entries' places among its columns, once: not searched again per chunk of
+    // bins (with kernel smoothing, the searches were most of the product's time).
+    if (block_dense[b])
+      for (std::size_t e = h.offsets[r0]; e < h.offsets[r1]; ++e)
+        entry_q[e] = static_cast<std::int32_t>(
+            std::lower_bound(columns.begin(), columns.end(), h.column[e]) - columns.begin());
   }
   for (std::size_t b = 0; b < n_blocks; ++b)
     if (!block_columns[b].empty()) ++(block_dense[b] ? stats.dense_blocks : stats.sparse_blocks);
@@ -223,6 +231,7 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
   const std::size_t n_band_chunks =
       band_end > band_first ? (band_end - 1) / chunk_bins + 1 - first_band_chunk : 0;
   std::vector<double> band_partial(n_band_chunks * n_pop, 0.0);
+  const SingleThreadedBlas blas_on_this_thread;  // each thread its own blocks
 #pragma omp parallel
   {
     // This thread's chunk of B, a row in double, its gathered columns, float product and double
@@ -263,11 +272,8 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
           RowMatrixF hd =
               RowMatrixF::Zero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
           for (std::size_t r = r0; r < r1; ++r)
-            for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {
-              const auto q =
-                  std::lower_bound(columns.begin(), columns.end(), h.column[e]) - columns.begin();
-              hd(static_cast<Eigen::Index>(r - r0), q) = static_cast<float>(h.value[e]);
-            }
+            for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e)
+              hd(static_cast<Eigen::Index>(r - r0), entry_q[e]) = static_cast<float>(h.value[e]);
           gathered.resize(cols * width);
           Eigen::Map<RowMatrixF> bg(gathered.data(), static_cast<Eigen::Index>(cols),
                                     static_cast<Eigen::Index>(width));
@@ -276,7 +282,8 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
           product_buffer.resize(rows * width);
           Eigen::Map<RowMatrixF> product(product_buffer.data(), static_cast<Eigen::Index>(rows),
                                          static_cast<Eigen::Index>(width));
-          product.noalias() = hd * bg;
+          gemm_float(rows, width, cols, hd.data(), cols, gathered.data(), width,
+                     product_buffer.data(), width);
           out = (out.cast<double>() + product.cast<double>()).cast<float>();
         } else {
           sums.setZero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(width));
@@ -368,6 +375,7 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
   const std::size_t chunk_bins = std::max<std::size_t>(
       1, std::max(in.basis_memory_bytes, kTransposeChunkBytes) / (n_used * sizeof(double)));
   std::vector<double> basis_buffer(n_used * std::min(chunk_bins, n_wave));
+  const SingleThreadedBlas blas_on_this_thread;  // each thread its own blocks
   for (std::size_t k0 = 0; k0 < n_wave; k0 += chunk_bins) {
     const std::size_t k1 = std::min(n_wave, k0 + chunk_bins), width = k1 - k0;
     const ChunkAxis axis(in.bins, static_cast<int>(k0), static_cast<int>(k1));
@@ -408,7 +416,8 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
           product_buffer.resize(rows * cols);
           Eigen::Map<RowMatrix> product(product_buffer.data(), static_cast<Eigen::Index>(rows),
                                         static_cast<Eigen::Index>(cols));
-          product.noalias() = g * bg.transpose();
+          gemm_double_nt(rows, cols, width, cotangent_rows + r0 * n_wave + k0, n_wave, bg.data(),
+                         width, product_buffer.data(), cols);
           for (std::size_t r = r0; r < r1; ++r)
             for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e)
               dl_dh[r * n_columns + entries.column[e]] +=
