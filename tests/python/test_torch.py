@@ -76,8 +76,8 @@ def test_only_the_fields_that_require_a_gradient_get_one():
 
 def grid_nodes(cli):
     """The MILES grid's ages (Gyr) and metallicities (Z), from `ifusim templates info`."""
-    info = subprocess.run([cli, "templates", "info", os.path.expandvars(MILES)], check=True, capture_output=True,
-                          text=True).stdout
+    info = subprocess.run([cli, "templates", "info", os.path.expandvars(MILES)], check=True,
+                          capture_output=True, text=True).stdout
     rows = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
     return (np.array(rows["age_gyr"].split(), dtype=float),
             np.array(rows["metallicity Z"].split(), dtype=float))
