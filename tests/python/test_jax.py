@@ -5,7 +5,7 @@ not installed (scripts/install-python.sh, and so CI, installs it: the package's 
 import numpy as np
 import pytest
 
-jax = pytest.importorskip("jax", reason="jax is not installed (pip install jax)")
+jax = pytest.importorskip("jax", reason='jax is not installed (pip install ".[jax]")')
 import jax.numpy as jnp  # noqa: E402
 
 import ifusim  # noqa: E402
