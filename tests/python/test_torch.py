@@ -7,6 +7,7 @@ it: the package's extra "torch")."""
 import math
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -72,6 +73,16 @@ def test_only_the_fields_that_require_a_gradient_get_one():
                               redshift=REDSHIFT)
     assert not plain.requires_grad
     assert torch.equal(plain, cube.detach())
+
+
+def test_torch_imports_after_ifusim():
+    """A CUDA build of the engine links the CUDA Toolkit's NCCL, and PyPI's torch needs its own,
+    newer one: imported after ifusim, torch failed on a missing NCCL symbol until ifusim loaded
+    PyPI's NCCL first (ifusim._load_pip_nccl). A fresh interpreter, since this one has torch."""
+    code = "import ifusim; import torch; print(float(torch.ones(2).sum()))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "2.0"
 
 
 def grid_nodes(cli):
