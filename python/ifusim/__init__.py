@@ -39,7 +39,10 @@ def _load_pip_nccl() -> None:
     for folder in (spec.submodule_search_locations or []) if spec else []:
         library = Path(folder) / "lib" / "libnccl.so.2"
         if library.is_file():
-            ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
+            try:
+                ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
+            except OSError:  # unusable here: the engine's own NCCL then, as without it
+                pass
             return
 
 
