@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The second README command: installs what is missing, builds both backends (CUDA wherever nvcc
 # exists), makes the swiftsimio/pynbody test environment, installs the Python package into a
-# fresh virtual environment (which ctest's Python tests then use), runs the whole test suite,
+# fresh virtual environment with its extras analysis, jax and torch (which ctest's Python tests,
+# test_jax.py, test_torch.py and the examples then use), runs the whole test suite,
 # builds the GPU bundle and runs its check up to the no-GPU exit, runs the installed package's
 # pytest suite, then an ASan/UBSan build of the CPU tests, then the fuzz targets on a fixed set
 # of generated inputs (scripts/fuzz.sh, about 2 minutes).

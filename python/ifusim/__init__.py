@@ -22,6 +22,33 @@ _PRESETS = Path(__file__).with_name("configs")
 if _PRESETS.is_dir():
     os.environ.setdefault("IFUSIM_CONFIG_DIR", str(_PRESETS))
 
+
+def _load_pip_nccl() -> None:
+    """Where PyPI's NCCL (the package nvidia-nccl, which PyPI's Linux torch brings) is installed,
+    loads it before the engine. A CUDA build of the engine links the CUDA Toolkit's libnccl.so.2;
+    the process then keeps that one for the soname, and torch, imported after ifusim, fails on
+    the symbols of its newer NCCL ("libtorch_cuda.so: undefined symbol: ncclCommResume"). The
+    newer library serves both (NCCL keeps its ABI within 2.x)."""
+    import ctypes
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("nvidia.nccl")
+    except ImportError:  # no package "nvidia"
+        return
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        library = Path(folder) / "lib" / "libnccl.so.2"
+        if library.is_file():
+            try:
+                ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
+            except OSError:  # unusable here: the engine's own NCCL then, as without it
+                pass
+            return
+
+
+if sys.platform.startswith("linux"):
+    _load_pip_nccl()
+
 from . import _core  # noqa: E402
 from . import _simulations  # noqa: E402
 

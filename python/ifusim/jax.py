@@ -6,7 +6,7 @@ engine runs on the host through ``jax.pure_callback`` (forward: :func:`ifusim.ru
 :func:`ifusim.vjp`), wrapped in ``jax.custom_vjp``. Not jit-compiled into XLA: each call is one
 engine run, each gradient one VJP (which runs the forward again).
 
-Needs jax (``pip install jax``), which the package does not install.
+Needs jax (the package's extra: ``pip install ".[jax]"``), which it does not install by default.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """ifusim.jax.cube (docs/gradients.md, "From JAX"): jax.grad through a whole run equals
 ifusim.vjp bitwise, and the cube equals ifusim.run's. Skipped (visibly: pytest -rs) where jax is
-not installed; the CI's install scripts do not install it."""
+not installed (scripts/install-python.sh, and so CI, installs it: the package's extra "jax")."""
 
 import numpy as np
 import pytest
 
-jax = pytest.importorskip("jax", reason="jax is not installed (pip install jax)")
+jax = pytest.importorskip("jax", reason='jax is not installed (pip install ".[jax]")')
 import jax.numpy as jnp  # noqa: E402
 
 import ifusim  # noqa: E402

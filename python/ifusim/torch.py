@@ -1,0 +1,115 @@
+"""PyTorch interface of ifusim (issue 27, docs/gradients.md "From PyTorch").
+
+``ifusim.torch.cube(config, stars, redshift=...)`` is the run's cube as a torch tensor,
+differentiable with respect to the star fields: ``loss.backward()`` works through a whole ifusim
+run. A ``torch.autograd.Function`` whose forward calls :func:`ifusim.run` and whose backward calls
+:func:`ifusim.vjp`, the same engine calls as :mod:`ifusim.jax`, with the same field names and the
+same gradients (bitwise). Each call is one engine run, each gradient one VJP (which runs the
+forward again).
+
+What crosses without a copy: CPU tensors are handed to the engine as numpy views
+(``Tensor.numpy()``), the cube comes back as a tensor over the engine's own float32 buffer
+(``torch.from_numpy`` of ``Cube.data``, a strided view in the engine's spaxel-major order), and
+float64 gradients of float64 fields come back as tensors over the arrays ``ifusim.vjp`` returns.
+What is copied, and why: ``Galaxy.from_arrays`` copies the fields into the engine's float32
+particle arrays (the engine owns them); the cotangent is converted once to float64 in the engine's
+spaxel-major order (the adjoints run in double); the gradients are cast to each field's dtype
+(float32 fields get float32 gradients, as in :mod:`ifusim.jax`); tensors on a GPU are copied to
+the host and back (the engine's Python entry reads host memory). DLPack does not apply: on the
+CPU the numpy views already share memory, and the engine takes no device pointers from Python.
+
+Needs torch (``pip install ".[torch]"``), which the package does not install by default.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional
+
+import numpy as np
+
+import ifusim
+
+try:
+    import torch
+except ImportError as error:  # pragma: no cover - exercised where torch is missing
+    raise ImportError('ifusim.torch needs torch: pip install ".[torch]" (or pip install torch)') \
+        from error
+
+__all__ = ["cube"]
+
+
+def _host_array(value: "torch.Tensor") -> np.ndarray:
+    """A numpy view of a CPU tensor (a copy only for a tensor on another device)."""
+    return value.detach().cpu().numpy()
+
+
+def _galaxy(names, values, redshift: float) -> "ifusim.Galaxy":
+    return ifusim.Galaxy.from_arrays(
+        {name: _host_array(value) for name, value in zip(names, values)}, redshift=redshift
+    )
+
+
+def _spaxel_major_cotangent(grad: "torch.Tensor") -> np.ndarray:
+    """dL/d(cube) as ``ifusim.vjp`` takes it, (n_wave, ny, nx) float64, made with one copy: the
+    array is the view of a C-ordered (ny, nx, n_wave) one, the engine's spaxel-major order, so
+    that ``ifusim.vjp``'s own conversion to that order finds it already made."""
+    spaxel_major = np.ascontiguousarray(np.moveaxis(_host_array(grad), 0, -1), dtype=np.float64)
+    return np.moveaxis(spaxel_major, -1, 0)
+
+
+class _Run(torch.autograd.Function):
+    """The engine's run on the star fields (forward) and its VJP (backward)."""
+
+    @staticmethod
+    def forward(ctx, spec: Dict[str, Any], *values: "torch.Tensor") -> "torch.Tensor":
+        ctx.spec = spec
+        ctx.save_for_backward(*values)
+        result = ifusim.run(spec["config"], galaxy=_galaxy(spec["names"], values, spec["redshift"]),
+                            overrides=spec["overrides"], progress=False)
+        # A view of the engine's buffer; the tensor keeps the numpy array, and so the cube, alive.
+        return torch.from_numpy(result.data).to(values[0].device)
+
+    @staticmethod
+    def backward(ctx, grad: "torch.Tensor"):
+        spec = ctx.spec
+        values = ctx.saved_tensors
+        grads = ifusim.vjp(spec["config"], _galaxy(spec["names"], values, spec["redshift"]),
+                           _spaxel_major_cotangent(grad), overrides=spec["overrides"],
+                           progress=False)
+        out = []
+        for name, value, needed in zip(spec["names"], values, ctx.needs_input_grad[1:]):
+            if not needed:
+                out.append(None)
+            elif "stars." + name in grads:
+                out.append(torch.from_numpy(grads["stars." + name]).to(dtype=value.dtype,
+                                                                        device=value.device))
+            else:  # positions, mass_msun: not differentiated by the engine
+                out.append(torch.zeros_like(value))
+        return (None, *out)
+
+
+def cube(
+    config: Any,
+    stars: Mapping[str, Any],
+    *,
+    redshift: float,
+    overrides: Optional[Mapping[str, Any]] = None,
+) -> "torch.Tensor":
+    """The cube's data (n_wave, ny, nx), float32, of ``config`` run on the stars ``stars`` (the
+    arrays :meth:`ifusim.Galaxy.from_arrays` takes for its ``stars``, as torch tensors or numpy
+    arrays), on the device of the first field (by name).
+
+    Its backward gives every field of ``stars`` that requires a gradient one of the field's shape
+    and dtype: ``initial_mass_msun``, ``age_gyr``, ``metallicity`` and ``velocity_kms`` from
+    :func:`ifusim.vjp`; zeros for the fields the engine does not differentiate (positions: the
+    spaxel a star falls in is piecewise constant; ``mass_msun``). NaN voxels of the cube (outside
+    a circular aperture) are constants of the model. The cube is a view of the engine's buffer,
+    not contiguous (the engine's order is spaxel-major).
+    """
+    names = sorted(stars)
+    if not names:
+        raise ValueError("stars: no fields given (expected the arrays Galaxy.from_arrays takes)")
+    values = [torch.as_tensor(stars[name]) for name in names]
+    spec = {"config": config, "names": names, "redshift": float(redshift),
+            "overrides": dict(overrides) if overrides is not None else None}
+    return _Run.apply(spec, *values)
