@@ -27,6 +27,15 @@ using namespace ifusim;
 
 namespace {
 
+// Values in [-0.3, 0.7) from a 64-bit LCG (Knuth's MMIX constants), reproducible test data.
+struct RandomValues {
+  std::uint64_t state;
+  double operator()() {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) * 0x1.0p-53 - 0.3;
+  }
+};
+
 Cube make_cube(int nx, int ny, int n_wave, const std::function<double(int, int, int)>& f) {
   Cube cube;
   cube.shape = {nx, ny, n_wave};
@@ -403,11 +412,7 @@ TEST_CASE(
   // version must give the same sums in the same order. Random data with negative values and
   // exact zeros; shapes wider and narrower than a block of lanes, an axis shorter than the
   // kernel, inner = 1 (across rows) and inner > 1, one kernel and one per source pixel.
-  std::uint64_t state = 12345;
-  auto next = [&] {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return static_cast<double>(state >> 11) * 0x1.0p-53 - 0.3;
-  };
+  RandomValues next{12345};
   struct Shape {
     std::size_t outer;
     int n;
@@ -460,11 +465,7 @@ TEST_CASE(
   // groups that share a kernel. The reference gathers each group's lanes into an array of their
   // own and convolves it with convolve_axis_in_place (bitwise its double sum, the test above).
   // Layouts of the psf's two passes: (ny, nx, planes) and (1, ny, nx * planes); and inner = 1.
-  std::uint64_t state = 777;
-  auto next = [&] {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return static_cast<double>(state >> 11) * 0x1.0p-53 - 0.3;
-  };
+  RandomValues next{777};
   struct Shape {
     std::size_t outer;
     int n;
