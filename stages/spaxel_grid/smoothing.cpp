@@ -78,22 +78,68 @@ KnnLengths::KnnLengths(std::vector<float> positions_kpc, int k) : impl_(std::mak
 
 KnnLengths::~KnnLengths() = default;
 
+namespace {
+
+// The queries in Morton (Z-order) order of their positions: neighbours in the list are neighbours
+// in space, so that consecutive searches walk the same branches of the tree (the stars come in
+// the snapshot's or the generator's order, and searched in it the 32-neighbour lengths of 1e6
+// stars took 7.7 s on 2 cores here).
+std::vector<std::uint32_t> spatial_order(const std::vector<float>& positions_kpc) {
+  const std::size_t n = positions_kpc.size() / 3;
+  float lo[3], hi[3];
+  for (int a = 0; a < 3; ++a) lo[a] = hi[a] = n ? positions_kpc[a] : 0.0f;
+  for (std::size_t i = 0; i < n; ++i)
+    for (int a = 0; a < 3; ++a) {
+      lo[a] = std::min(lo[a], positions_kpc[3 * i + a]);
+      hi[a] = std::max(hi[a], positions_kpc[3 * i + a]);
+    }
+  // 21 bits an axis, interleaved (x in the lowest bit of each triple).
+  auto spread = [](std::uint64_t v) {
+    v &= 0x1fffff;
+    v = (v | v << 32) & 0x1f00000000ffffULL;
+    v = (v | v << 16) & 0x1f0000ff0000ffULL;
+    v = (v | v << 8) & 0x100f00f00f00f00fULL;
+    v = (v | v << 4) & 0x10c30c30c30c30c3ULL;
+    v = (v | v << 2) & 0x1249249249249249ULL;
+    return v;
+  };
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> keyed(n);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t i = 0; i < static_cast<std::ptrdiff_t>(n); ++i) {
+    std::uint64_t key = 0;
+    for (int a = 0; a < 3; ++a) {
+      const double extent = static_cast<double>(hi[a]) - lo[a];
+      const double t = extent > 0 ? (positions_kpc[3 * i + a] - lo[a]) / extent : 0.0;
+      key |= spread(static_cast<std::uint64_t>(t * 2097151.0)) << a;
+    }
+    keyed[i] = {key, static_cast<std::uint32_t>(i)};
+  }
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<std::uint32_t> order(n);
+  for (std::size_t j = 0; j < n; ++j) order[j] = keyed[j].second;
+  return order;
+}
+
+}  // namespace
+
 std::vector<float> KnnLengths::of(const std::vector<float>& query_positions_kpc) const {
   std::vector<float> out(query_positions_kpc.size() / 3, 0.0f);
   if (!impl_->tree) return out;
   const std::size_t want = impl_->want;
   const auto count = static_cast<std::ptrdiff_t>(out.size());
+  // Each query's answer is its own: the order changes the time, not the lengths.
+  const std::vector<std::uint32_t> order = spatial_order(query_positions_kpc);
 #pragma omp parallel
   {
     std::vector<std::uint32_t> index(want);
     std::vector<double> distance_sq(want);
 #pragma omp for schedule(dynamic, 4096)
-    for (std::ptrdiff_t i = 0; i < count; ++i) {
-      const float* query = query_positions_kpc.data() + 3 * static_cast<std::size_t>(i);
+    for (std::ptrdiff_t j = 0; j < count; ++j) {
+      const std::size_t i = order[static_cast<std::size_t>(j)];
+      const float* query = query_positions_kpc.data() + 3 * i;
       const std::size_t found =
           impl_->tree->knnSearch(query, want, index.data(), distance_sq.data());
-      out[static_cast<std::size_t>(i)] =
-          found == 0 ? 0.0f : static_cast<float>(std::sqrt(distance_sq[found - 1]));
+      out[i] = found == 0 ? 0.0f : static_cast<float>(std::sqrt(distance_sq[found - 1]));
     }
   }
   return out;
