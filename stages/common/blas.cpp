@@ -22,12 +22,4 @@ void gemm_double_nt(std::size_t m, std::size_t n, std::size_t k, const double* a
               as_int(lda), b, as_int(ldb), 0.0, c, as_int(ldc));
 }
 
-SingleThreadedBlas::SingleThreadedBlas() : before_(openblas_get_num_threads()) {
-  openblas_set_num_threads(1);
-}
-
-SingleThreadedBlas::~SingleThreadedBlas() {
-  openblas_set_num_threads(before_);
-}
-
 }  // namespace ifusim

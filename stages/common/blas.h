@@ -2,10 +2,10 @@
 // Matrix products through OpenBLAS (Debian's libopenblas-dev), which picks its kernels for the
 // CPU it runs on: AVX-512 or AVX2 where there are, where the project itself is built for baseline
 // x86-64 (Eigen's GEMM then runs in SSE2, four floats a register; OpenBLAS's sgemm was 2.4x
-// faster on a 32 x 14600 by 14600 x 336 block here). Row-major, single-threaded in the calling
-// thread (the callers spread their blocks over OpenMP threads, and a product whose blocking
-// followed the thread count would not be reproducible): the same inputs give the same bits on a
-// given CPU.
+// faster on a 32 x 14600 by 14600 x 336 block here). Row-major. OpenBLAS's serial build
+// (CMakeLists.txt): each call runs on the calling thread (the callers spread their blocks over
+// OpenMP threads, and a product whose blocking followed the thread count would not be
+// reproducible), so the same inputs give the same bits on a given CPU.
 #include <cstddef>
 
 namespace ifusim {
@@ -17,19 +17,5 @@ void gemm_float(std::size_t m, std::size_t n, std::size_t k, const float* a, std
 // double.
 void gemm_double_nt(std::size_t m, std::size_t n, std::size_t k, const double* a, std::size_t lda,
                     const double* b, std::size_t ldb, double* c, std::size_t ldc);
-
-// While one exists, OpenBLAS's own threads are off (it runs each call on the calling thread);
-// the previous count is restored when it goes. Made on the calling thread around a parallel
-// region whose threads call the products above.
-class SingleThreadedBlas {
- public:
-  SingleThreadedBlas();
-  ~SingleThreadedBlas();
-  SingleThreadedBlas(const SingleThreadedBlas&) = delete;
-  SingleThreadedBlas& operator=(const SingleThreadedBlas&) = delete;
-
- private:
-  int before_;
-};
 
 }  // namespace ifusim

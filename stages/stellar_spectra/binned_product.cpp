@@ -231,7 +231,6 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
   const std::size_t n_band_chunks =
       band_end > band_first ? (band_end - 1) / chunk_bins + 1 - first_band_chunk : 0;
   std::vector<double> band_partial(n_band_chunks * n_pop, 0.0);
-  const SingleThreadedBlas blas_on_this_thread;  // each thread its own blocks
 #pragma omp parallel
   {
     // This thread's chunk of B, a row in double, its gathered columns, float product and double
@@ -375,7 +374,6 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
   const std::size_t chunk_bins = std::max<std::size_t>(
       1, std::max(in.basis_memory_bytes, kTransposeChunkBytes) / (n_used * sizeof(double)));
   std::vector<double> basis_buffer(n_used * std::min(chunk_bins, n_wave));
-  const SingleThreadedBlas blas_on_this_thread;  // each thread its own blocks
   for (std::size_t k0 = 0; k0 < n_wave; k0 += chunk_bins) {
     const std::size_t k1 = std::min(n_wave, k0 + chunk_bins), width = k1 - k0;
     const ChunkAxis axis(in.bins, static_cast<int>(k0), static_cast<int>(k1));
