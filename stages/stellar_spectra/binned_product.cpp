@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "stages/common/blas.h"
 #include "stages/common/vector_kernels.h"
 
 namespace ifusim {
@@ -27,6 +26,46 @@ constexpr double kDenseFill = 0.25;
 // times slower a flop than the GEMM, so the GEMM pays from a lower fill.
 constexpr double kTransposeDenseFill = 0.1;
 constexpr std::size_t kTransposeChunkBytes = std::size_t(8) << 20;
+
+// The rows of a tile's entries in blocks of kRowsPerBlock (offsets: each row's first entry, and
+// the end): each block's columns (ascending, column_of(entry) for its entries), whether it takes
+// the dense product (at least 16 columns, and its entries at least dense_fill of rows x
+// columns), and, in a dense block, each entry's place among its columns, found once rather than
+// searched again for every chunk of bins (with kernel smoothing those searches were most of the
+// product's time). The forward product and its transpose share it, each with its own fill.
+struct RowBlocks {
+  std::vector<std::vector<std::int32_t>> columns;
+  std::vector<char> dense;
+  std::vector<std::int32_t> entry_place;  // meaningful in dense blocks only
+};
+
+template <class ColumnOf>
+RowBlocks row_blocks(std::size_t n_rows, const std::vector<std::size_t>& offsets,
+                     ColumnOf&& column_of, double dense_fill) {
+  const std::size_t n_blocks = (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  RowBlocks blocks;
+  blocks.columns.resize(n_blocks);
+  blocks.dense.assign(n_blocks, 0);
+  blocks.entry_place.assign(offsets[n_rows], 0);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::size_t b = 0; b < n_blocks; ++b) {
+    const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
+    std::vector<std::int32_t>& columns = blocks.columns[b];
+    columns.reserve(offsets[r1] - offsets[r0]);
+    for (std::size_t e = offsets[r0]; e < offsets[r1]; ++e) columns.push_back(column_of(e));
+    std::sort(columns.begin(), columns.end());
+    columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
+    columns.shrink_to_fit();
+    const std::size_t nnz = offsets[r1] - offsets[r0], cols = columns.size();
+    blocks.dense[b] = cols >= 16 && static_cast<double>(nnz) >=
+                                        dense_fill * static_cast<double>((r1 - r0) * cols);
+    if (blocks.dense[b])
+      for (std::size_t e = offsets[r0]; e < offsets[r1]; ++e)
+        blocks.entry_place[e] = static_cast<std::int32_t>(
+            std::lower_bound(columns.begin(), columns.end(), column_of(e)) - columns.begin());
+  }
+  return blocks;
+}
 
 // H over the populated columns, row by row (compressed sparse rows).
 struct SparseRows {
@@ -174,29 +213,12 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
 
   // 3. Each row block's columns (ascending) and its kind of product, once: a block takes the
   // dense product where it is filled enough, over all its columns at once.
-  const std::size_t n_blocks = (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  std::vector<std::vector<std::int32_t>> block_columns(n_blocks);
-  std::vector<char> block_dense(n_blocks, 0);
-  std::vector<std::int32_t> entry_q(h.column.size());
-#pragma omp parallel for schedule(dynamic, 1)
-  for (std::size_t b = 0; b < n_blocks; ++b) {
-    const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
-    std::vector<std::int32_t>& columns = block_columns[b];
-    columns.assign(h.column.begin() + static_cast<std::ptrdiff_t>(h.offsets[r0]),
-                   h.column.begin() + static_cast<std::ptrdiff_t>(h.offsets[r1]));
-    std::sort(columns.begin(), columns.end());
-    columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
-    const std::size_t nnz = h.offsets[r1] - h.offsets[r0], cols = columns.size();
-    block_dense[b] = cols >= 16 &&
-                     static_cast<double>(nnz) >= kDenseFill * static_cast<double>((r1 - r0) * cols);
-    columns.shrink_to_fit();
-    // A dense block's entries' places among its columns, once: not searched again per chunk of
-    // bins (with kernel smoothing, the searches were most of the product's time).
-    if (block_dense[b])
-      for (std::size_t e = h.offsets[r0]; e < h.offsets[r1]; ++e)
-        entry_q[e] = static_cast<std::int32_t>(
-            std::lower_bound(columns.begin(), columns.end(), h.column[e]) - columns.begin());
-  }
+  const RowBlocks blocks = row_blocks(
+      n_rows, h.offsets, [&](std::size_t e) { return h.column[e]; }, kDenseFill);
+  const std::size_t n_blocks = blocks.columns.size();
+  const std::vector<std::vector<std::int32_t>>& block_columns = blocks.columns;
+  const std::vector<char>& block_dense = blocks.dense;
+  const std::vector<std::int32_t>& entry_q = blocks.entry_place;
   for (std::size_t b = 0; b < n_blocks; ++b)
     if (!block_columns[b].empty()) ++(block_dense[b] ? stats.dense_blocks : stats.sparse_blocks);
 
@@ -281,8 +303,7 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
           product_buffer.resize(rows * width);
           Eigen::Map<RowMatrixF> product(product_buffer.data(), static_cast<Eigen::Index>(rows),
                                          static_cast<Eigen::Index>(width));
-          gemm_float(rows, width, cols, hd.data(), cols, gathered.data(), width,
-                     product_buffer.data(), width);
+          product.noalias() = hd * bg;
           out = (out.cast<double>() + product.cast<double>()).cast<float>();
         } else {
           sums.setZero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(width));
@@ -340,27 +361,13 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
   // 2. Each row block's columns (indices into `used`, ascending) and its kind of product, by the
   // forward product's rule: dense (one GEMM of the block's cotangent rows by its columns of B)
   // where its entries fill enough of (rows x columns), one dot product per entry otherwise.
-  const std::size_t n_blocks = (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  std::vector<std::vector<std::int32_t>> block_columns(n_blocks);
-  std::vector<char> block_dense(n_blocks, 0);
-  std::vector<std::int32_t> entry_q(entries.column.size());
-#pragma omp parallel for schedule(dynamic, 1)
-  for (std::size_t b = 0; b < n_blocks; ++b) {
-    const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
-    std::vector<std::int32_t>& columns = block_columns[b];
-    for (std::size_t e = entries.offsets[r0]; e < entries.offsets[r1]; ++e)
-      columns.push_back(used_index[entries.column[e]]);
-    std::sort(columns.begin(), columns.end());
-    columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
-    // Each entry's place among its block's columns, once (not per chunk).
-    for (std::size_t e = entries.offsets[r0]; e < entries.offsets[r1]; ++e)
-      entry_q[e] = static_cast<std::int32_t>(
-          std::lower_bound(columns.begin(), columns.end(), used_index[entries.column[e]]) -
-          columns.begin());
-    const std::size_t nnz = entries.offsets[r1] - entries.offsets[r0], cols = columns.size();
-    block_dense[b] = cols >= 16 && static_cast<double>(nnz) >=
-                                       kTransposeDenseFill * static_cast<double>((r1 - r0) * cols);
-  }
+  const RowBlocks blocks = row_blocks(
+      n_rows, entries.offsets, [&](std::size_t e) { return used_index[entries.column[e]]; },
+      kTransposeDenseFill);
+  const std::size_t n_blocks = blocks.columns.size();
+  const std::vector<std::vector<std::int32_t>>& block_columns = blocks.columns;
+  const std::vector<char>& block_dense = blocks.dense;
+  const std::vector<std::int32_t>& entry_q = blocks.entry_place;
 
   // 3. B in chunks of bins (double: the cotangent and dL/dH are double), each chunk's rows made
   // in parallel, then every block's part of the chunk's sums in parallel; the chunks in order,
@@ -414,8 +421,7 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
           product_buffer.resize(rows * cols);
           Eigen::Map<RowMatrix> product(product_buffer.data(), static_cast<Eigen::Index>(rows),
                                         static_cast<Eigen::Index>(cols));
-          gemm_double_nt(rows, cols, width, cotangent_rows + r0 * n_wave + k0, n_wave, bg.data(),
-                         width, product_buffer.data(), cols);
+          product.noalias() = g * bg.transpose();
           for (std::size_t r = r0; r < r1; ++r)
             for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e)
               dl_dh[r * n_columns + entries.column[e]] +=
