@@ -69,12 +69,12 @@ std::vector<float> dusty_disc_av(const bench::HostStars& host, double scale_kpc,
 Run run(Backend backend, int n_devices, const Telescope& telescope, const bench::HostStars& host,
         Stage& spectra, const std::vector<float>& dust_av = {},
         const std::string& smoothing = "none") {
-  const auto mesh = make_mesh(backend, n_devices);
+  const Mesh& mesh = bench::lasting_mesh(backend, n_devices, omp_get_max_threads());
   auto state =
-      bench::prepared_state(*mesh, telescope, host, nlohmann::json{{"smoothing", smoothing}});
+      bench::prepared_state(mesh, telescope, host, nlohmann::json{{"smoothing", smoothing}});
   if (!dust_av.empty()) {
     state->data.stars.derived.set(fields::stars_dust_av,
-                                  device_put(*mesh, dust_av, 1, Sharding::sharded()));
+                                  device_put(mesh, dust_av, 1, Sharding::sharded()));
     const double bound = *std::max_element(dust_av.begin(), dust_av.end());
     DustAttenuation attenuation;  // no lines here: their curve and birth clouds unused
     attenuation.curve = DustCurve{DustCurveKind::ccm89, 3.1};

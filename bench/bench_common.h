@@ -11,11 +11,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <numbers>
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "data/datacube.h"
@@ -24,6 +26,7 @@
 #include "data/sharded_array.h"
 #include "io/ssp/ssp_library.h"
 #include "io/telescope.h"
+#include "pipeline/devices.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
 #include "stages/stage.h"
 #include "stages/stellar_spectra/stellar_spectra.h"
@@ -118,6 +121,20 @@ inline double disc_scale_kpc(const Telescope& telescope) {
 
 // A RunState with the stars on the mesh and assigned to the telescope's spaxels (aperture stage,
 // with `aperture_params`, e.g. {"smoothing": "kernel"}).
+// A mesh of `n_devices` that lives until the program ends, one per backend, device count and
+// OpenMP thread count (a one-device cpu mesh takes the calling thread's count). A stage keeps the
+// device memory of its last run (its tables, which the adjoint reads) and releases it through its
+// mesh's devices when it runs again or is destroyed: a stage that outlives a mesh made in a
+// narrower scope releases through a destroyed device (on the GPU: a segmentation fault, found by
+// bench_binned's cuda section on the first H100). Benches whose stages outlive one run take their
+// meshes from here.
+inline const Mesh& lasting_mesh(Backend backend, int n_devices, int threads) {
+  static std::map<std::tuple<Backend, int, int>, std::unique_ptr<Mesh>> meshes;
+  std::unique_ptr<Mesh>& mesh = meshes[{backend, n_devices, threads}];
+  if (!mesh) mesh = make_mesh(backend, n_devices);
+  return *mesh;
+}
+
 inline std::unique_ptr<RunState> prepared_state(
     const Mesh& mesh, const Telescope& telescope, const HostStars& host,
     const nlohmann::json& aperture_params = nlohmann::json::object()) {

@@ -44,8 +44,8 @@ FusedRun time_fused(Backend backend, int n_devices, const Telescope& telescope,
   // A one-device mesh binds the calling thread (its OpenMP thread count) to that device: set
   // the count the mesh shares, and give the thread the whole machine back at the end.
   omp_set_num_threads(threads > 0 ? threads : g_all_threads);
-  const auto mesh = make_mesh(backend, n_devices);
-  auto state = bench::prepared_state(*mesh, telescope, host);
+  const Mesh& mesh = bench::lasting_mesh(backend, n_devices, omp_get_max_threads());
+  auto state = bench::prepared_state(mesh, telescope, host);
   FusedRun run;
   std::vector<double> stage_t, total_t;
   for (int rep = -1; rep < reps; ++rep) {  // rep -1: the warm-up

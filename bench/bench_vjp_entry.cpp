@@ -5,7 +5,11 @@
 // forward and backward halves, and the ratios VJP / forward and backward / forward, the median of
 // --reps back-to-back pairs (target: VJP <= 2 x forward, issue 27).
 //
+// --backend cuda and --telescope MUSE-WFM give the GPU target's run (issue 27: the VJP of 1e8
+// stars on MUSE-WFM on one H100; scripts/gpu-check.sh).
+//
 //   IFUSIM_DATA_DIR=... build/bench/bench_vjp_entry [--stars 1000000] [--reps 3]
+//       [--backend cpu|cuda] [--telescope MUSE] [--config configs/examples/muse_synthetic.json]
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -25,9 +29,14 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   const std::string stars = bench::option(argc, argv, "stars", "1000000");
   const int reps = std::stoi(bench::option(argc, argv, "reps", "3"));
+  const std::string backend = bench::option(argc, argv, "backend", "cpu");
+  const std::string telescope = bench::option(argc, argv, "telescope", "MUSE");
+  const std::string config =
+      bench::option(argc, argv, "config",
+                    std::string(IFUSIM_SOURCE_DIR) + "/configs/examples/muse_synthetic.json");
   const RunConfig c = load_run_config(
-      std::string(IFUSIM_SOURCE_DIR) + "/configs/examples/muse_synthetic.json",
-      {"input.synthetic.stars=" + stars, "input.synthetic.gas=0", "output.png=false"});
+      config, {"input.synthetic.stars=" + stars, "input.synthetic.gas=0", "output.png=false",
+               "telescope=" + telescope, "devices.backend=" + backend});
   RunOptions options;
   options.write_outputs = false;
   options.progress = false;
@@ -36,8 +45,9 @@ int main(int argc, char** argv) {
   std::normal_distribution<double> normal(0.0, 1.0);
   std::vector<double> g(first.data.size());
   for (double& v : g) v = normal(rng);
-  std::printf("MUSE %d x %d x %d, %s stars, calc_ifu, binned, 1 cpu device, %d reps\n",
-              first.shape.nx, first.shape.ny, first.shape.n_wave, stars.c_str(), reps);
+  std::printf("%s %d x %d x %d, %s stars, calc_ifu, binned, 1 %s device, %d reps\n",
+              telescope.c_str(), first.shape.nx, first.shape.ny, first.shape.n_wave, stars.c_str(),
+              backend.c_str(), reps);
   std::vector<double> forward, vjp, vjp_forward, backward, ratio;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Gathers what a GPU node's check needs into one relocatable folder (docs/gpu.md): the
-# CUDA-enabled ifusim, its CUDA test binary and bench_binned, every shared library they load that
+# CUDA-enabled ifusim, its CUDA test binary, bench_binned and bench_vjp_entry, every shared library they load that
 # a bare GPU image lacks (HDF5, cfitsio, spdlog, fmt, libpng, the OpenMP runtime, Open MPI, ...;
 # not the driver, NCCL (the image has it as a Python wheel) nor the C and C++ runtimes), the
 # reference data the checks read, the example configs, and scripts/gpu-check.sh. Binaries and
@@ -26,8 +26,8 @@ if [ -z "$build" ]; then
   "$root/scripts/build.sh" "$build" -DIFUSIM_CUDA=ON -DIFUSIM_MPI=OFF -DIFUSIM_PYTHON=OFF \
     -DIFUSIM_REQUIRE_CUDA=ON
 fi
-binaries=(ifusim ifusim_cuda_tests bench_binned)
-cmake --build "$build" -j2 --target ifusim ifusim_cuda_tests bench_binned > /dev/null
+binaries=(ifusim ifusim_cuda_tests bench_binned bench_vjp_entry)
+cmake --build "$build" -j2 --target ifusim ifusim_cuda_tests bench_binned bench_vjp_entry > /dev/null
 for b in "${binaries[@]}"; do
   [ -x "$build/$b" ] || { echo "gpu-bundle: $build/$b was not built" >&2; exit 1; }
 done
