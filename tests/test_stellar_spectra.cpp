@@ -1,3 +1,4 @@
+#include <omp.h>
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -576,6 +577,63 @@ TEST_CASE("binned product: B in chunks of bins gives B whole's cube", "[spectra]
   for (std::size_t i = 0; i < n_voxels; ++i)
     worst = std::max(worst, std::abs(whole.cube[i] - expected[i]));
   CHECK(worst <= 1e-5 * peak);
+}
+
+// The product's dense blocks run on several threads at once, each its own GEMM (Eigen's): a
+// product library that is not safe to call from two threads at once (the serial OpenBLAS tried
+// for issue 22) changed whole (block, chunk) pieces of the cube in one run of five. Repeated on
+// 1, 2 and 4 threads, several times, with many dense blocks and chunks: bitwise the same.
+TEST_CASE("binned product: dense blocks on several threads at once give the same bits every time",
+          "[spectra][binned]") {
+  const SspTables tables = make_ssp_tables(test::synthetic_ssp_grid());
+  BinnedProductInput in;
+  in.ssp = tables.host_view(OutsideGrid::clamp);
+  in.bins.start_angstrom = 4000.0;
+  in.bins.step_angstrom = 2.5;
+  in.bins.n = 300;
+  in.band_first_bin = 0;
+  in.band_end_bin = in.bins.n;
+  in.tile.n_spaxels = 160;  // five dense row blocks of 32
+  in.tile.n_nodes = static_cast<int>(tables.log_age.size() * tables.log_z.size());
+  in.tile.velocity = {-1e-3, 1e-4, 20};
+  in.tile.one_plus_z = 1.02;
+  const std::size_t n_columns = in.tile.columns();
+  in.basis_memory_bytes = 24 * n_columns * sizeof(float);  // chunks of 24 bins: 13 of them
+  HostHistogram h;
+  std::uint64_t state = 777;
+  auto uniform = [&state] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) / 9007199254740992.0;
+  };
+  for (std::size_t r = 0; r < static_cast<std::size_t>(in.tile.n_spaxels); ++r)
+    for (std::size_t c = 0; c < n_columns; ++c)
+      if (uniform() < 0.5) {
+        h.index.push_back(r * n_columns + c);
+        h.mass_msun.push_back(1e4 * (0.5 + uniform()));
+      }
+  const std::size_t n_voxels = static_cast<std::size_t>(in.tile.n_spaxels) * in.bins.n;
+  const int threads_before = omp_get_max_threads();
+  std::vector<float> first;
+  for (const int threads : {1, 2, 4, 2, 4, 4, 2}) {
+    INFO(threads << " threads");
+    omp_set_num_threads(threads);
+    std::vector<float> cube(n_voxels, 0.0f);
+    std::vector<double> moments(3 * static_cast<std::size_t>(in.tile.n_spaxels), 0.0);
+    const BinnedProductStats stats = binned_product(in, h, cube.data(), moments.data());
+    CHECK(stats.dense_blocks == 5);
+    if (first.empty()) {
+      double peak = 0.0;
+      for (const float v : cube) {
+        REQUIRE(std::isfinite(v));
+        peak = std::max(peak, std::abs(static_cast<double>(v)));
+      }
+      REQUIRE(peak > 0.0);
+      first = std::move(cube);
+      continue;
+    }
+    CHECK(std::memcmp(cube.data(), first.data(), n_voxels * sizeof(float)) == 0);
+  }
+  omp_set_num_threads(threads_before);
 }
 
 TEST_CASE("binned spectra: a histogram held in tiles of spaxels gives the same cube",
