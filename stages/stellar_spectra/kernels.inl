@@ -175,7 +175,6 @@ IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const WaveBins& bins
   double dust_upper = 0.0;
   if (dust.phi) dust.locate(stars.dust_av ? stars.dust_av[i] : 0.0, dust_row, dust_upper);
   const double mass = stars.initial_mass_msun[i];
-  const std::size_t columns = tile.columns();
   const std::size_t n_a = static_cast<std::size_t>(dust.rank);
   // An entry times each term's weight at the star's A_V (columns c .. c + rank - 1) with dust.
   auto deposit = [&](std::size_t index, double m) {
@@ -199,16 +198,16 @@ IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const WaveBins& bins
   stars.footprint.for_each(i, [&](std::int32_t spaxel, double weight) {
     const std::int32_t row = spaxel - tile.first_spaxel;
     if (row < 0 || row >= tile.n_spaxels) return;
-    const std::size_t base = static_cast<std::size_t>(row) * columns;
+    const std::size_t base = tile.row_base(row);
     for (int n = 0; n < 4; ++n) {
       const double m = mass * weight * w.weight[n];
-      const std::size_t column = (static_cast<std::size_t>(w.node[n]) * tile.velocity.n + jv) * n_a;
+      const std::size_t column = tile.row_spectrum_place(row, w.node[n], jv);
       deposit(base + column, m * (1.0 - tv));
       deposit(base + column + n_a, m * tv);
     }
     for (int e = 0; e < 2; ++e) {
       if (step[e].bin < 0) continue;
-      const std::size_t s = base + tile.edge_column(e) +
+      const std::size_t s = base + tile.row_edge_place(row, e) +
                             static_cast<std::size_t>(step[e].bin - tile.edges[e].first_bin) * n_a;
       const double amount = mass * weight * edge_amount[e];
       deposit(s, amount);
@@ -245,7 +244,6 @@ IFUSIM_HD void for_each_histogram_entry_slopes(const SspView& ssp, const WaveBin
   double dust_upper = 0.0;
   const double a_v = stars.dust_av ? stars.dust_av[i] : 0.0;
   if (dust.phi) dust.locate(a_v, dust_row, dust_upper);
-  const std::size_t columns = tile.columns();
   const std::size_t n_a = static_cast<std::size_t>(dust.rank);
   // An entry (and its slopes) times each dust term's weight, and the term's slope in A_V.
   auto deposit = [&](std::size_t index, double a, EntrySlopes d) {
@@ -287,18 +285,18 @@ IFUSIM_HD void for_each_histogram_entry_slopes(const SspView& ssp, const WaveBin
   stars.footprint.for_each(i, [&](std::int32_t spaxel, double weight) {
     const std::int32_t row = spaxel - tile.first_spaxel;
     if (row < 0 || row >= tile.n_spaxels) return;
-    const std::size_t base = static_cast<std::size_t>(row) * columns;
+    const std::size_t base = tile.row_base(row);
     for (int n = 0; n < 4; ++n) {
       const double a = weight * w.weight[n];
       const double a_age = weight * ws.per_age_gyr[n], a_z = weight * ws.per_metallicity[n];
-      const std::size_t column = (static_cast<std::size_t>(w.node[n]) * tile.velocity.n + jv) * n_a;
+      const std::size_t column = tile.row_spectrum_place(row, w.node[n], jv);
       deposit(base + column, a * (1.0 - tv),
               EntrySlopes{a_age * (1.0 - tv), a_z * (1.0 - tv), -a * dtv, 0.0});
       deposit(base + column + n_a, a * tv, EntrySlopes{a_age * tv, a_z * tv, a * dtv, 0.0});
     }
     for (int e = 0; e < 2; ++e) {
       if (step[e].bin < 0) continue;
-      const std::size_t s = base + tile.edge_column(e) +
+      const std::size_t s = base + tile.row_edge_place(row, e) +
                             static_cast<std::size_t>(step[e].bin - tile.edges[e].first_bin) * n_a;
       const EntrySlopes& d = edge_slope[e];
       const double fraction = step[e].fraction;
@@ -373,7 +371,35 @@ void gather_star_gradients(const Device& device, const ifusim::SspView& ssp,
   parallel_for(device, stars.n, GatherStarGradients{ssp, bins, stars, tile, dl_dh, out});
 }
 
-// Dense: integer atomics into the tile's histogram.
+// The velocity nodes each row of the tile holds entries at (before its window is known): one
+// count per star, row and node it deposits at (a star's lower node and the one above), over the
+// spaxels of its footprint, as for_each_histogram_entry visits them.
+struct CountVelocityNodes {
+  SspView ssp;
+  StarViews stars;
+  HistogramTile tile;
+  std::int64_t* counts;  // n_spaxels x velocity.n
+  IFUSIM_HD void operator()(std::size_t i) const {
+    if (node_weights(ssp, stars.age_gyr[i], stars.metallicity[i]).skip) return;
+    int jv = 0;
+    double tv = 0.0;
+    tile.velocity.locate(stars.velocity_los_kms[i], jv, tv);
+    stars.footprint.for_each(i, [&](std::int32_t spaxel, double) {
+      const std::int32_t row = spaxel - tile.first_spaxel;
+      if (row < 0 || row >= tile.n_spaxels) return;
+      std::int64_t* at = counts + static_cast<std::size_t>(row) * tile.velocity.n + jv;
+      atomic_add_fixed(at, std::int64_t{1});
+      atomic_add_fixed(at + 1, std::int64_t{1});
+    });
+  }
+};
+
+void count_velocity_nodes(const Device& device, const SspView& ssp, const StarViews& stars,
+                          const HistogramTile& tile, Span<std::int64_t> counts) {
+  parallel_for(device, stars.n, CountVelocityNodes{ssp, stars, tile, counts.data});
+}
+
+// Dense: integer atomics into the tile's histogram (its rows in windows where it has them).
 struct DepositHistogram {
   SspView ssp;
   WaveBins bins;

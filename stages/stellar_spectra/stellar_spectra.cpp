@@ -385,10 +385,15 @@ class BinnedSpectra final : public PartialResult {
     const Mesh& mesh = state.mesh;
     std::vector<SparseHistogramShard> shards(storage_ == HistogramStorage::sparse ? mesh.size()
                                                                                   : 0);
-    if (storage_ == HistogramStorage::dense && sums_.empty())
-      sums_ = ShardedArray<std::int64_t>(
-          mesh, static_cast<std::size_t>(tile_.n_spaxels) * tile_.columns(), 1,
-          Sharding::partial());
+    if (storage_ == HistogramStorage::dense && sums_.empty()) {
+      // A held galaxy's one deposit per tile sees all its stars: rows in windows. A streamed
+      // galaxy's blocks each add to the tile, whose windows no block can know: whole rows.
+      if (!state.stars_are_a_block()) make_row_windows(state);
+      const std::size_t entries = row_start_.empty()
+                                      ? static_cast<std::size_t>(tile_.n_spaxels) * tile_.columns()
+                                      : static_cast<std::size_t>(row_start_.back());
+      sums_ = ShardedArray<std::int64_t>(mesh, entries, 1, Sharding::partial());
+    }
     shard_map(mesh, [&](const Device& d) {
       const SspView ssp = setup_.device_tables->view(*setup_.tables, setup_.outside, d);
       const StarViews stars = star_views(state.data.stars, setup_.grid, d);
@@ -396,6 +401,10 @@ class BinnedSpectra final : public PartialResult {
       const double counts = scale().counts_per_unit;
       HistogramTile tile = tile_;
       if (setup_.device_dust_phi) tile.dust.phi = setup_.device_dust_phi->local(d).data;
+      if (storage_ == HistogramStorage::dense && !row_start_.empty()) {
+        tile.row_start = device_row_start_.local(d).data;
+        tile.row_window = device_row_window_.local(d).data;
+      }
       if (storage_ == HistogramStorage::sparse)
         shards[d.id] = IFUSIM_DISPATCH(d, sparse_histogram, d, ssp, bins, stars, tile, counts);
       else
@@ -503,18 +512,77 @@ class BinnedSpectra final : public PartialResult {
     return merged;
   }
 
-  // The reduced tile on the host, non-zeros only. Dense: psum, then a scan. Sparse: the merged
-  // entries.
+  // The tile's row windows (HistogramTile::row_start): each row's velocity nodes counted over
+  // the stars held, psum'd (the same windows for any device count), then each row's first and
+  // last node reached; rows no star reaches hold nothing.
+  void make_row_windows(const RunState& state) {
+    const Mesh& mesh = state.mesh;
+    const auto n_rows = static_cast<std::size_t>(tile_.n_spaxels);
+    const auto n_velocity = static_cast<std::size_t>(tile_.velocity.n);
+    ShardedArray<std::int64_t> counts(mesh, n_rows * n_velocity, 1, Sharding::partial());
+    shard_map(mesh, [&](const Device& d) {
+      const SspView ssp = setup_.device_tables->view(*setup_.tables, setup_.outside, d);
+      const StarViews stars = star_views(state.data.stars, setup_.grid, d);
+      IFUSIM_DISPATCH(d, count_velocity_nodes, d, ssp, stars, tile_, counts.local(d));
+    });
+    psum(mesh, counts);
+    std::vector<std::int64_t> reached(n_rows * n_velocity);
+    counts.buffer_of(*counts.shards().front().device).download(reached.data(), reached.size());
+    row_start_.assign(n_rows + 1, 0);
+    row_window_.assign(2 * n_rows, 0);
+    for (std::size_t r = 0; r < n_rows; ++r) {
+      const std::int64_t* row = reached.data() + r * n_velocity;
+      std::size_t first = 0, last = n_velocity;
+      while (first < n_velocity && row[first] == 0) ++first;
+      while (last > first && row[last - 1] == 0) --last;
+      const auto count = static_cast<std::int32_t>(last - first);
+      row_window_[2 * r] = count > 0 ? static_cast<std::int32_t>(first) : 0;
+      row_window_[2 * r + 1] = count;
+      row_start_[r + 1] =
+          row_start_[r] + static_cast<std::int64_t>(count > 0 ? tile_.row_entries(count) : 0);
+    }
+    device_row_start_ = device_put(mesh, row_start_, 1, Sharding::replicated());
+    // One component: the pairs stay side by side (components are planes on a device).
+    device_row_window_ = device_put(mesh, row_window_, 1, Sharding::replicated());
+  }
+
+  // The reduced tile on the host, non-zeros only. Dense: psum, then a scan (each windowed
+  // entry's place turned back into its row and column). Sparse: the merged entries.
   HostHistogram gather(const Mesh& mesh) {
     const double quantum = scale().quantum();
     HostHistogram out;
     if (storage_ == HistogramStorage::dense) {
       psum(mesh, sums_);
-      for_each_nonzero(sums_, [&](std::size_t index, std::int64_t sum) {
+      const std::size_t columns = tile_.columns(), spectrum = tile_.spectrum_columns();
+      const auto n_a = static_cast<std::size_t>(tile_.dust.rank);
+      const auto n_velocity = static_cast<std::size_t>(tile_.velocity.n);
+      std::size_t row = 0;
+      for_each_nonzero(sums_, [&](std::size_t place, std::int64_t sum) {
+        std::size_t index = place;
+        if (!row_start_.empty()) {
+          while (place >= static_cast<std::size_t>(row_start_[row + 1])) ++row;
+          const std::size_t local = place - static_cast<std::size_t>(row_start_[row]);
+          const auto first = static_cast<std::size_t>(row_window_[2 * row]);
+          const auto count = static_cast<std::size_t>(row_window_[2 * row + 1]);
+          const std::size_t node_entries = count * n_a;
+          const std::size_t spectrum_entries =
+              static_cast<std::size_t>(tile_.n_nodes) * node_entries;
+          const std::size_t column =
+              local < spectrum_entries
+                  ? ((local / node_entries) * n_velocity + first + local % node_entries / n_a) *
+                            n_a +
+                        local % n_a
+                  : spectrum + (local - spectrum_entries);
+          index = row * columns + column;
+        }
         out.index.push_back(index);
         out.mass_msun.push_back(static_cast<double>(sum) * quantum);
       });
       sums_ = {};
+      row_start_.clear();
+      row_window_.clear();
+      device_row_start_ = {};
+      device_row_window_ = {};
       return out;
     }
     // A run across processes: every process's entries, merged in rank order on every process.
@@ -537,7 +605,13 @@ class BinnedSpectra final : public PartialResult {
   std::int32_t tile_spaxels_;
   HistogramStorage storage_;
   ShardedArray<std::int64_t> sums_;  // dense
-  std::vector<Entry> entries_;       // sparse: sorted by index, summed over devices and blocks
+  // Dense, a held galaxy: the tile's row windows (HistogramTile::row_start), on the host and on
+  // every device.
+  std::vector<std::int64_t> row_start_;
+  std::vector<std::int32_t> row_window_;
+  ShardedArray<std::int64_t> device_row_start_;
+  ShardedArray<std::int32_t> device_row_window_;
+  std::vector<Entry> entries_;  // sparse: sorted by index, summed over devices and blocks
 };
 
 // The entries of a psum'd tile of marks (MarkHistogramEntries) that some star makes, by rows.

@@ -143,6 +143,13 @@ struct EdgeWindow {
 // (r: the dust expansion's term, 0 alone without dust), then, for each template end with a
 // window, 2 x n_bins x dust.rank columns:
 // edge_column(e) + (part * n_bins + bin - first_bin) * dust.rank + r, part 0 for S, 1 for P.
+// Entry (row, column) is at row * columns() + column (the sparse histogram's keys, the reduced
+// tile on the host, the adjoint's arrays), or, where the tile has row windows (the dense
+// histogram of a held galaxy), at a place in row `row`'s window: the row holds only the velocity
+// nodes [first, first + count) its stars reach (RowWindow) and starts at row_start[row]. A
+// spaxel's stars span a few tens of the run's hundreds of velocity nodes (MaNGA-32, 1e6 stars: 4%
+// of the dense tile's entries non-zero), so the windows hold the same sums in a fraction of the
+// memory that must be zeroed, added into and scanned.
 struct HistogramTile {
   std::int32_t first_spaxel = 0;
   std::int32_t n_spaxels = 0;
@@ -160,6 +167,33 @@ struct HistogramTile {
     return c;
   }
   IFUSIM_HD std::size_t columns() const { return edge_column(2); }
+
+  // Row windows (nullptr: none, each row holds all columns), on the device that deposits:
+  // n_spaxels + 1 starts, and per row its first velocity node and their count (2 values).
+  const std::int64_t* row_start = nullptr;
+  const std::int32_t* row_window = nullptr;
+  // Where row `row`'s entries start, and the place of its spectrum column (node, velocity node
+  // j) and of its edge columns (edge_column(e) + offset) from there.
+  IFUSIM_HD std::size_t row_base(std::int32_t row) const {
+    return row_start ? static_cast<std::size_t>(row_start[row])
+                     : static_cast<std::size_t>(row) * columns();
+  }
+  IFUSIM_HD std::size_t row_spectrum_place(std::int32_t row, int node, int j) const {
+    const int first = row_window ? row_window[2 * row] : 0;
+    const int count = row_window ? row_window[2 * row + 1] : velocity.n;
+    return (static_cast<std::size_t>(node) * count + (j - first)) * dust.rank;
+  }
+  IFUSIM_HD std::size_t row_edge_place(std::int32_t row, int e) const {
+    const std::size_t edge = edge_column(e) - spectrum_columns();
+    return row_window
+               ? static_cast<std::size_t>(n_nodes) * row_window[2 * row + 1] * dust.rank + edge
+               : spectrum_columns() + edge;
+  }
+  // Entries a row holds with a window of `count` velocity nodes.
+  std::size_t row_entries(std::int32_t count) const {
+    return (static_cast<std::size_t>(n_nodes) * count) * dust.rank +
+           (columns() - spectrum_columns());
+  }
 };
 
 // One device's sparse histogram: sorted unique indices (row * columns + column) and their
@@ -185,6 +219,9 @@ IFUSIM_DECLARE_BACKENDS(
     void accumulate_mass_moments(const Device& device, const ifusim::StarViews& stars,
                                  double counts_per_unit, Span<std::int64_t> moment_sums,
                                  double velocity_unit_kms);
+    void count_velocity_nodes(const Device& device, const ifusim::SspView& ssp,
+                              const ifusim::StarViews& stars, const ifusim::HistogramTile& tile,
+                              Span<std::int64_t> counts);
     void accumulate_histogram(const Device& device, const ifusim::SspView& ssp,
                               const ifusim::WaveBins& bins, const ifusim::StarViews& stars,
                               const ifusim::HistogramTile& tile, double counts_per_unit,
