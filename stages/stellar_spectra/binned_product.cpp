@@ -394,6 +394,9 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
     }
   const std::size_t n_used = used.size();
   if (n_used == 0) return;
+  auto place = [&](std::size_t r, std::size_t e) {
+    return entries.place.empty() ? r * n_columns + entries.column[e] : entries.place[e];
+  };
 
   // 2. Each row block's columns (indices into `used`, ascending) and its kind of product, by the
   // forward product's rule: dense (one GEMM of the block's cotangent rows by its columns of B)
@@ -461,14 +464,12 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
           product.noalias() = g * bg.transpose();
           for (std::size_t r = r0; r < r1; ++r)
             for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e)
-              dl_dh[r * n_columns + entries.column[e]] +=
-                  product(static_cast<Eigen::Index>(r - r0), entry_q[e]);
+              dl_dh[place(r, e)] += product(static_cast<Eigen::Index>(r - r0), entry_q[e]);
         } else {
           for (std::size_t r = r0; r < r1; ++r)
             for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e)
-              dl_dh[r * n_columns + entries.column[e]] +=
-                  g.row(static_cast<Eigen::Index>(r - r0))
-                      .dot(basis.row(used_index[entries.column[e]]));
+              dl_dh[place(r, e)] += g.row(static_cast<Eigen::Index>(r - r0))
+                                        .dot(basis.row(used_index[entries.column[e]]));
         }
       }
     }

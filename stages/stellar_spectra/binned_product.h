@@ -81,10 +81,13 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
 struct TileEntries {
   std::vector<std::size_t> offsets;  // tile.n_spaxels + 1
   std::vector<std::uint32_t> column;
+  // Where each entry's dL/dH goes in dl_dh (the tile's row windows); empty: r * columns + c.
+  std::vector<std::size_t> place;
 };
 
 // The product's transpose: for every entry (r, c) of `entries`, adds
-// sum_k cotangent_rows[r * bins.n + k] B[c, k] to dl_dh[r * tile.columns() + c] (dL/dH from
+// sum_k cotangent_rows[r * bins.n + k] B[c, k] to dl_dh[r * tile.columns() + c], or at the
+// entry's place (dL/dH from
 // dL/d(the tile's cube rows), in double); other elements of dl_dh are not touched. B is made
 // in chunks of bins as the forward product makes it; the chunks are taken in order and each row
 // block's sums are made the same way whatever the thread count, so dL/dH is bitwise reproducible.

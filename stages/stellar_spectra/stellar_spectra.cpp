@@ -366,6 +366,84 @@ void for_each_nonzero(const ShardedArray<std::int64_t>& reduced, F&& f) {
   }
 }
 
+// A dense tile's row windows (HistogramTile::row_start): each row's velocity nodes counted over
+// the stars held, psum'd (the same windows for any device count), then each row's first and last
+// node reached; rows no star reaches hold nothing. On the host and on every device. Empty: the
+// tile's rows are whole (a streamed galaxy, whose blocks no window can foresee).
+struct RowWindows {
+  std::vector<std::int64_t> start;   // n_rows + 1
+  std::vector<std::int32_t> window;  // per row: first velocity node, node count
+  ShardedArray<std::int64_t> device_start;
+  ShardedArray<std::int32_t> device_window;
+
+  // Entries the tile holds.
+  std::size_t entries(const HistogramTile& tile) const {
+    return start.empty() ? static_cast<std::size_t>(tile.n_spaxels) * tile.columns()
+                         : static_cast<std::size_t>(start.back());
+  }
+  // Device d's kernels see the windows.
+  void set_on(HistogramTile& tile, const Device& d) const {
+    if (start.empty()) return;
+    tile.row_start = device_start.local(d).data;
+    tile.row_window = device_window.local(d).data;
+  }
+  // The (row, column) of the entry at `place`, for places in increasing order (the cursor keeps
+  // the row reached).
+  struct Cursor {
+    std::size_t row = 0;
+  };
+  std::pair<std::size_t, std::size_t> entry_of(const HistogramTile& tile, std::size_t place,
+                                               Cursor& cursor) const {
+    const std::size_t columns = tile.columns();
+    if (start.empty()) return {place / columns, place % columns};
+    std::size_t& row = cursor.row;
+    while (place >= static_cast<std::size_t>(start[row + 1])) ++row;
+    const std::size_t local = place - static_cast<std::size_t>(start[row]);
+    const auto first = static_cast<std::size_t>(window[2 * row]);
+    const auto count = static_cast<std::size_t>(window[2 * row + 1]);
+    const auto n_a = static_cast<std::size_t>(tile.dust.rank);
+    const std::size_t node_entries = count * n_a;
+    const std::size_t spectrum_entries = static_cast<std::size_t>(tile.n_nodes) * node_entries;
+    if (local >= spectrum_entries)
+      return {row, tile.spectrum_columns() + (local - spectrum_entries)};
+    const std::size_t node = local / node_entries, j = first + local % node_entries / n_a;
+    return {row, (node * static_cast<std::size_t>(tile.velocity.n) + j) * n_a + local % n_a};
+  }
+};
+
+RowWindows row_windows(const Mesh& mesh, const SpectralSetup& setup, const Stars& stars,
+                       const HistogramTile& tile) {
+  const auto n_rows = static_cast<std::size_t>(tile.n_spaxels);
+  const auto n_velocity = static_cast<std::size_t>(tile.velocity.n);
+  ShardedArray<std::int64_t> counts(mesh, n_rows * n_velocity, 1, Sharding::partial());
+  shard_map(mesh, [&](const Device& d) {
+    const SspView ssp = setup.device_tables->view(*setup.tables, setup.outside, d);
+    IFUSIM_DISPATCH(d, count_velocity_nodes, d, ssp, star_views(stars, setup.grid, d), tile,
+                    counts.local(d));
+  });
+  psum(mesh, counts);
+  std::vector<std::int64_t> reached(n_rows * n_velocity);
+  counts.buffer_of(*counts.shards().front().device).download(reached.data(), reached.size());
+  RowWindows w;
+  w.start.assign(n_rows + 1, 0);
+  w.window.assign(2 * n_rows, 0);
+  for (std::size_t r = 0; r < n_rows; ++r) {
+    const std::int64_t* row = reached.data() + r * n_velocity;
+    std::size_t first = 0, last = n_velocity;
+    while (first < n_velocity && row[first] == 0) ++first;
+    while (last > first && row[last - 1] == 0) --last;
+    const auto count = static_cast<std::int32_t>(last - first);
+    w.window[2 * r] = count > 0 ? static_cast<std::int32_t>(first) : 0;
+    w.window[2 * r + 1] = count;
+    w.start[r + 1] =
+        w.start[r] + static_cast<std::int64_t>(count > 0 ? tile.row_entries(count) : 0);
+  }
+  w.device_start = device_put(mesh, w.start, 1, Sharding::replicated());
+  // One component: the pairs stay side by side (components are planes on a device).
+  w.device_window = device_put(mesh, w.window, 1, Sharding::replicated());
+  return w;
+}
+
 // The binned method's partial result: the histogram, dense tile by tile or sparse. The first
 // tile (or the sparse whole) is deposited by the stage; reduce() reduces it, makes its rows of
 // the cube, and deposits, reduces and multiplies any further tile (a field whose dense
@@ -388,10 +466,8 @@ class BinnedSpectra final : public PartialResult {
     if (storage_ == HistogramStorage::dense && sums_.empty()) {
       // A held galaxy's one deposit per tile sees all its stars: rows in windows. A streamed
       // galaxy's blocks each add to the tile, whose windows no block can know: whole rows.
-      if (!state.stars_are_a_block()) make_row_windows(state);
-      const std::size_t entries = row_start_.empty()
-                                      ? static_cast<std::size_t>(tile_.n_spaxels) * tile_.columns()
-                                      : static_cast<std::size_t>(row_start_.back());
+      if (!state.stars_are_a_block()) windows_ = row_windows(mesh, setup_, state.data.stars, tile_);
+      const std::size_t entries = windows_.entries(tile_);
       sums_ = ShardedArray<std::int64_t>(mesh, entries, 1, Sharding::partial());
     }
     shard_map(mesh, [&](const Device& d) {
@@ -401,10 +477,7 @@ class BinnedSpectra final : public PartialResult {
       const double counts = scale().counts_per_unit;
       HistogramTile tile = tile_;
       if (setup_.device_dust_phi) tile.dust.phi = setup_.device_dust_phi->local(d).data;
-      if (storage_ == HistogramStorage::dense && !row_start_.empty()) {
-        tile.row_start = device_row_start_.local(d).data;
-        tile.row_window = device_row_window_.local(d).data;
-      }
+      if (storage_ == HistogramStorage::dense) windows_.set_on(tile, d);
       if (storage_ == HistogramStorage::sparse)
         shards[d.id] = IFUSIM_DISPATCH(d, sparse_histogram, d, ssp, bins, stars, tile, counts);
       else
@@ -512,40 +585,6 @@ class BinnedSpectra final : public PartialResult {
     return merged;
   }
 
-  // The tile's row windows (HistogramTile::row_start): each row's velocity nodes counted over
-  // the stars held, psum'd (the same windows for any device count), then each row's first and
-  // last node reached; rows no star reaches hold nothing.
-  void make_row_windows(const RunState& state) {
-    const Mesh& mesh = state.mesh;
-    const auto n_rows = static_cast<std::size_t>(tile_.n_spaxels);
-    const auto n_velocity = static_cast<std::size_t>(tile_.velocity.n);
-    ShardedArray<std::int64_t> counts(mesh, n_rows * n_velocity, 1, Sharding::partial());
-    shard_map(mesh, [&](const Device& d) {
-      const SspView ssp = setup_.device_tables->view(*setup_.tables, setup_.outside, d);
-      const StarViews stars = star_views(state.data.stars, setup_.grid, d);
-      IFUSIM_DISPATCH(d, count_velocity_nodes, d, ssp, stars, tile_, counts.local(d));
-    });
-    psum(mesh, counts);
-    std::vector<std::int64_t> reached(n_rows * n_velocity);
-    counts.buffer_of(*counts.shards().front().device).download(reached.data(), reached.size());
-    row_start_.assign(n_rows + 1, 0);
-    row_window_.assign(2 * n_rows, 0);
-    for (std::size_t r = 0; r < n_rows; ++r) {
-      const std::int64_t* row = reached.data() + r * n_velocity;
-      std::size_t first = 0, last = n_velocity;
-      while (first < n_velocity && row[first] == 0) ++first;
-      while (last > first && row[last - 1] == 0) --last;
-      const auto count = static_cast<std::int32_t>(last - first);
-      row_window_[2 * r] = count > 0 ? static_cast<std::int32_t>(first) : 0;
-      row_window_[2 * r + 1] = count;
-      row_start_[r + 1] =
-          row_start_[r] + static_cast<std::int64_t>(count > 0 ? tile_.row_entries(count) : 0);
-    }
-    device_row_start_ = device_put(mesh, row_start_, 1, Sharding::replicated());
-    // One component: the pairs stay side by side (components are planes on a device).
-    device_row_window_ = device_put(mesh, row_window_, 1, Sharding::replicated());
-  }
-
   // The reduced tile on the host, non-zeros only. Dense: psum, then a scan (each windowed
   // entry's place turned back into its row and column). Sparse: the merged entries.
   HostHistogram gather(const Mesh& mesh) {
@@ -553,36 +592,14 @@ class BinnedSpectra final : public PartialResult {
     HostHistogram out;
     if (storage_ == HistogramStorage::dense) {
       psum(mesh, sums_);
-      const std::size_t columns = tile_.columns(), spectrum = tile_.spectrum_columns();
-      const auto n_a = static_cast<std::size_t>(tile_.dust.rank);
-      const auto n_velocity = static_cast<std::size_t>(tile_.velocity.n);
-      std::size_t row = 0;
+      RowWindows::Cursor cursor;
       for_each_nonzero(sums_, [&](std::size_t place, std::int64_t sum) {
-        std::size_t index = place;
-        if (!row_start_.empty()) {
-          while (place >= static_cast<std::size_t>(row_start_[row + 1])) ++row;
-          const std::size_t local = place - static_cast<std::size_t>(row_start_[row]);
-          const auto first = static_cast<std::size_t>(row_window_[2 * row]);
-          const auto count = static_cast<std::size_t>(row_window_[2 * row + 1]);
-          const std::size_t node_entries = count * n_a;
-          const std::size_t spectrum_entries =
-              static_cast<std::size_t>(tile_.n_nodes) * node_entries;
-          const std::size_t column =
-              local < spectrum_entries
-                  ? ((local / node_entries) * n_velocity + first + local % node_entries / n_a) *
-                            n_a +
-                        local % n_a
-                  : spectrum + (local - spectrum_entries);
-          index = row * columns + column;
-        }
-        out.index.push_back(index);
+        const auto [row, column] = windows_.entry_of(tile_, place, cursor);
+        out.index.push_back(row * tile_.columns() + column);
         out.mass_msun.push_back(static_cast<double>(sum) * quantum);
       });
       sums_ = {};
-      row_start_.clear();
-      row_window_.clear();
-      device_row_start_ = {};
-      device_row_window_ = {};
+      windows_ = {};
       return out;
     }
     // A run across processes: every process's entries, merged in rank order on every process.
@@ -605,23 +622,21 @@ class BinnedSpectra final : public PartialResult {
   std::int32_t tile_spaxels_;
   HistogramStorage storage_;
   ShardedArray<std::int64_t> sums_;  // dense
-  // Dense, a held galaxy: the tile's row windows (HistogramTile::row_start), on the host and on
-  // every device.
-  std::vector<std::int64_t> row_start_;
-  std::vector<std::int32_t> row_window_;
-  ShardedArray<std::int64_t> device_row_start_;
-  ShardedArray<std::int32_t> device_row_window_;
-  std::vector<Entry> entries_;  // sparse: sorted by index, summed over devices and blocks
+  RowWindows windows_;               // dense, a held galaxy: the tile's row windows
+  std::vector<Entry> entries_;       // sparse: sorted by index, summed over devices and blocks
 };
 
 // The entries of a psum'd tile of marks (MarkHistogramEntries) that some star makes, by rows.
-TileEntries marked_entries(const ShardedArray<std::int64_t>& marks, std::int32_t n_rows,
-                           std::size_t columns) {
+TileEntries marked_entries(const ShardedArray<std::int64_t>& marks, const HistogramTile& tile,
+                           const RowWindows& windows) {
   TileEntries out;
-  out.offsets.assign(static_cast<std::size_t>(n_rows) + 1, 0);
-  for_each_nonzero(marks, [&](std::size_t index, std::int64_t) {
-    out.column.push_back(static_cast<std::uint32_t>(index % columns));
-    ++out.offsets[index / columns + 1];
+  out.offsets.assign(static_cast<std::size_t>(tile.n_spaxels) + 1, 0);
+  RowWindows::Cursor cursor;
+  for_each_nonzero(marks, [&](std::size_t place, std::int64_t) {
+    const auto [row, column] = windows.entry_of(tile, place, cursor);
+    out.column.push_back(static_cast<std::uint32_t>(column));
+    out.place.push_back(place);
+    ++out.offsets[row + 1];
   });
   for (std::size_t r = 0; r + 1 < out.offsets.size(); ++r) out.offsets[r + 1] += out.offsets[r];
   return out;
@@ -796,15 +811,17 @@ class StellarSpectraStage final : public Stage {
     for (std::int32_t first = 0; first < n_spaxels; first += tile_spaxels) {
       tile.first_spaxel = first;
       tile.n_spaxels = std::min(tile_spaxels, n_spaxels - first);
+      RowWindows windows;
       auto on_device = [&](const Device& d, auto&& kernel) {
         HistogramTile t = tile;
         if (dust) t.dust.phi = setup.device_dust_phi->local(d).data;
+        windows.set_on(t, d);
         kernel(setup.device_tables->view(*setup.tables, setup.outside, d), setup.bins_on(d),
                star_views(stars, setup.grid, d), t);
       };
-      // 1. The entries the stars make, by rows.
-      ShardedArray<std::int64_t> marks(mesh, static_cast<std::size_t>(tile.n_spaxels) * columns, 1,
-                                       Sharding::partial());
+      // 1. The entries the stars make, by rows, in the rows' windows.
+      windows = row_windows(mesh, setup, stars, tile);
+      ShardedArray<std::int64_t> marks(mesh, windows.entries(tile), 1, Sharding::partial());
       shard_map(mesh, [&](const Device& d) {
         on_device(d, [&](const SspView& ssp, const WaveBins& bins, const StarViews& sv,
                          const HistogramTile& t) {
@@ -812,12 +829,11 @@ class StellarSpectraStage final : public Stage {
         });
       });
       psum(mesh, marks);
-      const TileEntries entries = marked_entries(marks, tile.n_spaxels, columns);
+      const TileEntries entries = marked_entries(marks, tile, windows);
       marks = {};
-      // 2. dL/dH over them.
+      // 2. dL/dH over them, at their places in the windows.
       if (entries.column.empty()) continue;
-      std::vector<double> dl_dh =
-          large_vector<double>(static_cast<std::size_t>(tile.n_spaxels) * columns, 0.0);
+      std::vector<double> dl_dh = large_vector<double>(windows.entries(tile), 0.0);
       BinnedProductInput in;
       in.ssp = setup.tables->host_view(setup.outside);
       in.bins = setup.bins;
