@@ -482,6 +482,47 @@ TEST_CASE("binned spectra agree with exact on the MaStar and MILES libraries, MU
   }
 }
 
+namespace {
+
+// The products' tests' input: the synthetic library's templates on 300 bins of 2.5 A from
+// 4000 A, velocity nodes +-300 km/s in 20, z = 0.02, `n_spaxels` rows.
+BinnedProductInput product_input(const SspTables& tables, std::int32_t n_spaxels) {
+  BinnedProductInput in;
+  in.ssp = tables.host_view(OutsideGrid::clamp);
+  in.bins.start_angstrom = 4000.0;
+  in.bins.step_angstrom = 2.5;
+  in.bins.n = 300;
+  in.band_first_bin = 0;
+  in.band_end_bin = in.bins.n;
+  in.tile.n_spaxels = n_spaxels;
+  in.tile.n_nodes = static_cast<int>(tables.log_age.size() * tables.log_z.size());
+  in.tile.velocity = {-1e-3, 1e-4, 20};
+  in.tile.one_plus_z = 1.02;
+  return in;
+}
+
+// H with an entry of 1e4 x [0.5, 1.5) Msun at each (row, column) where keep(r, c, uniform), from a
+// seeded generator of uniform draws in [0, 1).
+template <class Keep>
+HostHistogram random_histogram(const BinnedProductInput& in, std::uint64_t seed, Keep keep) {
+  std::uint64_t state = seed;
+  auto uniform = [&state] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) / 9007199254740992.0;
+  };
+  const std::size_t n_columns = in.tile.columns();
+  HostHistogram h;
+  for (std::size_t r = 0; r < static_cast<std::size_t>(in.tile.n_spaxels); ++r)
+    for (std::size_t c = 0; c < n_columns; ++c)
+      if (keep(r, c, uniform)) {
+        h.index.push_back(r * n_columns + c);
+        h.mass_msun.push_back(1e4 * (0.5 + uniform()));
+      }
+  return h;
+}
+
+}  // namespace
+
 // B's chunks (binned_product.h): made and multiplied a range of wavelength bins at a time, a chunk
 // to a thread. Each voxel's sum still runs over all its block's columns in one product: the cube
 // agrees with B whole's to float rounding (here bitwise: Eigen tiles these bins the same way), and
@@ -491,32 +532,14 @@ TEST_CASE("binned spectra agree with exact on the MaStar and MILES libraries, MU
 // wrong chunk, would be off by a bin's or a column's light.
 TEST_CASE("binned product: B in chunks of bins gives B whole's cube", "[spectra][binned]") {
   const SspTables tables = make_ssp_tables(test::synthetic_ssp_grid());
-  BinnedProductInput in;
-  in.ssp = tables.host_view(OutsideGrid::clamp);
-  in.bins.start_angstrom = 4000.0;
-  in.bins.step_angstrom = 2.5;
-  in.bins.n = 300;
-  in.band_first_bin = 0;
-  in.band_end_bin = in.bins.n;
-  in.tile.n_spaxels = 70;  // row blocks of 32, 32 and 6
-  in.tile.n_nodes = static_cast<int>(tables.log_age.size() * tables.log_z.size());
-  in.tile.velocity = {-1e-3, 1e-4, 20};  // +-300 km/s in 20 nodes
-  in.tile.one_plus_z = 1.02;
+  BinnedProductInput in = product_input(tables, 70);  // row blocks of 32, 32 and 6
   const std::size_t n_columns = in.tile.columns();
   // H: the first block dense (every spaxel on the first 60 columns: dense products), the others a
   // few scattered columns each (sparse).
-  HostHistogram h;
-  std::uint64_t state = 12345;
-  auto uniform = [&state] {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return static_cast<double>(state >> 11) / 9007199254740992.0;
-  };
-  for (std::size_t r = 0; r < static_cast<std::size_t>(in.tile.n_spaxels); ++r)
-    for (std::size_t c = 0; c < n_columns; ++c)
-      if ((r < 32 && c < 60) || uniform() < 0.01) {
-        h.index.push_back(r * n_columns + c);
-        h.mass_msun.push_back(1e4 * (0.5 + uniform()));
-      }
+  const HostHistogram h =
+      random_histogram(in, 12345, [](std::size_t r, std::size_t c, auto& uniform) {
+        return (r < 32 && c < 60) || uniform() < 0.01;
+      });
   const std::size_t n_voxels = static_cast<std::size_t>(in.tile.n_spaxels) * in.bins.n;
   struct Product {
     std::vector<float> cube;
@@ -586,31 +609,11 @@ TEST_CASE("binned product: B in chunks of bins gives B whole's cube", "[spectra]
 TEST_CASE("binned product: dense blocks on several threads at once give the same bits every time",
           "[spectra][binned]") {
   const SspTables tables = make_ssp_tables(test::synthetic_ssp_grid());
-  BinnedProductInput in;
-  in.ssp = tables.host_view(OutsideGrid::clamp);
-  in.bins.start_angstrom = 4000.0;
-  in.bins.step_angstrom = 2.5;
-  in.bins.n = 300;
-  in.band_first_bin = 0;
-  in.band_end_bin = in.bins.n;
-  in.tile.n_spaxels = 160;  // five dense row blocks of 32
-  in.tile.n_nodes = static_cast<int>(tables.log_age.size() * tables.log_z.size());
-  in.tile.velocity = {-1e-3, 1e-4, 20};
-  in.tile.one_plus_z = 1.02;
+  BinnedProductInput in = product_input(tables, 160);  // five dense row blocks of 32
   const std::size_t n_columns = in.tile.columns();
   in.basis_memory_bytes = 24 * n_columns * sizeof(float);  // chunks of 24 bins: 13 of them
-  HostHistogram h;
-  std::uint64_t state = 777;
-  auto uniform = [&state] {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return static_cast<double>(state >> 11) / 9007199254740992.0;
-  };
-  for (std::size_t r = 0; r < static_cast<std::size_t>(in.tile.n_spaxels); ++r)
-    for (std::size_t c = 0; c < n_columns; ++c)
-      if (uniform() < 0.5) {
-        h.index.push_back(r * n_columns + c);
-        h.mass_msun.push_back(1e4 * (0.5 + uniform()));
-      }
+  const HostHistogram h = random_histogram(
+      in, 777, [](std::size_t, std::size_t, auto& uniform) { return uniform() < 0.5; });
   const std::size_t n_voxels = static_cast<std::size_t>(in.tile.n_spaxels) * in.bins.n;
   const int threads_before = omp_get_max_threads();
   std::vector<float> first;
