@@ -1,9 +1,11 @@
 #include <omp.h>
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <random>
 
 #include "bench/cube_agreement.h"
 #include "data/wavelength.h"
@@ -13,6 +15,7 @@
 #include "pipeline/registry.h"
 #include "ssp_fixture.h"
 #include "stages/common/particle_fields.h"
+#include "stages/common/vector_kernels.h"
 #include "stages/spaxel_grid/spaxel_grid.h"
 #include "stages/stage.h"
 #include "stages/stellar_spectra/binned_product.h"
@@ -600,6 +603,37 @@ TEST_CASE("binned product: B in chunks of bins gives B whole's cube", "[spectra]
   for (std::size_t i = 0; i < n_voxels; ++i)
     worst = std::max(worst, std::abs(whole.cube[i] - expected[i]));
   CHECK(worst <= 1e-5 * peak);
+}
+
+// multiply_rows (the dense blocks' product) is each element's sum over the depth in order,
+// products and sums rounded one by one: bitwise the plain loop's, whichever of its register
+// tiles, depth panels and leftover paths makes the element (rows and widths not multiples of its
+// tiles, depths across several panels), and within float rounding of the double product.
+TEST_CASE("multiply_rows: bitwise the ordered float sum, any shape", "[spectra][binned]") {
+  std::mt19937_64 rng(41);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (const auto& [rows, depth, width] : std::vector<std::array<std::size_t, 3>>{
+           {1, 1, 1}, {4, 7, 64}, {5, 513, 81}, {32, 1100, 128}, {9, 2048, 150}, {3, 30, 17}}) {
+    INFO(rows << " x " << depth << " x " << width);
+    std::vector<float> a(rows * depth), b(depth * width), c(rows * width, std::nanf(""));
+    for (float& x : a) x = value(rng);
+    for (float& x : b) x = value(rng);
+    multiply_rows(a.data(), rows, depth, b.data(), width, c.data());
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t k = 0; k < width; ++k) {
+        float ordered = 0.0f;
+        double exact = 0.0;
+        for (std::size_t q = 0; q < depth; ++q) {
+          const float product = a[r * depth + q] * b[q * width + k];
+          ordered += product;
+          exact += static_cast<double>(a[r * depth + q]) * b[q * width + k];
+        }
+        const float got = c[r * width + k];
+        REQUIRE(std::isfinite(got));
+        REQUIRE(std::memcmp(&got, &ordered, sizeof got) == 0);
+        CHECK(std::abs(got - exact) <= 1e-5 * static_cast<double>(depth));
+      }
+  }
 }
 
 // The product's dense blocks run on several threads at once, each its own GEMM (Eigen's): a

@@ -1,5 +1,7 @@
 #include "stages/common/vector_kernels.h"
 
+#include <cstring>
+
 namespace ifusim {
 
 IFUSIM_VECTOR_CLONES void add_scaled(double* __restrict y, double a, const double* __restrict x,
@@ -18,6 +20,68 @@ IFUSIM_VECTOR_CLONES void add_products(double* __restrict y, const double* __res
                                        const double* __restrict x, std::size_t n) {
 #pragma omp simd
   for (std::size_t k = 0; k < n; ++k) y[k] += a[k] * x[k];
+}
+
+// Register tiles of 4 rows x 64 columns (16 accumulators of 16 floats: AVX-512's 32 registers
+// hold them and a row of b), or 4 x 16 for the columns left, over panels of the depth: a panel's
+// strip of b (kDepthPanel x 64 floats, 128 kB) stays in the core's cache while every row group
+// passes over it, where whole columns of b (the block's thousands of populated columns) would be
+// read from memory once per row group. A tile's sums carry over from one panel to the next
+// through c (a float stored and loaded as it was), so every element is still one ordered sum
+// over the depth. The rows left (fewer than 4) and the columns left (fewer than 16) are summed
+// one element at a time, in the same order.
+IFUSIM_VECTOR_CLONES void multiply_rows(const float* __restrict a, std::size_t rows,
+                                        std::size_t depth, const float* __restrict b,
+                                        std::size_t width, float* __restrict c) {
+  typedef float Vector __attribute__((vector_size(64)));
+  constexpr std::size_t kLanes = 16, kVectors = 4, kColumns = kLanes * kVectors;
+  constexpr std::size_t kDepthPanel = 512;
+  const std::size_t row_groups = rows / 4 * 4;
+  std::size_t k = 0;
+  for (; k + kColumns <= width; k += kColumns)
+    for (std::size_t q0 = 0; q0 < depth; q0 += kDepthPanel) {
+      const std::size_t q1 = q0 + kDepthPanel < depth ? q0 + kDepthPanel : depth;
+      for (std::size_t r = 0; r < row_groups; r += 4) {
+        Vector sum[4][kVectors] = {};
+        if (q0 > 0)
+          for (std::size_t i = 0; i < 4; ++i)
+            std::memcpy(sum[i], c + (r + i) * width + k, sizeof sum[i]);
+        for (std::size_t q = q0; q < q1; ++q) {
+          Vector bq[kVectors];
+          std::memcpy(bq, b + q * width + k, sizeof bq);
+          for (std::size_t i = 0; i < 4; ++i) {
+            const float aiq = a[(r + i) * depth + q];
+            for (std::size_t v = 0; v < kVectors; ++v) sum[i][v] += aiq * bq[v];
+          }
+        }
+        for (std::size_t i = 0; i < 4; ++i)
+          std::memcpy(c + (r + i) * width + k, sum[i], sizeof sum[i]);
+      }
+    }
+  for (; k + kLanes <= width; k += kLanes)
+    for (std::size_t q0 = 0; q0 < depth; q0 += kDepthPanel) {
+      const std::size_t q1 = q0 + kDepthPanel < depth ? q0 + kDepthPanel : depth;
+      for (std::size_t r = 0; r < row_groups; r += 4) {
+        Vector sum[4] = {};
+        if (q0 > 0)
+          for (std::size_t i = 0; i < 4; ++i)
+            std::memcpy(&sum[i], c + (r + i) * width + k, sizeof(Vector));
+        for (std::size_t q = q0; q < q1; ++q) {
+          Vector bq;
+          std::memcpy(&bq, b + q * width + k, sizeof bq);
+          for (std::size_t i = 0; i < 4; ++i) sum[i] += a[(r + i) * depth + q] * bq;
+        }
+        for (std::size_t i = 0; i < 4; ++i)
+          std::memcpy(c + (r + i) * width + k, &sum[i], sizeof(Vector));
+      }
+    }
+  // The columns left on the row groups, then every column on the rows left.
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t j = r < row_groups ? k : 0; j < width; ++j) {
+      float s = 0.0f;
+      for (std::size_t q = 0; q < depth; ++q) s += a[r * depth + q] * b[q * width + j];
+      c[r * width + j] = s;
+    }
 }
 
 }  // namespace ifusim

@@ -27,4 +27,12 @@ void add_scaled(double* y, double a, const float* x, std::size_t n);
 // y[k] += a[k] * x[k], k < n. y must overlap neither a nor x.
 void add_products(double* y, const double* a, const double* x, std::size_t n);
 
+// c = a b in float: a is rows x depth and b depth x width, c rows x width, all row-major and
+// dense. Each element of c is summed over the depth in order (q = 0, 1, ...), each product and
+// sum rounded on its own: its bits do not depend on the instruction set, the rows or the width
+// (the binned product's dense blocks, whose cube must be the same for any thread count, tile and
+// chunk of bins). c must overlap neither a nor b.
+void multiply_rows(const float* a, std::size_t rows, std::size_t depth, const float* b,
+                   std::size_t width, float* c);
+
 }  // namespace ifusim

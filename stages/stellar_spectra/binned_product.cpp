@@ -275,8 +275,7 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
   // the whole row's tiles end). The chunks' width is set by the tile's columns, not the populated
   // ones, and not by the thread or device count, so that it is the same for every tile and device
   // count (the bits with it); at most basis_memory_bytes even if every column is populated, and
-  // whole multiples of kChunkBinAlign bins (Eigen's register tiles over them: the same cuts as
-  // the whole row's).
+  // whole multiples of kChunkBinAlign bins (the product's register tile over them).
   const std::size_t chunk_bins = basis_chunk_bins(in.basis_memory_bytes, n_columns);
   const std::size_t n_chunks = n_pop == 0 ? 0 : (n_wave + chunk_bins - 1) / chunk_bins;
   // Each column's band energy is summed per chunk as its rows are made (one pass over B, not a
@@ -338,9 +337,10 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
           for (std::size_t q = 0; q < cols; ++q)
             bg.row(static_cast<Eigen::Index>(q)) = basis.row(columns[q]);
           product_buffer.resize(rows * width);
-          Eigen::Map<RowMatrixF> product(product_buffer.data(), static_cast<Eigen::Index>(rows),
-                                         static_cast<Eigen::Index>(width));
-          product.noalias() = hd * bg;
+          multiply_rows(hd.data(), rows, cols, gathered.data(), width, product_buffer.data());
+          const Eigen::Map<const RowMatrixF> product(product_buffer.data(),
+                                                     static_cast<Eigen::Index>(rows),
+                                                     static_cast<Eigen::Index>(width));
           out = (out.cast<double>() + product.cast<double>()).cast<float>();
         } else {
           sums.setZero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(width));

@@ -34,9 +34,10 @@ inline std::size_t basis_chunk_bytes(std::size_t field_spaxels, std::size_t n_wa
   return std::max(kMinBasisChunkBytes, cube_bytes / 64);
 }
 
-// B's chunks of bins are whole multiples of this many bins: of every SIMD width's register tile
-// of Eigen's float GEMM over the bins (3 packets: 12 in SSE, 24 in AVX, 48 in AVX-512).
-inline constexpr std::size_t kChunkBinAlign = 48;
+// B's chunks of bins are whole multiples of this many bins: the register tile of the dense
+// blocks' product over the bins (multiply_rows, stages/common/vector_kernels.h: 4 x 16 floats),
+// so that only the last chunk has columns left over for its narrower paths.
+inline constexpr std::size_t kChunkBinAlign = 64;
 // The bins of a chunk: as many whole kChunkBinAlign as fit memory_bytes of float B were all the
 // tile's n_columns populated (at least one kChunkBinAlign).
 inline std::size_t basis_chunk_bins(std::size_t memory_bytes, std::size_t n_columns) {
