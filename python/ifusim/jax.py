@@ -95,7 +95,7 @@ def _take(key: int) -> "Optional[ifusim.Forward]":
         return _kept.pop(key, None)
 
 # The final cube's shape for each (config, overrides, redshift): the field and the band, which
-# do not depend on the stars (a one-star run finds it once).
+# do not depend on the stars (a run of a few stars finds it once).
 _shapes: Dict[str, Tuple[int, int, int]] = {}
 
 
@@ -108,15 +108,20 @@ def _shape(config, overrides, redshift) -> Tuple[int, int, int]:
     key = json.dumps([config if isinstance(config, Mapping) else str(config), overrides,
                       redshift], sort_keys=True, default=str)
     if key not in _shapes:
-        one = {
-            "position_kpc": np.zeros((1, 3)),
-            "velocity_kms": np.zeros((1, 3)),
-            "initial_mass_msun": np.ones(1),
-            "age_gyr": np.ones(1),
-            "metallicity": np.full(1, 0.02),
+        # Eight light stars on an ellipse (1 x 0.5 kpc) in circular motion: a half-mass radius, an
+        # inertia tensor and an angular momentum for orient's face-on alignment (a single star
+        # has none of them, and orient refused it).
+        phi = np.linspace(0.0, 2.0 * np.pi, 8, endpoint=False)
+        few = {
+            "position_kpc": np.column_stack([np.cos(phi), 0.5 * np.sin(phi), np.zeros(8)]),
+            "velocity_kms": np.column_stack([-100.0 * np.sin(phi), 50.0 * np.cos(phi),
+                                             np.zeros(8)]),
+            "initial_mass_msun": np.ones(8),
+            "age_gyr": np.ones(8),
+            "metallicity": np.full(8, 0.02),
         }
         _shapes[key] = tuple(
-            ifusim.run(config, galaxy=_galaxy(one, redshift), overrides=overrides,
+            ifusim.run(config, galaxy=_galaxy(few, redshift), overrides=overrides,
                        progress=False).data.shape
         )
     return _shapes[key]

@@ -93,3 +93,18 @@ def test_the_kept_forward_is_used_once_and_a_released_one_runs_the_forward_again
     for name in expected:
         assert np.array_equal(got[name], expected[name]), name
     assert ifusim.jax.kept_count() == 0
+
+
+def test_the_cube_shape_run_suits_a_face_on_orient():
+    """The cube's shape is found by a run of a few stars before the first call: orient's face-on
+    alignment (its default) needs a half-mass radius, which a single star lacks."""
+    cfg = config(False)
+    cfg["stages"]["orient"] = {}
+    cfg["seed"] = 11  # another cache key than the other tests' configs
+    arrays = stars(n=10, seed=12)
+    reference = ifusim.run(cfg, galaxy=ifusim.Galaxy.from_arrays(arrays, redshift=REDSHIFT),
+                           progress=False)
+    cube = ifusim.jax.cube(cfg, {k: jnp.asarray(v) for k, v in arrays.items()},
+                           redshift=REDSHIFT)
+    assert np.array_equal(np.asarray(cube), reference.data, equal_nan=True)
+    assert np.any(np.nan_to_num(reference.data) > 0)
