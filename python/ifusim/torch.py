@@ -2,10 +2,10 @@
 
 ``ifusim.torch.cube(config, stars, redshift=...)`` is the run's cube as a torch tensor,
 differentiable with respect to the star fields: ``loss.backward()`` works through a whole ifusim
-run. A ``torch.autograd.Function`` whose forward calls :func:`ifusim.forward` and keeps the run in its
-``ctx``, and whose backward calls the kept run's ``vjp`` (bitwise :func:`ifusim.vjp`'s, as in
-:mod:`ifusim.jax`, with the same field names), so a gradient costs one forward and one backward
-pass. Where no field requires a gradient (or under ``torch.no_grad``), the forward is
+run. A ``torch.autograd.Function`` whose forward calls :func:`ifusim.forward` and keeps the run
+in its ``ctx``, and whose backward calls the kept run's ``vjp`` (bitwise :func:`ifusim.vjp`'s, as
+in :mod:`ifusim.jax`, with the same field names), so a gradient costs one forward and one
+backward pass. Where no field requires a gradient (or under ``torch.no_grad``), the forward is
 :func:`ifusim.run` and nothing is kept.
 
 The kept run's lifetime: the backward releases it; a graph never differentiated releases it when
@@ -120,9 +120,10 @@ def cube(
 
     Its backward gives every field of ``stars`` that requires a gradient one of the field's shape
     and dtype: ``initial_mass_msun``, ``age_gyr``, ``metallicity`` and ``velocity_kms`` from the
-    kept forward's ``vjp`` (bitwise :func:`ifusim.vjp`'s); zeros for the fields the engine does not differentiate (positions: the
-    spaxel a star falls in is piecewise constant; ``mass_msun``). NaN voxels of the cube (outside
-    a circular aperture) are constants of the model. The cube is a view of the engine's buffer,
+    kept forward's ``vjp`` (bitwise :func:`ifusim.vjp`'s); zeros for the fields the engine does
+    not differentiate (positions: the spaxel a star falls in is piecewise constant;
+    ``mass_msun``). NaN voxels of the cube (outside a circular aperture) are constants of the
+    model. The cube is a view of the engine's buffer,
     not contiguous (the engine's order is spaxel-major).
     """
     names = sorted(stars)
