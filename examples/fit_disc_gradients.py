@@ -11,8 +11,9 @@ lines). The mock is the cube at the true parameters plus Gaussian noise (numpy, 
 wrong guess, Adam (optax) minimises chi^2 against the mock over six parameters: log age and log Z
 at the centre and at R_S = 5 kpc (the gradients are their differences over R_S), v_max and r_t.
 The parameters become each star's age, metallicity and velocity in JAX; ifusim.jax.cube runs
-the engine forward and its VJP backward (ifusim.vjp), so that jax.value_and_grad gives chi^2 and
-its gradient with respect to the six parameters through the whole run.
+the engine forward (ifusim.forward, the run kept) and its VJP backward (the kept run's vjp), so
+that jax.value_and_grad gives chi^2 and its gradient with respect to the six parameters through
+the whole run.
 
 Prints the loss's fall and the recovered against the true parameters, and writes
 fit_disc_gradients.png (the loss against iteration; the recovered, true and starting profiles of

@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <memory>
 #include <set>
+#include <stdexcept>
 
 #include "core/config_error.h"
 #include "data/collectives/processes.h"
@@ -669,14 +671,20 @@ RunReport run_cube(const RunConfig& c, RunSetup& setup, const RunOptions& option
 
 }  // namespace
 
-VjpReport run_pipeline_vjp(const RunConfig& c, const RunOptions& options,
-                           const std::vector<double>& cotangent) {
-  return run_pipeline_vjp(c, options, [&](const CubeShape&) { return cotangent; });
-}
+// What a forward run leaves for its backward pass: the set-up (the mesh, the templates, the stage
+// objects as their run() left them) and the run's state, which refers to the set-up's mesh (so it
+// is destroyed first).
+struct ForwardSession::Held {
+  RunSetup setup;
+  std::unique_ptr<RunState> state;
+  RunReport report;
+  CubeShape shape;  // the final cube's
+  std::size_t n_stars = 0, n_gas = 0;
+  double forward_seconds = 0.0;
+};
 
-VjpReport run_pipeline_vjp(
-    const RunConfig& c, const RunOptions& options,
-    const std::function<std::vector<double>(const CubeShape&)>& cotangent_of) {
+ForwardSession::ForwardSession(const RunConfig& c, const RunOptions& options)
+    : held_(std::make_unique<Held>()) {
   const auto start = std::chrono::steady_clock::now();
   if (!c.arms.empty())
     throw ConfigError(
@@ -685,49 +693,97 @@ VjpReport run_pipeline_vjp(
   if (options.across_processes)
     throw ConfigError(
         "gradients: a run across processes (mpirun) is not supported; run them in one process");
-  RunSetup setup = set_up(c, options);
-  check_plan(c, setup);
-  if (!setup.source->resident())
+  Held& h = *held_;
+  h.setup = set_up(c, options);
+  check_plan(c, h.setup);
+  if (!h.setup.source->resident())
     throw ConfigError(
         "input.stream_block_stars: gradients need the galaxy held at once; a streamed galaxy is "
         "not supported (leave input.stream_block_stars out)");
+  // Forward, the stages kept as their run() left them, then the cube finished as run_pipeline
+  // finishes it (its maps moved into it: no adjoint reads the cube or the maps).
+  h.state = std::make_unique<RunState>(*h.setup.mesh);
+  h.n_gas = run_stages(c, h.setup, options, "", *h.state, h.report);
+  h.shape = h.state->cube->shape;
+  h.n_stars = h.state->data.star_bounds->count;
+  h.report.cube = finished_cube(c, h.setup, *h.state);
+  h.state->cube.reset();
+  const auto end = std::chrono::steady_clock::now();
+  h.forward_seconds = std::chrono::duration<double>(end - start).count();
+  h.report.total_seconds = h.forward_seconds;
+  h.report.summary =
+      run_summary(c, h.report, h.report.cube, h.setup.mesh->backend(), h.n_stars, h.n_gas);
+  h.report.summary["forward_seconds"] = h.forward_seconds;
+}
 
-  // 1. Forward, the stages kept as their run() left them.
-  VjpReport report;
-  RunState state(*setup.mesh);
-  const std::size_t n_gas = run_stages(c, setup, options, "", state, report.forward);
-  const auto forward_end = std::chrono::steady_clock::now();
-  report.forward_seconds = std::chrono::duration<double>(forward_end - start).count();
+ForwardSession::ForwardSession(ForwardSession&&) noexcept = default;
+ForwardSession& ForwardSession::operator=(ForwardSession&&) noexcept = default;
+ForwardSession::~ForwardSession() = default;
 
-  // 2. Back through the cube stages (after the reduction), then the particle stages (before
-  // it), each last first. The runner knows no stage: each says whether it has an adjoint.
-  const CubeShape shape = state.cube->shape;
-  std::vector<double> cotangent = cotangent_of(shape);
+RunReport& ForwardSession::report() {
+  return held_->report;
+}
+const RunReport& ForwardSession::report() const {
+  return held_->report;
+}
+const CubeShape& ForwardSession::cube_shape() const {
+  return held_->shape;
+}
+double ForwardSession::forward_seconds() const {
+  return held_->forward_seconds;
+}
+std::size_t ForwardSession::n_stars() const {
+  return held_->n_stars;
+}
+std::size_t ForwardSession::n_gas() const {
+  return held_->n_gas;
+}
+
+ParticleGradients ForwardSession::backward(std::vector<double> cotangent) {
+  if (!held_) throw std::logic_error("ForwardSession::backward on a moved-from session");
+  Held& h = *held_;
+  const CubeShape& shape = h.shape;
   if (cotangent.size() != shape.n_voxels())
     throw std::invalid_argument("gradient: the cotangent holds " +
                                 std::to_string(cotangent.size()) + " values; the run's cube is " +
                                 to_string(shape) + " (" + std::to_string(shape.n_voxels()) +
                                 " values)");
+  // Back through the cube stages (after the reduction), then the particle stages (before it),
+  // each last first. The runner knows no stage: each says whether it has an adjoint.
+  const std::vector<RunStage>& stages = h.setup.stages;
   std::vector<const Stage*> cube_stages;
-  for (std::size_t i = setup.reduction + 1; i < setup.stages.size(); ++i)
-    cube_stages.push_back(setup.stages[i].stage.get());
-  const CubeCotangent reduced = cube_stages_vjp(cube_stages, state, {shape, std::move(cotangent)});
-  for (std::size_t i = setup.reduction; i-- > 0;) {
-    const RunStage& r = setup.stages[i];
-    if (!r.stage->particle_adjoint(state, reduced, report.gradients))
+  for (std::size_t i = h.setup.reduction + 1; i < stages.size(); ++i)
+    cube_stages.push_back(stages[i].stage.get());
+  const CubeCotangent reduced =
+      cube_stages_vjp(cube_stages, *h.state, {shape, std::move(cotangent)});
+  ParticleGradients gradients;
+  for (std::size_t i = h.setup.reduction; i-- > 0;) {
+    const RunStage& r = stages[i];
+    if (!r.stage->particle_adjoint(*h.state, reduced, gradients))
       throw ConfigError(r.path + ": the stage \"" + r.entry->name +
                         "\" has no adjoint (it is not differentiable; docs/gradients.md lists "
                         "those that are): take it out of the run to differentiate it");
   }
-  const auto backward_end = std::chrono::steady_clock::now();
-  report.backward_seconds = std::chrono::duration<double>(backward_end - forward_end).count();
+  return gradients;
+}
 
-  // 3. The forward cube, finished as run_pipeline finishes it (no file written).
-  report.forward.cube = finished_cube(c, setup, state);
-  report.forward.total_seconds = std::chrono::duration<double>(backward_end - start).count();
-  report.forward.summary = run_summary(c, report.forward, report.forward.cube,
-                                       setup.mesh->backend(), state.data.star_bounds->count, n_gas);
-  report.forward.summary["forward_seconds"] = report.forward_seconds;
+VjpReport run_pipeline_vjp(const RunConfig& c, const RunOptions& options,
+                           const std::vector<double>& cotangent) {
+  return run_pipeline_vjp(c, options, [&](const CubeShape&) { return cotangent; });
+}
+
+VjpReport run_pipeline_vjp(
+    const RunConfig& c, const RunOptions& options,
+    const std::function<std::vector<double>(const CubeShape&)>& cotangent_of) {
+  ForwardSession session(c, options);
+  const auto forward_end = std::chrono::steady_clock::now();
+  VjpReport report;
+  report.forward_seconds = session.forward_seconds();
+  report.gradients = session.backward(cotangent_of(session.cube_shape()));
+  report.backward_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_end).count();
+  report.forward = std::move(session.report());
+  report.forward.total_seconds = report.forward_seconds + report.backward_seconds;
   report.forward.summary["backward_seconds"] = report.backward_seconds;
   return report;
 }

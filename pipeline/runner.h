@@ -1,6 +1,7 @@
 #pragma once
 // `ifusim run`: config -> galaxy -> stages -> outputs.
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -48,6 +49,47 @@ struct RunReport {
 };
 
 RunReport run_pipeline(const RunConfig& config, const RunOptions& options);
+
+// A forward run kept for its backward pass (issue 27, docs/gradients.md "A forward kept for its
+// backward"): the run of `config` forward, as run_pipeline makes it (no file written), holding
+// what its stages left (the run's set-up, its RunState: the particles and what the stages derived,
+// and each stage's own forward state), so that a gradient costs one forward and one backward, not
+// a second forward. run_pipeline_vjp is this and one backward().
+//
+// Refused as run_pipeline_vjp refuses (arms, a streamed galaxy, across processes), when made.
+// Move-only; not to be used from two threads at once. Its memory: everything the forward held
+// at its end but the cube's partials (reduced) and the cube itself (in report(), movable out):
+// the particles as the stages left them (every input field, float32, and the derived ones) and
+// the stages' tables (SSP templates, basis layout, PSF/LSF kernels); the plan's estimate of the
+// forward's particle and table memory, less the histogram tiles.
+class ForwardSession {
+ public:
+  ForwardSession(const RunConfig& config, const RunOptions& options);
+  ForwardSession(ForwardSession&&) noexcept;
+  ForwardSession& operator=(ForwardSession&&) noexcept;
+  ~ForwardSession();
+
+  // The forward run's report: its cube (bitwise run_pipeline's, the noise included), summary and
+  // times. The cube may be moved out: backward() does not read it.
+  RunReport& report();
+  const RunReport& report() const;
+  const CubeShape& cube_shape() const;  // the final cube's, as the forward made it
+  double forward_seconds() const;       // set-up, reading the galaxy and every stage
+  std::size_t n_stars() const;
+  std::size_t n_gas() const;
+
+  // dL/d each particle field for `cotangent`, dL/d the final cube (shaped as Cube::data:
+  // spaxel-major, cube_shape().n_voxels() values; std::invalid_argument otherwise): the cube
+  // stages' adjoints, last first, then the particle stages' particle_adjoint, last first. May be
+  // called again, with the same or another cotangent: every adjoint reads its stage's forward
+  // state without changing it, so each call's gradients are bitwise those of a fresh
+  // run_pipeline_vjp. A stage without an adjoint: ConfigError naming it.
+  ParticleGradients backward(std::vector<double> cotangent);
+
+ private:
+  struct Held;
+  std::unique_ptr<Held> held_;
+};
 
 // Reverse mode (issue 27, docs/gradients.md "The entry point"): the run of `config` forward, as
 // run_pipeline makes it (its stages kept, no file written), then its vector-Jacobian product:

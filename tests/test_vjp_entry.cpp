@@ -277,3 +277,44 @@ TEST_CASE("VJP entry: what has no adjoint is refused, naming the stage or the ke
   across.across_processes = true;
   CHECK_THROWS_WITH(run_pipeline_vjp(c, across, g), Catch::Contains("across processes"));
 }
+
+TEST_CASE(
+    "VJP entry: a kept forward (ForwardSession) gives run_pipeline's cube and "
+    "run_pipeline_vjp's gradients, bitwise, backward after backward",
+    "[vjp_entry]") {
+  const SspGrid grid = load_ssp_library(resolve_path(kSsp, ""));
+  const HostGalaxy galaxy = stars_between_nodes(grid, 60, 7);
+  const RunConfig c = config_of(galaxy, true);  // noise included: the cube as the run makes it
+  const Cube run = run_pipeline(c, quiet()).cube;
+  std::mt19937_64 rng(23);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<double> g(run.data.size()), h(run.data.size());
+  for (double& v : g) v = normal(rng);
+  for (double& v : h) v = normal(rng);
+  const VjpReport reference = run_pipeline_vjp(c, quiet(), g);
+  const VjpReport reference_h = run_pipeline_vjp(c, quiet(), h);
+  REQUIRE(reference.gradients.fields.size() == 4);
+
+  ForwardSession kept(c, quiet());
+  const auto same = [](float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+  const Cube& cube = kept.report().cube;
+  REQUIRE(cube.data.size() == run.data.size());
+  CHECK(cube.shape == run.shape);
+  CHECK(kept.cube_shape() == run.shape);
+  CHECK(std::equal(run.data.begin(), run.data.end(), cube.data.begin(), same));
+  CHECK(std::equal(run.variance.begin(), run.variance.end(), cube.variance.begin(), same));
+  CHECK(std::any_of(cube.data.begin(), cube.data.end(), [](float v) { return v > 0; }));
+  CHECK(kept.n_stars() == galaxy.n_stars());
+
+  // Backward after backward, another cotangent between, and from a moved-to session: each
+  // bitwise a fresh run_pipeline_vjp's (the adjoints leave their stages' state as it was).
+  CHECK(kept.backward(g).fields == reference.gradients.fields);
+  CHECK(kept.backward(h).fields == reference_h.gradients.fields);
+  ForwardSession moved = std::move(kept);
+  CHECK(moved.backward(g).fields == reference.gradients.fields);
+  // A mis-sized cotangent is refused, and the session still works after it.
+  CHECK_THROWS_WITH(
+      moved.backward(std::vector<double>(g.size() - 1, 1.0)),
+      Catch::Contains("the cotangent holds") && Catch::Contains(to_string(run.shape)));
+  CHECK(moved.backward(h).fields == reference_h.gradients.fields);
+}

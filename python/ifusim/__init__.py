@@ -71,6 +71,8 @@ __all__ = [
     "run",
     "plan",
     "vjp",
+    "forward",
+    "Forward",
     "read",
     "read_tng",
     "find_centre",
@@ -440,6 +442,19 @@ def run(
     return Cube(core, summary)
 
 
+def _spaxel_major(cotangent: Any):
+    """dL/d(cube) from Cube.data's axes (n_wave, ny, nx) to the engine's spaxel-major order,
+    (ny, nx, n_wave), float64 and C-contiguous (no copy where it is already so underneath)."""
+    import numpy as np
+
+    array = np.asarray(cotangent, dtype=np.float64)
+    if array.ndim != 3:
+        raise ValueError(
+            f"cotangent: shape {array.shape}, expected the shape of Cube.data (n_wave, ny, nx)"
+        )
+    return np.ascontiguousarray(np.moveaxis(array, 0, -1))
+
+
 def vjp(
     config: Config,
     galaxy: Galaxy,
@@ -464,15 +479,7 @@ def vjp(
     emission lines, mass_image), the exact spectral method, a spectrograph's arms; a cotangent
     of the wrong shape is a ValueError naming its shape and the cube's. docs/gradients.md.
     """
-    import numpy as np
-
-    array = np.asarray(cotangent, dtype=np.float64)
-    if array.ndim != 3:
-        raise ValueError(
-            f"cotangent: shape {array.shape}, expected the shape of Cube.data (n_wave, ny, nx)"
-        )
-    # Cube.data's (n_wave, ny, nx) to the engine's spaxel-major order, (ny, nx, n_wave).
-    spaxel_major = np.ascontiguousarray(np.moveaxis(array, 0, -1))
+    spaxel_major = _spaxel_major(cotangent)
     text, is_path, assignments = _config_args(config, overrides)
     callback, bar = _progress_callback(progress)
     try:
@@ -483,6 +490,74 @@ def vjp(
         if bar is not None:
             bar.close()
     return dict(gradients)
+
+
+class Forward:
+    """A forward run kept for its vector-Jacobian product (:func:`forward`).
+
+    ``vjp(cotangent)`` gives what :func:`vjp` gives for the same run and cotangent, bitwise,
+    without running the forward again; it may be called more than once. The run's state (the
+    particles as the stages left them, each stage's forward state and tables: docs/gradients.md,
+    "A forward kept for its backward") stays in memory until :meth:`release`, the end of a
+    ``with`` block, or until the object is dropped.
+    """
+
+    def __init__(self, core: "_core.Forward", shape: tuple):
+        self._core = core
+        self.shape = tuple(shape)  # the cube's, (n_wave, ny, nx)
+
+    def vjp(self, cotangent: Any) -> Dict[str, Any]:
+        """{field name: float64 array} for ``cotangent`` = dL/d(cube), shaped like
+        ``Cube.data``, as :func:`vjp` returns it. RuntimeError once released; ValueError for
+        another shape, naming it and the cube's."""
+        return dict(self._core.vjp(_spaxel_major(cotangent)))
+
+    def release(self) -> None:
+        """Frees the run's state now (a later :meth:`vjp` raises RuntimeError)."""
+        self._core.release()
+
+    @property
+    def released(self) -> bool:
+        return self._core.released
+
+    def __enter__(self) -> "Forward":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return f"<ifusim.Forward cube {self.shape}{' released' if self.released else ''}>"
+
+
+def forward(
+    config: Config,
+    galaxy: Galaxy,
+    *,
+    overrides: Optional[Mapping[str, Any]] = None,
+    devices: Optional[int] = None,
+    backend: Optional[str] = None,
+    progress: Progress = None,
+) -> Tuple[Cube, Forward]:
+    """Runs ``config`` on ``galaxy`` as :func:`run` does (the cube bitwise :func:`run`'s) and
+    keeps the run for its gradient: returns ``(cube, kept)``, where ``kept.vjp(cotangent)`` is
+    :func:`vjp`'s result for that cotangent, bitwise, at the cost of the backward pass only.
+
+    What :func:`vjp` refuses is refused here, when the forward runs (arms, a streamed galaxy),
+    but a stage with no adjoint, found by ``kept.vjp``. The kept state's memory is held until
+    ``kept.release()`` (or ``with kept:``) or until ``kept`` is dropped.
+    """
+    text, is_path, assignments = _config_args(config, overrides)
+    callback, bar = _progress_callback(progress)
+    try:
+        core, summary, kept = _core.forward(
+            text, is_path, assignments, devices, backend, galaxy._core, callback
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    cube = Cube(core, json.loads(summary))
+    return cube, Forward(kept, cube.shape)
 
 
 class Plan:

@@ -2,10 +2,16 @@
 
 ``ifusim.torch.cube(config, stars, redshift=...)`` is the run's cube as a torch tensor,
 differentiable with respect to the star fields: ``loss.backward()`` works through a whole ifusim
-run. A ``torch.autograd.Function`` whose forward calls :func:`ifusim.run` and whose backward calls
-:func:`ifusim.vjp`, the same engine calls as :mod:`ifusim.jax`, with the same field names and the
-same gradients (bitwise). Each call is one engine run, each gradient one VJP (which runs the
-forward again).
+run. A ``torch.autograd.Function`` whose forward calls :func:`ifusim.forward` and keeps the run
+in its ``ctx``, and whose backward calls the kept run's ``vjp`` (bitwise :func:`ifusim.vjp`'s, as
+in :mod:`ifusim.jax`, with the same field names), so a gradient costs one forward and one
+backward pass. Where no field requires a gradient (or under ``torch.no_grad``), the forward is
+:func:`ifusim.run` and nothing is kept.
+
+The kept run's lifetime: the backward releases it; a graph never differentiated releases it when
+autograd frees the graph (the cube tensor and everything computed from it dropped). A second
+backward through the same graph (``retain_graph=True``) calls :func:`ifusim.vjp`, which runs the
+forward again: the same gradients, bitwise.
 
 What crosses without a copy: CPU tensors are handed to the engine as numpy views
 (``Tensor.numpy()``), the cube comes back as a tensor over the engine's own float32 buffer
@@ -64,8 +70,14 @@ class _Run(torch.autograd.Function):
     def forward(ctx, spec: Dict[str, Any], *values: "torch.Tensor") -> "torch.Tensor":
         ctx.spec = spec
         ctx.save_for_backward(*values)
-        result = ifusim.run(spec["config"], galaxy=_galaxy(spec["names"], values, spec["redshift"]),
-                            overrides=spec["overrides"], progress=False)
+        galaxy = _galaxy(spec["names"], values, spec["redshift"])
+        ctx.kept = None
+        if any(ctx.needs_input_grad[1:]):
+            result, ctx.kept = ifusim.forward(spec["config"], galaxy, overrides=spec["overrides"],
+                                              progress=False)
+        else:
+            result = ifusim.run(spec["config"], galaxy=galaxy, overrides=spec["overrides"],
+                                progress=False)
         # A view of the engine's buffer; the tensor keeps the numpy array, and so the cube, alive.
         return torch.from_numpy(result.data).to(values[0].device)
 
@@ -73,9 +85,16 @@ class _Run(torch.autograd.Function):
     def backward(ctx, grad: "torch.Tensor"):
         spec = ctx.spec
         values = ctx.saved_tensors
-        grads = ifusim.vjp(spec["config"], _galaxy(spec["names"], values, spec["redshift"]),
-                           _spaxel_major_cotangent(grad), overrides=spec["overrides"],
-                           progress=False)
+        kept, ctx.kept = ctx.kept, None
+        if kept is not None:
+            try:
+                grads = kept.vjp(_spaxel_major_cotangent(grad))
+            finally:
+                kept.release()
+        else:  # a second backward (retain_graph=True): the forward runs again
+            grads = ifusim.vjp(spec["config"], _galaxy(spec["names"], values, spec["redshift"]),
+                               _spaxel_major_cotangent(grad), overrides=spec["overrides"],
+                               progress=False)
         out = []
         for name, value, needed in zip(spec["names"], values, ctx.needs_input_grad[1:]):
             if not needed:
@@ -100,10 +119,11 @@ def cube(
     arrays), on the device of the first field (by name).
 
     Its backward gives every field of ``stars`` that requires a gradient one of the field's shape
-    and dtype: ``initial_mass_msun``, ``age_gyr``, ``metallicity`` and ``velocity_kms`` from
-    :func:`ifusim.vjp`; zeros for the fields the engine does not differentiate (positions: the
-    spaxel a star falls in is piecewise constant; ``mass_msun``). NaN voxels of the cube (outside
-    a circular aperture) are constants of the model. The cube is a view of the engine's buffer,
+    and dtype: ``initial_mass_msun``, ``age_gyr``, ``metallicity`` and ``velocity_kms`` from the
+    kept forward's ``vjp`` (bitwise :func:`ifusim.vjp`'s); zeros for the fields the engine does
+    not differentiate (positions: the spaxel a star falls in is piecewise constant;
+    ``mass_msun``). NaN voxels of the cube (outside a circular aperture) are constants of the
+    model. The cube is a view of the engine's buffer,
     not contiguous (the engine's order is spaxel-major).
     """
     names = sorted(stars)

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -125,6 +126,54 @@ RunOptions make_options(std::optional<int> devices, std::optional<std::string> b
   return o;
 }
 
+// The engine's gradients as {field: float64 array (n,) or (n, k)}, n the particles of the
+// field's set.
+py::dict gradients_dict(const ParticleGradients& grads, std::size_t n_stars, std::size_t n_gas) {
+  py::dict gradients;
+  for (const auto& [name, values] : grads.fields) {
+    const std::size_t rows = name.rfind("gas.", 0) == 0 ? n_gas : n_stars;
+    if (rows == 0 || values.size() % rows != 0)
+      throw std::logic_error("gradient " + name + ": " + std::to_string(values.size()) +
+                             " values for " + std::to_string(rows) + " particles");
+    const auto n = static_cast<py::ssize_t>(rows);
+    const auto k = static_cast<py::ssize_t>(values.size() / rows);
+    py::array_t<double> out = k == 1 ? py::array_t<double>({n}) : py::array_t<double>({n, k});
+    std::copy(values.begin(), values.end(), out.mutable_data());
+    gradients[py::str(name)] = out;
+  }
+  return gradients;
+}
+
+// The progress hook of a run from Python: takes the GIL back between steps to let Python handle a
+// pending signal (Ctrl-C raises KeyboardInterrupt, which unwinds the run) and to call `progress`.
+std::function<void(std::size_t, std::size_t, const std::string&)> python_progress(
+    py::object progress) {
+  return [progress](std::size_t done, std::size_t total, const std::string& step) {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    if (!progress.is_none()) progress(done, total, step);
+  };
+}
+
+// A cotangent from Python, (ny, nx, n_wave) float64 in C order (the package transposes Cube.data's
+// (n_wave, ny, nx) axes to the cube's spaxel-major order first), checked against the cube's shape
+// and copied for the engine. ValueError (std::invalid_argument) naming both shapes.
+std::vector<double> cotangent_values(const py::array_t<double, py::array::c_style>& cotangent,
+                                     const CubeShape& shape) {
+  if (cotangent.ndim() != 3)
+    throw std::invalid_argument("cotangent: " + std::to_string(cotangent.ndim()) +
+                                " dimensions, expected the shape of Cube.data (n_wave, ny, nx)");
+  const std::array<py::ssize_t, 3> given = {cotangent.shape(2), cotangent.shape(0),
+                                            cotangent.shape(1)};  // as (n_wave, ny, nx)
+  if (given[0] != shape.n_wave || given[1] != shape.ny || given[2] != shape.nx)
+    throw std::invalid_argument("cotangent: shape (" + std::to_string(given[0]) + ", " +
+                                std::to_string(given[1]) + ", " + std::to_string(given[2]) +
+                                "), expected the shape of Cube.data (n_wave, ny, nx) = (" +
+                                std::to_string(shape.n_wave) + ", " + std::to_string(shape.ny) +
+                                ", " + std::to_string(shape.nx) + ")");
+  return std::vector<double>(cotangent.data(), cotangent.data() + shape.n_voxels());
+}
+
 // The run, with the GIL released. Between steps the progress hook takes the GIL back to let
 // Python handle a pending signal (Ctrl-C raises KeyboardInterrupt, which unwinds the run and
 // leaves no output) and to call the user's callback.
@@ -134,11 +183,7 @@ py::tuple run(const std::string& config, bool is_path, const std::vector<std::st
               py::object progress) {
   const RunConfig run_config = make_config(config, is_path, overrides, std::move(galaxy));
   RunOptions options = make_options(devices, backend, out);
-  options.on_progress = [progress](std::size_t done, std::size_t total, const std::string& step) {
-    py::gil_scoped_acquire gil;
-    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    if (!progress.is_none()) progress(done, total, step);
-  };
+  options.on_progress = python_progress(progress);
   std::optional<RunReport> report;
   {
     py::gil_scoped_release release;
@@ -162,47 +207,69 @@ py::tuple vjp(const std::string& config, bool is_path, const std::vector<std::st
               const py::array_t<double, py::array::c_style>& cotangent, py::object progress) {
   const RunConfig run_config = make_config(config, is_path, overrides, std::move(galaxy));
   RunOptions options = make_options(devices, backend, std::nullopt);
-  options.on_progress = [progress](std::size_t done, std::size_t total, const std::string& step) {
-    py::gil_scoped_acquire gil;
-    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    if (!progress.is_none()) progress(done, total, step);
-  };
-  if (cotangent.ndim() != 3)
-    throw std::invalid_argument("cotangent: " + std::to_string(cotangent.ndim()) +
-                                " dimensions, expected the shape of Cube.data (n_wave, ny, nx)");
-  const std::array<py::ssize_t, 3> given = {cotangent.shape(2), cotangent.shape(0),
-                                            cotangent.shape(1)};  // as (n_wave, ny, nx)
-  const double* values = cotangent.data();
-  auto cotangent_of = [&](const CubeShape& shape) {
-    if (given[0] != shape.n_wave || given[1] != shape.ny || given[2] != shape.nx)
-      throw std::invalid_argument("cotangent: shape (" + std::to_string(given[0]) + ", " +
-                                  std::to_string(given[1]) + ", " + std::to_string(given[2]) +
-                                  "), expected the shape of Cube.data (n_wave, ny, nx) = (" +
-                                  std::to_string(shape.n_wave) + ", " + std::to_string(shape.ny) +
-                                  ", " + std::to_string(shape.nx) + ")");
-    return std::vector<double>(values, values + shape.n_voxels());
-  };
+  options.on_progress = python_progress(progress);
+  // Read while the engine runs without the GIL: the caller holds the array.
+  auto cotangent_of = [&](const CubeShape& shape) { return cotangent_values(cotangent, shape); };
   std::optional<VjpReport> report;
   {
     py::gil_scoped_release release;
     report = run_pipeline_vjp(run_config, options, cotangent_of);
   }
   const nlohmann::json& summary = report->forward.summary;
-  py::dict gradients;
-  for (auto& [name, values] : report->gradients.fields) {
-    const std::size_t rows = name.rfind("gas.", 0) == 0 ? summary.at("n_gas").get<std::size_t>()
-                                                        : summary.at("n_stars").get<std::size_t>();
-    if (rows == 0 || values.size() % rows != 0)
-      throw std::logic_error("gradient " + name + ": " + std::to_string(values.size()) +
-                             " values for " + std::to_string(rows) + " particles");
-    const auto n = static_cast<py::ssize_t>(rows);
-    const auto k = static_cast<py::ssize_t>(values.size() / rows);
-    py::array_t<double> out = k == 1 ? py::array_t<double>({n}) : py::array_t<double>({n, k});
-    std::copy(values.begin(), values.end(), out.mutable_data());
-    gradients[py::str(name)] = out;
-  }
+  const py::dict gradients =
+      gradients_dict(report->gradients, summary.at("n_stars").get<std::size_t>(),
+                     summary.at("n_gas").get<std::size_t>());
   auto cube = std::make_shared<Cube>(std::move(report->forward.cube));
   return py::make_tuple(cube, summary.dump(), gradients);
+}
+
+// A forward run kept for its VJP (ifusim.forward, docs/gradients.md "A forward kept for its
+// backward"): the engine's ForwardSession until release() or until Python drops the handle. One
+// call at a time (the lock), the GIL released while the engine works.
+struct KeptForward {
+  std::optional<ForwardSession> session;
+  std::mutex mutex;
+};
+
+// The run forward, kept: (the cube, its summary, the handle).
+py::tuple forward(const std::string& config, bool is_path,
+                  const std::vector<std::string>& overrides, std::optional<int> devices,
+                  std::optional<std::string> backend, std::shared_ptr<const HostGalaxy> galaxy,
+                  py::object progress) {
+  const RunConfig run_config = make_config(config, is_path, overrides, std::move(galaxy));
+  RunOptions options = make_options(devices, backend, std::nullopt);
+  options.on_progress = python_progress(progress);
+  auto kept = std::make_shared<KeptForward>();
+  {
+    py::gil_scoped_release release;
+    kept->session.emplace(run_config, options);
+  }
+  RunReport& report = kept->session->report();
+  auto cube = std::make_shared<Cube>(std::move(report.cube));
+  return py::make_tuple(cube, report.summary.dump(), kept);
+}
+
+// The kept forward's VJP: {field: float64 array} for `cotangent` ((ny, nx, n_wave), C order).
+py::dict kept_vjp(KeptForward& kept, const py::array_t<double, py::array::c_style>& cotangent) {
+  ParticleGradients gradients;
+  std::size_t n_stars = 0, n_gas = 0;
+  {
+    std::unique_lock lock(kept.mutex, std::defer_lock);
+    {
+      py::gil_scoped_release release;  // another thread's call may hold the lock meanwhile
+      lock.lock();
+    }
+    if (!kept.session)
+      throw std::runtime_error(
+          "ifusim.Forward.vjp: this forward run was released (release(), or the JAX wrapper after "
+          "its backward); run ifusim.forward again");
+    std::vector<double> values = cotangent_values(cotangent, kept.session->cube_shape());
+    n_stars = kept.session->n_stars();
+    n_gas = kept.session->n_gas();
+    py::gil_scoped_release release;
+    gradients = kept.session->backward(std::move(values));
+  }
+  return gradients_dict(gradients, n_stars, n_gas);
 }
 
 py::tuple plan(const std::string& config, bool is_path, const std::vector<std::string>& overrides,
@@ -434,6 +501,21 @@ PYBIND11_MODULE(_core, m) {
   m.def("vjp", &vjp, py::arg("config"), py::arg("is_path"), py::arg("overrides"),
         py::arg("devices"), py::arg("backend"), py::arg("galaxy"), py::arg("cotangent"),
         py::arg("progress"));
+  m.def("forward", &forward, py::arg("config"), py::arg("is_path"), py::arg("overrides"),
+        py::arg("devices"), py::arg("backend"), py::arg("galaxy"), py::arg("progress"));
+  py::class_<KeptForward, std::shared_ptr<KeptForward>>(m, "Forward")
+      .def("vjp", &kept_vjp, py::arg("cotangent"))
+      .def("release",
+           [](KeptForward& kept) {
+             py::gil_scoped_release release;
+             const std::lock_guard lock(kept.mutex);
+             kept.session.reset();
+           })
+      .def_property_readonly("released", [](KeptForward& kept) {
+        py::gil_scoped_release release;
+        const std::lock_guard lock(kept.mutex);
+        return !kept.session.has_value();
+      });
   m.def("plan", &plan, py::arg("config"), py::arg("is_path"), py::arg("overrides"),
         py::arg("devices"), py::arg("backend"), py::arg("galaxy"));
   m.def("read_cube", [](const std::string& path) {

@@ -36,3 +36,75 @@ def test_jax_grad_through_a_run_equals_ifusim_vjp_bitwise():
             assert np.array_equal(got, want), name
         else:
             assert not np.any(got), name  # positions: not differentiated (zeros)
+    # The forward was kept for the backward (no second forward run) and released by it.
+    assert ifusim.jax.kept_count() == 0
+
+
+def _grads_of_g(arrays, g, transform=lambda f: f):
+    def loss(s):
+        return jnp.sum(jnp.asarray(g) * ifusim.jax.cube(config(True), s, redshift=REDSHIFT))
+
+    inputs = {k: jnp.asarray(v, dtype=jnp.float32) for k, v in arrays.items()}
+    return {k: np.asarray(v) for k, v in transform(jax.grad(loss))(inputs).items()}
+
+
+def test_the_kept_forward_is_used_once_and_a_released_one_runs_the_forward_again():
+    """The registry's policy (docs/gradients.md, "From JAX"): at most max_kept forwards held, the
+    oldest released; a backward whose forward was released, and a second backward on the same
+    residual, fall back to ifusim.vjp: the same gradients, bitwise."""
+    arrays = stars(n=12, seed=5)
+    galaxy = ifusim.Galaxy.from_arrays(arrays, redshift=REDSHIFT)
+    reference = ifusim.run(config(True), galaxy=galaxy, progress=False)
+    g = np.random.default_rng(3).normal(size=reference.data.shape).astype(np.float32)
+    expected = _grads_of_g(arrays, g)
+    inputs = {k: jnp.asarray(v, dtype=jnp.float32) for k, v in arrays.items()}
+
+    def cube_of(s):
+        return ifusim.jax.cube(config(True), s, redshift=REDSHIFT)
+
+    try:
+        # Forwards never differentiated: no more than max_kept stay held.
+        ifusim.jax.set_max_kept(2)
+        pending = [jax.vjp(cube_of, inputs) for _ in range(3)]
+        assert ifusim.jax.kept_count() == 2
+        assert np.array_equal(np.asarray(pending[0][0]), reference.data)
+        # The oldest was released: its backward runs the forward again, the same gradients.
+        for cube, pullback in pending:
+            (got,) = pullback(jnp.asarray(g))
+            for name in expected:
+                assert np.array_equal(np.asarray(got[name]), expected[name]), name
+        assert ifusim.jax.kept_count() == 0
+        # A second backward on the same residual (its forward released by the first).
+        (again,) = pending[-1][1](jnp.asarray(g))
+        for name in expected:
+            assert np.array_equal(np.asarray(again[name]), expected[name]), name
+        # Nothing kept at all, and jit-compiled around the callbacks: the same gradients.
+        ifusim.jax.set_max_kept(0)
+        for transform in (lambda f: f, jax.jit):
+            got = _grads_of_g(arrays, g, transform)
+            for name in expected:
+                assert np.array_equal(got[name], expected[name]), name
+        assert ifusim.jax.kept_count() == 0
+        with pytest.raises(ValueError, match="max_kept"):
+            ifusim.jax.set_max_kept(-1)
+    finally:
+        ifusim.jax.set_max_kept(2)
+    got = _grads_of_g(arrays, g, jax.jit)
+    for name in expected:
+        assert np.array_equal(got[name], expected[name]), name
+    assert ifusim.jax.kept_count() == 0
+
+
+def test_the_cube_shape_run_suits_a_face_on_orient():
+    """The cube's shape is found by a run of a few stars before the first call: orient's face-on
+    alignment (its default) needs a half-mass radius, which a single star lacks."""
+    cfg = config(False)
+    cfg["stages"]["orient"] = {}
+    cfg["seed"] = 11  # another cache key than the other tests' configs
+    arrays = stars(n=10, seed=12)
+    reference = ifusim.run(cfg, galaxy=ifusim.Galaxy.from_arrays(arrays, redshift=REDSHIFT),
+                           progress=False)
+    cube = ifusim.jax.cube(cfg, {k: jnp.asarray(v) for k, v in arrays.items()},
+                           redshift=REDSHIFT)
+    assert np.array_equal(np.asarray(cube), reference.data, equal_nan=True)
+    assert np.any(np.nan_to_num(reference.data) > 0)

@@ -75,6 +75,53 @@ def test_only_the_fields_that_require_a_gradient_get_one():
     assert torch.equal(plain, cube.detach())
 
 
+
+def test_the_kept_forward_is_released_by_backward_or_with_its_graph(monkeypatch):
+    """The Function keeps ifusim.forward's run in ctx (docs/gradients.md, "From PyTorch"):
+    backward uses and releases it; a second backward (retain_graph) runs the forward again, with
+    the same gradients, bitwise; a graph dropped without a backward frees it."""
+    import gc
+    import weakref
+
+    kept = []
+    forward = ifusim.forward
+
+    def recording_forward(*args, **kwargs):
+        cube, run = forward(*args, **kwargs)
+        kept.append(weakref.ref(run))
+        return cube, run
+
+    monkeypatch.setattr(ifusim, "forward", recording_forward)
+    arrays = stars(n=10, seed=8)
+    galaxy = ifusim.Galaxy.from_arrays(arrays, redshift=REDSHIFT)
+    reference = ifusim.run(config(True), galaxy=galaxy, progress=False)
+    g = np.random.default_rng(4).normal(size=reference.data.shape).astype(np.float32)
+    expected = ifusim.vjp(config(True), galaxy, g.astype(np.float64), progress=False)
+
+    inputs = tensors(arrays, torch.float64)
+    cube = ifusim.torch.cube(config(True), inputs, redshift=REDSHIFT)
+    assert len(kept) == 1 and not kept[0]().released
+    loss = torch.sum(torch.from_numpy(g) * cube)
+    loss.backward(retain_graph=True)
+    assert kept[0]() is None or kept[0]().released
+    first = {name: inputs[name].grad.clone() for name in FIELDS}
+    for name in FIELDS:
+        assert np.array_equal(first[name].numpy(), expected["stars." + name]), name
+        inputs[name].grad = None
+    loss.backward()  # the forward released: ifusim.vjp, the same gradients
+    for name in FIELDS:
+        assert torch.equal(inputs[name].grad, first[name]), name
+
+    # Never differentiated: the kept run goes with the graph.
+    cube = ifusim.torch.cube(config(True), tensors(arrays, torch.float32), redshift=REDSHIFT)
+    assert len(kept) == 2 and kept[1]() is not None
+    del cube
+    gc.collect()
+    assert kept[1]() is None
+    # Nothing requires a gradient: nothing kept.
+    ifusim.torch.cube(config(True), tensors(arrays, torch.float32, False), redshift=REDSHIFT)
+    assert len(kept) == 2
+
 def test_torch_imports_after_ifusim():
     """A CUDA build of the engine links the CUDA Toolkit's NCCL, and PyPI's torch needs its own,
     newer one: imported after ifusim, torch failed on a missing NCCL symbol until ifusim loaded

@@ -138,3 +138,36 @@ def test_a_cotangent_of_the_wrong_shape_is_refused_naming_both_shapes(case):
         ifusim.vjp(config(True), galaxy, g[:, :, :-1].transpose(2, 1, 0), progress=False)
     with pytest.raises(ValueError, match="cotangent: shape"):
         ifusim.vjp(config(True), galaxy, g[0], progress=False)
+
+
+def test_a_kept_forward_gives_runs_cube_and_vjps_gradients_bitwise(case):
+    """ifusim.forward (docs/gradients.md, "A forward kept for its backward"): the cube bitwise
+    ifusim.run's (the noise included), and kept.vjp bitwise ifusim.vjp's, call after call."""
+    arrays, g, gradients = case
+    galaxy = ifusim.Galaxy.from_arrays(arrays, redshift=REDSHIFT)
+    reference = ifusim.run(config(True), galaxy=galaxy, progress=False)
+    h = np.random.default_rng(8).normal(size=g.shape)
+    other = ifusim.vjp(config(True), galaxy, h, progress=False)
+    cube, kept = ifusim.forward(config(True), galaxy, progress=False)
+    assert isinstance(kept, ifusim.Forward) and kept.shape == cube.shape == reference.shape
+    assert np.any(np.nan_to_num(cube.data) > 0)
+    assert np.array_equal(cube.data, reference.data, equal_nan=True)
+    assert np.array_equal(cube.var, reference.var, equal_nan=True)
+    for cotangent, want in ((g, gradients), (h, other), (g, gradients)):
+        got = kept.vjp(cotangent)
+        assert set(got) == set(want)
+        for key in want:
+            assert got[key].dtype == np.float64 and got[key].shape == want[key].shape, key
+            assert np.array_equal(got[key], want[key]), key
+    with pytest.raises(ValueError, match=r"cotangent: shape \(.*\), expected the shape of "
+                                         r"Cube.data \(n_wave, ny, nx\) = \(640, 10, 10\)"):
+        kept.vjp(g[:, :, :-1].transpose(2, 1, 0))
+    assert not kept.released
+    kept.release()
+    assert kept.released
+    with pytest.raises(RuntimeError, match="released"):
+        kept.vjp(g)
+    # A `with` block releases it at its end.
+    with ifusim.forward(config(False), galaxy, progress=False)[1] as scoped:
+        assert set(scoped.vjp(g)) == set(gradients)
+    assert scoped.released
