@@ -349,6 +349,9 @@ TEST_CASE("VJP entry: the gas's emission lines against central finite difference
   const bool metals = GENERATE(false, true);
   INFO("O/H from " << (metals ? "GFM_Metals" : "the metallicity"));
   HostGalaxy galaxy = stars_and_gas(grid, 60, n_gas, cells, 11, metals);
+  // A cell that forms no stars: no light, but the SFR's derivative from the right.
+  const std::size_t dark = 9;
+  galaxy.gas.at("sfr_msun_per_yr").values[dark] = 0.0f;
   const Cube base = run_pipeline(gas_config(galaxy, false), quiet()).cube;
   std::mt19937_64 rng(23);
   std::normal_distribution<double> normal(0.0, 1.0);
@@ -446,10 +449,37 @@ TEST_CASE("VJP entry: the gas's emission lines against central finite difference
       velocity.emplace_back(grads.at("gas.velocity_kms")[3 * i + c],
                             richardson("velocity_kms", 3 * i + c, step));
     }
+  // The dark cell: L is linear in its SFR from 0 up, so a one-sided difference is exact (but for
+  // rounding); its O/H and velocity gradients are 0 (x its SFR).
+  {
+    HostGalaxy lit = galaxy;
+    lit.gas.at("sfr_msun_per_yr").values[dark] = 2.0f;
+    const double forward_fd =
+        (loss(run_pipeline(gas_config(lit, false), quiet()).cube, g) - loss(base, g)) / 2.0;
+    sfr.emplace_back(grads.at("gas.sfr_msun_per_yr")[dark], forward_fd);
+    CHECK(grads.at("gas.velocity_kms")[3 * dark + 2] == 0.0);
+    CHECK(grads.at(metals ? "gas.metals" : "gas.metallicity")[metals ? 10 * dark + 4 : dark] ==
+          0.0);
+  }
   check("sfr", sfr, 1e-4, 1e-2);
   check(metals ? "X_O" : "Z", oxygen, 1e-3, 1e-2);
   if (metals) check("X_H", hydrogen, 1e-3, 1e-2);
   check("velocity", velocity, 1e-3, 1e-2);
+}
+
+TEST_CASE("VJP entry: a run with the dust stage stays refused, naming it", "[vjp_entry][vjp_gas]") {
+  // The emission lines' adjoint holds the dust screen fixed, but the dust stage itself (its
+  // screens on the stars, their dependence on the gas) has no adjoint.
+  const SspGrid grid = load_ssp_library(resolve_path(kSsp, ""));
+  const HostGalaxy galaxy = stars_and_gas(grid, 20, 20, {}, 31, false);
+  nlohmann::json d = run_document(false);
+  d["pipeline"] = {"orient",         "aperture", "dust",         "stellar_spectra",
+                   "emission_lines", "psum",     "aperture_mask"};
+  d["stages"] = {{"orient", {{"align_face_on", false}}}};
+  const RunConfig c = parse_run_config(d, "", std::make_shared<const HostGalaxy>(galaxy));
+  const Cube cube = run_pipeline(c, quiet()).cube;
+  CHECK_THROWS_WITH(run_pipeline_vjp(c, quiet(), std::vector<double>(cube.data.size(), 1.0)),
+                    Catch::Contains("stages.dust") && Catch::Contains("has no adjoint"));
 }
 
 TEST_CASE("VJP entry: the gas's gradients are bitwise the same for 1, 2 and 3 devices",

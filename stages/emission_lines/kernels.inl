@@ -131,6 +131,9 @@ struct GatherCellLineGradients {
     const double a_v =
         gas.dust_av != nullptr ? static_cast<double>(gas.dust_av[i]) + p.birth_cloud_av_mag : 0.0;
     double g_sfr = 0.0, g_t = 0.0, g_v = 0.0;
+    // The O/H and velocity derivatives are x sfr: a cell that forms no stars needs only its
+    // light per unit SFR (the forward's work, without the deposit), not the profile's slopes.
+    const bool slopes = sfr > 0.0;
     for (int l = 0; l < p.n_lines; ++l) {
       const LineWindow& line = p.lines[l];
       if (line.n_bins == 0) continue;
@@ -166,7 +169,7 @@ struct GatherCellLineGradients {
         return 0.56418958354775629 * exp(-u * u) * (-edge * per_angstrom / centre) * centre_slope;
       };
       const double below = tail_below ? -0.5 : cdf(k0);
-      const double below_slope = tail_below ? 0.0 : cdf_slope(k0);
+      const double below_slope = tail_below || !slopes ? 0.0 : cdf_slope(k0);
       double light = 0.0, light_slope = 0.0;  // sum over spaxels and bins of g x weight x share
       gas.footprint.for_each(i, [&](std::int32_t spaxel, double weight) {
         const double* g =
@@ -176,7 +179,7 @@ struct GatherCellLineGradients {
         for (int k = k0; k <= k1; ++k) {
           const bool last_tail = k == k1 && tail_above;
           const double above = last_tail ? 0.5 : cdf(k + 1);
-          const double above_slope = last_tail ? 0.0 : cdf_slope(k + 1);
+          const double above_slope = last_tail || !slopes ? 0.0 : cdf_slope(k + 1);
           const double share = above - previous;
           const double gk = g[k - line.first_bin] / (p.grid.is_log() ? p.grid.width(k) : 1.0);
           if (share > 0.0) sum += gk * share;
