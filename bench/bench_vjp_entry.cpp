@@ -5,10 +5,15 @@
 // forward and backward halves, and the ratios VJP / forward and backward / forward, the median of
 // --reps back-to-back pairs (target: VJP <= 2 x forward, issue 27).
 //
+// --gas N adds N synthetic gas cells and the emission_lines stage (after stellar_spectra; no dust
+// stage, which has no adjoint): the backward's cost with the gas's lines against without
+// (docs/gradients.md, "Gas: the emission lines").
+//
 // --backend cuda and --telescope MUSE-WFM give the GPU target's run (issue 27: the VJP of 1e8
 // stars on MUSE-WFM on one H100; scripts/gpu-check.sh).
 //
-//   IFUSIM_DATA_DIR=... build/bench/bench_vjp_entry [--stars 1000000] [--reps 3]
+//   IFUSIM_DATA_DIR=... build/bench/bench_vjp_entry [--stars 1000000] [--gas 0] [--reps 3] [--log
+//   warn]
 //       [--backend cpu|cuda] [--telescope MUSE] [--config configs/examples/muse_synthetic.json]
 #include <spdlog/spdlog.h>
 
@@ -26,17 +31,24 @@
 using namespace ifusim;
 
 int main(int argc, char** argv) {
-  spdlog::set_level(spdlog::level::warn);
+  // --log info shows each stage's own lines (emission_lines: its gradients' seconds).
+  spdlog::set_level(spdlog::level::from_str(bench::option(argc, argv, "log", "warn")));
   const std::string stars = bench::option(argc, argv, "stars", "1000000");
+  const std::string gas = bench::option(argc, argv, "gas", "0");
   const int reps = std::stoi(bench::option(argc, argv, "reps", "3"));
   const std::string backend = bench::option(argc, argv, "backend", "cpu");
   const std::string telescope = bench::option(argc, argv, "telescope", "MUSE");
   const std::string config =
       bench::option(argc, argv, "config",
                     std::string(IFUSIM_SOURCE_DIR) + "/configs/examples/muse_synthetic.json");
-  const RunConfig c = load_run_config(
-      config, {"input.synthetic.stars=" + stars, "input.synthetic.gas=0", "output.png=false",
-               "telescope=" + telescope, "devices.backend=" + backend});
+  std::vector<std::string> overrides = {"input.synthetic.stars=" + stars,
+                                        "input.synthetic.gas=" + gas, "output.png=false",
+                                        "telescope=" + telescope, "devices.backend=" + backend};
+  if (std::stod(gas) > 0)
+    overrides.push_back(
+        R"(pipeline=["orient", "aperture", "stellar_spectra", "emission_lines", "psum", "flux", )"
+        R"("psf", "lsf", "aperture_mask", "noise"])");
+  const RunConfig c = load_run_config(config, overrides);
   RunOptions options;
   options.write_outputs = false;
   options.progress = false;
@@ -45,9 +57,9 @@ int main(int argc, char** argv) {
   std::normal_distribution<double> normal(0.0, 1.0);
   std::vector<double> g(first.data.size());
   for (double& v : g) v = normal(rng);
-  std::printf("%s %d x %d x %d, %s stars, calc_ifu, binned, 1 %s device, %d reps\n",
+  std::printf("%s %d x %d x %d, %s stars, %s gas cells, calc_ifu%s, binned, 1 %s device, %d reps\n",
               telescope.c_str(), first.shape.nx, first.shape.ny, first.shape.n_wave, stars.c_str(),
-              backend.c_str(), reps);
+              gas.c_str(), std::stod(gas) > 0 ? " + emission_lines" : "", backend.c_str(), reps);
   std::vector<double> forward, vjp, vjp_forward, backward, ratio;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();

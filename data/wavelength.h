@@ -20,6 +20,17 @@ IFUSIM_HD inline double air_from_vacuum(double vacuum_angstrom) {
                                   : vacuum_angstrom / refractive_index_of_air(vacuum_angstrom);
 }
 
+// d(air) / d(vacuum), the derivative of air_from_vacuum (for the emission lines' gradients,
+// docs/gradients.md): 1 / n - lambda n'(lambda) / n^2, with n'(lambda) = dn/ds x (-s / lambda).
+IFUSIM_HD inline double air_from_vacuum_slope(double vacuum_angstrom) {
+  if (vacuum_angstrom < 2000.0) return 1.0;
+  const double s = 1e4 / vacuum_angstrom, s2 = s * s;
+  const double a = 130.0 - s2, b = 38.9 - s2;
+  const double dn_ds = 2.406147e-2 * 2.0 * s / (a * a) + 1.5998e-4 * 2.0 * s / (b * b);
+  const double n = refractive_index_of_air(vacuum_angstrom);
+  return 1.0 / n + s * dn_ds / (n * n);  // -lambda x dn/ds x (-s / lambda) = s dn/ds
+}
+
 // Inverse by fixed-point iteration (n varies slowly: three steps reach 1e-12 relative).
 inline double vacuum_from_air(double air_angstrom) {
   if (air_angstrom < 2000.0) return air_angstrom;

@@ -15,6 +15,7 @@
 #include "io/run_config.h"
 #include "io/ssp/ssp_library.h"
 #include "pipeline/runner.h"
+#include "stages/emission_lines/emission_lines.h"
 #include "stages/orient/orient.h"
 
 using namespace ifusim;
@@ -317,4 +318,233 @@ TEST_CASE(
       moved.backward(std::vector<double>(g.size() - 1, 1.0)),
       Catch::Contains("the cotangent holds") && Catch::Contains(to_string(run.shape)));
   CHECK(moved.backward(h).fields == reference_h.gradients.fields);
+
+namespace {
+
+// Stars and star-forming gas: the stars of stars_between_nodes, and n cells in the same 8 x 8 kpc
+// square with SFRs of 0.1-0.3 Msun/yr (the checked cells `bright`, 10 x more: their own lines
+// dominate the float rounding of the voxels they change), 12 + log(O/H) in 7.9-8.6 (inside the
+// Curti et al. 2020 range, away from its clamps) at the middle of a cell of the ratio grid, and
+// velocities within +-200 km/s. `metals`: O/H from GFM_Metals (X_H 0.74, X_O set for the same
+// O/H) instead of the metallicity.
+HostGalaxy stars_and_gas(const SspGrid& grid, std::size_t n_stars, std::size_t n_gas,
+                         const std::vector<std::size_t>& bright, unsigned seed, bool metals) {
+  HostGalaxy g = stars_between_nodes(grid, n_stars, seed);
+  std::mt19937_64 rng(seed + 100);
+  std::uniform_real_distribution<double> unit(0.0, 1.0), pos(-4.0, 4.0);
+  // The kernels interpolate the ratios on this grid of 12 + log(O/H), linearly.
+  const LineRatioGrid ratios = make_line_ratio_grid(EmissionLineParams{}, nullptr);
+  std::vector<float> x, v, m, rho, z, sfr, x_metals;
+  for (std::size_t i = 0; i < n_gas; ++i) {
+    x.insert(x.end(), {static_cast<float>(pos(rng)), static_cast<float>(pos(rng)),
+                       static_cast<float>(0.3 * pos(rng))});
+    for (int c = 0; c < 3; ++c) v.push_back(static_cast<float>(400.0 * unit(rng) - 200.0));
+    m.push_back(1e6f);
+    rho.push_back(1e7f);
+    // 12 + log(O/H) at the middle of a cell of the ratio grid (~0.001 dex), from 7.9 to 8.6.
+    const double cell = std::floor((0.3 + 0.7 * unit(rng)) / ratios.oxygen_step);
+    const double oxygen = ratios.oxygen_min + (cell + 0.5) * ratios.oxygen_step;
+    z.push_back(static_cast<float>(0.0134 * std::pow(10.0, oxygen - 8.69)));
+    const double o_over_h = std::pow(10.0, oxygen - 12.0);
+    std::vector<float> row(10, 0.0f);
+    row[0] = 0.74f;                                                 // H
+    row[4] = static_cast<float>(o_over_h * 15.999 / 1.008 * 0.74);  // O
+    x_metals.insert(x_metals.end(), row.begin(), row.end());
+    const bool is_bright = std::find(bright.begin(), bright.end(), i) != bright.end();
+    sfr.push_back(static_cast<float>((0.1 + 0.2 * unit(rng)) * (is_bright ? 10.0 : 1.0)));
+  }
+  g.gas["position_kpc"] = {x, n_gas, 3};
+  g.gas["velocity_kms"] = {v, n_gas, 3};
+  g.gas["mass_msun"] = {m, n_gas, 1};
+  g.gas["density_msun_per_kpc3"] = {rho, n_gas, 1};
+  g.gas["metallicity"] = {z, n_gas, 1};
+  g.gas["sfr_msun_per_yr"] = {sfr, n_gas, 1};
+  if (metals) g.gas["metals"] = {x_metals, n_gas, 10};
+  REQUIRE(validate_and_complete(g).empty());
+  return g;
+}
+
+// run_document with emission_lines after stellar_spectra (H-beta and [O III] 4959, 5007 fall in
+// the band at z = 0.05); `devices` cpu devices; `smoothing`: the aperture's kernel smoothing.
+RunConfig gas_config(const HostGalaxy& galaxy, bool noise, int devices = 1,
+                     bool smoothing = false) {
+  nlohmann::json d = run_document(noise);
+  nlohmann::json& p = d["pipeline"];
+  p.insert(p.begin() + 3, "emission_lines");
+  d["devices"]["count"] = devices;
+  d["devices"]["oversubscribe"] = true;  // more cpu devices than threads: the same result
+  d["stages"]["emission_lines"] = {{"lines", {"hbeta", "oiii_4959", "oiii_5007"}}};
+  if (smoothing) d["stages"]["aperture"] = {{"smoothing", "kernel"}};
+  return parse_run_config(d, "", std::make_shared<const HostGalaxy>(galaxy));
+}
+
+}  // namespace
+
+TEST_CASE("VJP entry: the gas's emission lines against central finite differences",
+          "[vjp_entry][vjp_gas]") {
+  const SspGrid grid = load_ssp_library(resolve_path(kSsp, ""));
+  const LineRatioGrid ratios = make_line_ratio_grid(EmissionLineParams{}, nullptr);
+  const std::size_t n_gas = 40;
+  const std::vector<std::size_t> cells = {2, 17, 31};  // the cells checked
+  const bool metals = GENERATE(false, true);
+  INFO("O/H from " << (metals ? "GFM_Metals" : "the metallicity"));
+  HostGalaxy galaxy = stars_and_gas(grid, 60, n_gas, cells, 11, metals);
+  // A cell that forms no stars: no light, but the SFR's derivative from the right.
+  const std::size_t dark = 9;
+  galaxy.gas.at("sfr_msun_per_yr").values[dark] = 0.0f;
+  const Cube base = run_pipeline(gas_config(galaxy, false), quiet()).cube;
+  std::mt19937_64 rng(23);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<double> g(base.data.size());
+  for (double& v : g) v = normal(rng);
+  // The lines are there: the cube with them differs from the stars' alone.
+  {
+    nlohmann::json d = run_document(false);
+    const Cube stars_only =
+        run_pipeline(parse_run_config(d, "", std::make_shared<const HostGalaxy>(galaxy)), quiet())
+            .cube;
+    REQUIRE(std::abs(loss(base, g) - loss(stars_only, g)) > 1e-3 * std::abs(loss(base, g)));
+  }
+
+  const VjpReport vjp = run_pipeline_vjp(gas_config(galaxy, true), quiet(), g);
+  const auto& grads = vjp.gradients.fields;
+  std::vector<std::pair<const char*, std::size_t>> keys = {{"gas.sfr_msun_per_yr", 1},
+                                                           {"gas.metallicity", 1},
+                                                           {"gas.velocity_kms", 3},
+                                                           {"stars.initial_mass_msun", 1}};
+  if (metals) keys.emplace_back("gas.metals", 10);
+  for (const auto& [key, components] : keys) {
+    INFO(key);
+    REQUIRE(grads.count(key) == 1);
+    const std::vector<double>& values = grads.at(key);
+    CHECK(values.size() == (std::string(key).rfind("gas.", 0) == 0 ? n_gas : 61) * components);
+    CHECK(std::none_of(values.begin(), values.end(), [](double x) { return std::isnan(x); }));
+    // With GFM_Metals the lines do not read the metallicity: its gradient is 0.
+    if (std::string(key) == "gas.metallicity" && metals)
+      CHECK(std::all_of(values.begin(), values.end(), [](double x) { return x == 0.0; }));
+    else
+      CHECK(std::any_of(values.begin(), values.end(), [](double x) { return x != 0.0; }));
+  }
+  // The noise's adjoint is the identity: bitwise the gradients of the run without it.
+  CHECK(run_pipeline_vjp(gas_config(galaxy, false), quiet(), g).gradients.fields ==
+        vjp.gradients.fields);
+
+  // Central differences of whole runs without noise, the field perturbed as the input holds it
+  // (float); `log10_step`: by x 10^(+-step), the difference taken in log10 and turned into d/dx.
+  auto fd = [&](const std::string& field, std::size_t index, double step, bool log10_step = false) {
+    HostGalaxy up = galaxy, down = galaxy;
+    float& xu = up.gas.at(field).values[index];
+    float& xd = down.gas.at(field).values[index];
+    const double x = xu;
+    xu = static_cast<float>(log10_step ? x * std::pow(10.0, step) : x + step);
+    xd = static_cast<float>(log10_step ? x * std::pow(10.0, -step) : x - step);
+    const double lp = loss(run_pipeline(gas_config(up, false), quiet()).cube, g);
+    const double lm = loss(run_pipeline(gas_config(down, false), quiet()).cube, g);
+    if (!log10_step) return (lp - lm) / (static_cast<double>(xu) - static_cast<double>(xd));
+    return (lp - lm) / (std::log10(static_cast<double>(xu)) - std::log10(static_cast<double>(xd))) /
+           (x * std::log(10.0));
+  };
+  // Richardson's extrapolation of the central differences of steps h and 2h: error O(h^4).
+  auto richardson = [&](const std::string& field, std::size_t index, double step,
+                        bool log10_step = false) {
+    return (4.0 * fd(field, index, step, log10_step) - fd(field, index, 2.0 * step, log10_step)) /
+           3.0;
+  };
+  auto check = [](const char* what, const std::vector<std::pair<double, double>>& pairs,
+                  double tolerance, double floor) {
+    double largest = 0.0;
+    for (const auto& [ad, fd] : pairs) largest = std::max(largest, std::abs(fd));
+    REQUIRE(largest > 0.0);
+    for (const auto& [ad, fd] : pairs) {
+      INFO(what << ": adjoint " << ad << ", finite difference " << fd);
+      CHECK(std::isfinite(ad));
+      CHECK(std::abs(ad - fd) <= tolerance * std::max(std::abs(fd), floor * largest));
+    }
+  };
+  std::vector<std::pair<double, double>> sfr, oxygen, hydrogen, velocity;
+  for (const std::size_t i : cells) {
+    // SFR: L is linear in it (steps of 50 %).
+    const double s = galaxy.gas.at("sfr_msun_per_yr").values[i];
+    sfr.emplace_back(grads.at("gas.sfr_msun_per_yr")[i], fd("sfr_msun_per_yr", i, 0.5 * s));
+    // O/H: L is linear in 12 + log(O/H) within a cell of the ratio grid (~0.001 dex), and each
+    // cell sits at a cell's middle, where the cell's slope (the adjoint's) is the calibration's
+    // derivative to O(step^2). Steps within the cell would be limited by the float cube's rounding
+    // (the forbidden lines change by ~1e-3 of their light); so steps of 4 and 8 cells in log10
+    // (from middle to middle), extrapolated.
+    const std::string field = metals ? "metals" : "metallicity";
+    const std::size_t index = metals ? 10 * i + 4 : i;
+    const double step = 4.0 * ratios.oxygen_step;
+    const double ad = metals ? grads.at("gas.metals")[index] : grads.at("gas.metallicity")[i];
+    oxygen.emplace_back(ad, richardson(field, index, step, true));
+    if (metals)  // and X_H, which lowers O/H
+      hydrogen.emplace_back(grads.at("gas.metals")[10 * i],
+                            richardson("metals", 10 * i, step, true));
+  }
+  // Every input component of two cells' velocities (orient's R^T), each step moving v_los by
+  // about 4 km/s, against a line sigma of ~65 km/s (the templates' resolution and the cell's own
+  // width): Richardson's extrapolation of the steps h and 2h, whose error is O(h^4).
+  for (const std::size_t i : {cells[0], cells[2]})
+    for (int c = 0; c < 3; ++c) {
+      const double step = std::min(4.0 / std::abs(line_of_sight_row(c)), 40.0);
+      velocity.emplace_back(grads.at("gas.velocity_kms")[3 * i + c],
+                            richardson("velocity_kms", 3 * i + c, step));
+    }
+  // The dark cell: L is linear in its SFR from 0 up, so a one-sided difference is exact (but for
+  // rounding); its O/H and velocity gradients are 0 (x its SFR).
+  {
+    HostGalaxy lit = galaxy;
+    lit.gas.at("sfr_msun_per_yr").values[dark] = 2.0f;
+    const double forward_fd =
+        (loss(run_pipeline(gas_config(lit, false), quiet()).cube, g) - loss(base, g)) / 2.0;
+    sfr.emplace_back(grads.at("gas.sfr_msun_per_yr")[dark], forward_fd);
+    CHECK(grads.at("gas.velocity_kms")[3 * dark + 2] == 0.0);
+    CHECK(grads.at(metals ? "gas.metals" : "gas.metallicity")[metals ? 10 * dark + 4 : dark] ==
+          0.0);
+  }
+  check("sfr", sfr, 1e-4, 1e-2);
+  check(metals ? "X_O" : "Z", oxygen, 1e-3, 1e-2);
+  if (metals) check("X_H", hydrogen, 1e-3, 1e-2);
+  check("velocity", velocity, 1e-3, 1e-2);
+}
+
+TEST_CASE("VJP entry: a run with the dust stage stays refused, naming it", "[vjp_entry][vjp_gas]") {
+  // The emission lines' adjoint holds the dust screen fixed, but the dust stage itself (its
+  // screens on the stars, their dependence on the gas) has no adjoint.
+  const SspGrid grid = load_ssp_library(resolve_path(kSsp, ""));
+  const HostGalaxy galaxy = stars_and_gas(grid, 20, 20, {}, 31, false);
+  nlohmann::json d = run_document(false);
+  d["pipeline"] = {"orient",         "aperture", "dust",         "stellar_spectra",
+                   "emission_lines", "psum",     "aperture_mask"};
+  d["stages"] = {{"orient", {{"align_face_on", false}}}};
+  const RunConfig c = parse_run_config(d, "", std::make_shared<const HostGalaxy>(galaxy));
+  const Cube cube = run_pipeline(c, quiet()).cube;
+  CHECK_THROWS_WITH(run_pipeline_vjp(c, quiet(), std::vector<double>(cube.data.size(), 1.0)),
+                    Catch::Contains("stages.dust") && Catch::Contains("has no adjoint"));
+}
+
+TEST_CASE("VJP entry: the gas's gradients are bitwise the same for 1, 2 and 3 devices",
+          "[vjp_entry][vjp_gas]") {
+  const SspGrid grid = load_ssp_library(resolve_path(kSsp, ""));
+  const bool smoothing = GENERATE(false, true);
+  INFO("kernel smoothing " << smoothing);
+  const HostGalaxy galaxy = stars_and_gas(grid, 50, 200, {}, 29, false);
+  const Cube base = run_pipeline(gas_config(galaxy, false, 1, smoothing), quiet()).cube;
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<double> g(base.data.size());
+  for (double& v : g) v = normal(rng);
+  const VjpReport one = run_pipeline_vjp(gas_config(galaxy, false, 1, smoothing), quiet(), g);
+  for (const char* key : {"gas.sfr_msun_per_yr", "gas.metallicity", "gas.velocity_kms"}) {
+    INFO(key);
+    REQUIRE(one.gradients.fields.count(key) == 1);
+    const std::vector<double>& values = one.gradients.fields.at(key);
+    CHECK(std::none_of(values.begin(), values.end(), [](double x) { return std::isnan(x); }));
+    CHECK(std::any_of(values.begin(), values.end(), [](double x) { return x != 0.0; }));
+  }
+  for (const int devices : {2, 3}) {
+    INFO(devices << " devices");
+    const VjpReport many =
+        run_pipeline_vjp(gas_config(galaxy, false, devices, smoothing), quiet(), g);
+    CHECK(many.gradients.fields == one.gradients.fields);
+  }
 }

@@ -472,11 +472,13 @@ def vjp(
     ``Cube.data``, (n_wave, ny, nx) (NaN where the cube is NaN is fine: those voxels send
     nothing back). Returns {field name: float64 array} keyed by the names
     :meth:`Galaxy.from_arrays` takes ("stars.initial_mass_msun", "stars.age_gyr",
-    "stars.metallicity", "stars.velocity_kms"), each shaped like its field: (n,) or (n, 3).
+    "stars.metallicity", "stars.velocity_kms"; with the emission_lines stage also
+    "gas.sfr_msun_per_yr", "gas.metallicity", "gas.velocity_kms" and, where the gas has metals,
+    "gas.metals"), each shaped like its field: (n,), (n, 3) or (n, 10).
 
     The gradient is that of the noiseless cube (a noise stage's adjoint is the identity).
     Refused (ifusim.ConfigError naming the stage or key): stages with no adjoint (dust,
-    emission lines, mass_image), the exact spectral method, a spectrograph's arms; a cotangent
+    mass_image), the exact spectral method, a spectrograph's arms; a cotangent
     of the wrong shape is a ValueError naming its shape and the cube's. docs/gradients.md.
     """
     spaxel_major = _spaxel_major(cotangent)

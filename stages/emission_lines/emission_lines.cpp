@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <optional>
 #include <stdexcept>
@@ -397,6 +398,123 @@ class EmissionLinesStage final : public Stage {
     setup_.emplace(std::move(s));
   }
 
+  // Reverse mode (docs/gradients.md, "Gas: the emission lines"): each cell's dL/d sfr, dL/d Z
+  // (or dL/d its GFM_Metals' H and O where O/H came from them) and dL/d v_los, gathered from
+  // `reduced` = dL/d(reduced cube) over the bins and spaxels its lines were deposited into
+  // (GatherCellLineGradients, kernels.inl). The cotangent is first cut to the lines' windows (the
+  // line sums' layout: about 120 columns a spaxel for MUSE instead of 3721), which a GPU gets a
+  // copy of. The dust screen (gas.dust_av), the birth clouds and the footprints are constants
+  // here.
+  bool particle_adjoint(RunState& state, const CubeCotangent& reduced,
+                        ParticleGradients& gradients) override {
+    if (!setup_ || !run_deposit_)
+      throw std::logic_error("emission_lines: particle_adjoint before the stage's forward run");
+    const CubeShape& shape = setup_->total.shape;
+    if (!(reduced.shape == shape) || reduced.data.size() != shape.n_voxels())
+      throw std::invalid_argument(
+          "emission_lines: the cotangent is " + std::to_string(reduced.shape.nx) + " x " +
+          std::to_string(reduced.shape.ny) + " x " + std::to_string(reduced.shape.n_wave) + " (" +
+          std::to_string(reduced.data.size()) + " values), the reduced cube " +
+          std::to_string(shape.nx) + " x " + std::to_string(shape.ny) + " x " +
+          std::to_string(shape.n_wave));
+    const auto start = std::chrono::steady_clock::now();
+    const Mesh& mesh = state.mesh;
+    const Gas& gas = state.data.gas;
+    const std::size_t n = gas.count();
+    if (n == 0) return true;  // no gas: nothing to differentiate
+    require_fields(gas);
+    const bool metals = gas.metals.rows() == n;
+    auto field = [&](const std::string& name, std::size_t components) -> std::vector<double>& {
+      std::vector<double>& out = gradients.fields[name];
+      if (out.empty()) out = large_vector<double>(n * components, 0.0);
+      if (out.size() != n * components)
+        throw std::logic_error("emission_lines: gradient " + name + " has " +
+                               std::to_string(out.size()) + " values, not " +
+                               std::to_string(n * components));
+      return out;
+    };
+    // Keyed by the fields the stage read; the velocity as the stage saw it (its z, the line of
+    // sight), 3 components: orient's adjoint, where it ran, turns it back to the input's frame.
+    std::vector<double>& sfr = field("gas.sfr_msun_per_yr", 1);
+    std::vector<double>& metallicity = field("gas.metallicity", 1);  // 0 where GFM_Metals rule
+    std::vector<double>& velocity = field("gas.velocity_kms", 3);
+    std::vector<double>* metal_fractions =
+        metals ? &field("gas.metals", static_cast<std::size_t>(gas.metals.components())) : nullptr;
+    const std::size_t metals_stride = metals ? gas.metals.components() : 0;
+
+    // The cotangent at the lines' windows, spaxel by spaxel in the line sums' layout.
+    const LineTotal& total = setup_->total;
+    const std::size_t n_spaxels = shape.n_spaxels(),
+                      n_wave = static_cast<std::size_t>(shape.n_wave);
+    const auto row_columns = static_cast<std::size_t>(total.row_columns);
+    std::vector<double> g_windows = large_vector<double>(n_spaxels * row_columns, 0.0);
+#pragma omp parallel for schedule(static)
+    for (long long si = 0; si < static_cast<long long>(n_spaxels); ++si) {
+      const auto s = static_cast<std::size_t>(si);
+      for (const LineWindow& w : total.windows)
+        std::copy_n(reduced.data.data() + s * n_wave + w.first_bin, w.n_bins,
+                    g_windows.data() + s * row_columns + w.offset);
+    }
+    // cpu devices add straight into the host arrays (each its own cells); a GPU into its own
+    // sums (sfr, Z, v_los, X_H, X_O), downloaded and added at the end.
+    bool any_cuda = false;
+    for (std::size_t d = 0; d < mesh.size(); ++d) any_cuda = any_cuda || mesh.device(d).is_cuda();
+    constexpr int kSums = 5;
+    ShardedArray<double> sums, g_on;
+    if (any_cuda) {
+      sums = ShardedArray<double>(mesh, n, kSums, Sharding::sharded());
+      for (auto& shard : sums.shards()) shard.buffer.zero();
+      g_on = device_put(mesh, g_windows, 1, Sharding::replicated());
+    }
+    shard_map(mesh, [&](const Device& d) {
+      LineDeposit on_device = *run_deposit_;
+      on_device.ratio_to_halpha = setup_->ratios.local(d).data;
+      CellLineGradientViews out{};
+      if (d.is_cuda()) {
+        out = {sums.local(d, 0).data,
+               sums.local(d, 1).data,
+               sums.local(d, 2).data,
+               1,
+               metals ? sums.local(d, 3).data : nullptr,
+               metals ? sums.local(d, 4).data : nullptr,
+               1};
+      } else {
+        const std::size_t first = gas.sfr_msun_per_yr.shard(d).range.begin;
+        out = {sfr.data() + first,
+               metallicity.data() + first,
+               velocity.data() + 3 * first + 2,
+               3,
+               metals ? metal_fractions->data() + first * metals_stride : nullptr,
+               metals ? metal_fractions->data() + first * metals_stride + 4 : nullptr,
+               metals_stride};
+      }
+      const double* g = d.is_cuda() ? g_on.local(d).data : g_windows.data();
+      IFUSIM_DISPATCH(d, gather_emission_line_gradients, d, on_device, gas_views(state, d), g, out);
+    });
+    if (any_cuda) {
+      std::vector<double> plane;
+      for (const auto& shard : sums.shards()) {
+        if (!shard.device->is_cuda()) continue;
+        const std::size_t first = shard.range.begin, count = shard.range.size();
+        plane.resize(count);
+        for (int c = 0; c < kSums; ++c) {
+          if (c >= 3 && !metals) break;
+          shard.buffer.download(plane.data(), count, static_cast<std::size_t>(c) * count);
+          double* to = c == 0   ? sfr.data()
+                       : c == 1 ? metallicity.data()
+                       : c == 2 ? velocity.data() + 2
+                       : c == 3 ? metal_fractions->data()
+                                : metal_fractions->data() + 4;
+          const std::size_t stride = c == 2 ? 3 : (c >= 3 ? metals_stride : 1);
+          for (std::size_t i = 0; i < count; ++i) to[(first + i) * stride] += plane[i];
+        }
+      }
+    }
+    spdlog::info("emission_lines: gradients of {} gas cells in {:.3f} s", n,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return true;
+  }
+
   void run(RunState& state) override {
     if (!setup_) throw std::logic_error("emission_lines: run before its pass over the gas");
     const Mesh& mesh = state.mesh;
@@ -431,21 +549,14 @@ class EmissionLinesStage final : public Stage {
       deposit.lines[l].attenuation_ratio = attenuation_ratio(
           dust ? dust->curve_for_lines() : DustCurve{}, deposit.lines[l].vacuum_angstrom);
     deposit.birth_cloud_av_mag = dust ? dust->line_extra_av_mag : 0.0;
-    const SpaxelGrid& spaxel_grid = state.products.get<SpaxelGrid>("spaxels");
     const ShardedArray<float>* dust_av = gas.derived.find(fields::gas_dust_av);
+    // What the deposit applied (the dust's curve and birth clouds), for the adjoint.
+    run_deposit_ = deposit;
     shard_map(mesh, [&](const Device& d) {
       LineDeposit on_device = deposit;
       on_device.ratio_to_halpha = setup_->ratios.local(d).data;
-      const GasLineViews views{gas.velocity_kms.local(d, 2).data,
-                               gas.sfr_msun_per_yr.local(d).data,
-                               gas.metallicity.local(d).data,
-                               metals ? gas.metals.local(d, 0).data : nullptr,
-                               metals ? gas.metals.local(d, 4).data : nullptr,
-                               dust_av ? dust_av->local(d).data : nullptr,
-                               gas_footprint(gas, spaxel_grid, d),
-                               gas.sfr_msun_per_yr.local(d).size};
-      IFUSIM_DISPATCH(d, accumulate_emission_lines, d, on_device, views, sums->sums().local(d),
-                      moments->sums().local(d));
+      IFUSIM_DISPATCH(d, accumulate_emission_lines, d, on_device, gas_views(state, d),
+                      sums->sums().local(d), moments->sums().local(d));
     });
     spdlog::info("emission_lines: {} gas cells deposited (O/H from {}){}", n,
                  metals ? "GFM_Metals" : "the metallicity",
@@ -465,6 +576,21 @@ class EmissionLinesStage final : public Stage {
     require_field(gas.metallicity.rows(), "metallicity", "PartType0/GFM_Metallicity");
   }
 
+  // The gas on device d as the kernels read it (the line of sight: velocity's z).
+  static GasLineViews gas_views(const RunState& state, const Device& d) {
+    const Gas& gas = state.data.gas;
+    const bool metals = gas.metals.rows() == gas.count();
+    const ShardedArray<float>* dust_av = gas.derived.find(fields::gas_dust_av);
+    return {gas.velocity_kms.local(d, 2).data,
+            gas.sfr_msun_per_yr.local(d).data,
+            gas.metallicity.local(d).data,
+            metals ? gas.metals.local(d, 0).data : nullptr,
+            metals ? gas.metals.local(d, 4).data : nullptr,
+            dust_av ? dust_av->local(d).data : nullptr,
+            gas_footprint(gas, state.products.get<SpaxelGrid>("spaxels"), d),
+            gas.sfr_msun_per_yr.local(d).size};
+  }
+
   // What the pass over the gas gives: the windows, the deposit's constants, the scales.
   struct Setup {
     LineDeposit deposit;
@@ -477,6 +603,7 @@ class EmissionLinesStage final : public Stage {
   std::size_t n_gas_ = 0;  // the pass so far
   double v_max_kms_ = 0.0, max_sfr_ = 0.0;
   std::optional<Setup> setup_;
+  std::optional<LineDeposit> run_deposit_;  // as the last block's deposit applied it
   // Declared by the first block, reduced by the reduction.
   PartialHandle<PartialArray> sums_;     // the line windows
   PartialHandle<PartialArray> moments_;  // the gas's velocity moments

@@ -144,6 +144,20 @@ struct GasLineViews {
   std::size_t n;
 };
 
+// Where the gradient kernel adds each cell's gradients (docs/gradients.md): dL/d sfr, dL/d v_los
+// (at i x velocity_stride: the z of a 3-component row), and dL/d Z or, where O/H comes from
+// GFM_Metals, dL/d X_H and dL/d X_O (at i x metals_stride). Host arrays for a cpu device, a
+// device's own sums on a GPU.
+struct CellLineGradientViews {
+  double* sfr_msun_per_yr;
+  double* metallicity;
+  double* velocity_los_kms;
+  std::size_t velocity_stride;
+  double* hydrogen_fraction;  // nullptr: O/H from the metallicity
+  double* oxygen_fraction;
+  std::size_t metals_stride;
+};
+
 // One line as the kernel sees it: where its window of observed bins sits in the partial array.
 struct LineWindow {
   double vacuum_angstrom = 0.0;
@@ -175,8 +189,10 @@ struct LineDeposit {
 
 }  // namespace ifusim
 
-IFUSIM_DECLARE_BACKENDS(void accumulate_emission_lines(const Device& device,
-                                                       const ifusim::LineDeposit& deposit,
-                                                       const ifusim::GasLineViews& gas,
-                                                       Span<std::int64_t> line_sums,
-                                                       Span<std::int64_t> moment_sums);)
+IFUSIM_DECLARE_BACKENDS(
+    void accumulate_emission_lines(const Device& device, const ifusim::LineDeposit& deposit,
+                                   const ifusim::GasLineViews& gas, Span<std::int64_t> line_sums,
+                                   Span<std::int64_t> moment_sums);
+    void gather_emission_line_gradients(const Device& device, const ifusim::LineDeposit& deposit,
+                                        const ifusim::GasLineViews& gas, const double* g_windows,
+                                        const ifusim::CellLineGradientViews& out);)

@@ -1,6 +1,17 @@
 // Emission-line kernels: one source, compiled by emission_lines_cpu.cpp and _cuda.cu.
 namespace ifusim::IFUSIM_BACKEND_NS {
 
+// 12 + log(O/H) of cell i: from the O and H mass fractions, else from Z scaled to solar; -1
+// (below every table) where there are no metals.
+IFUSIM_HD inline double cell_oxygen_abundance(const GasLineViews& gas, std::size_t i) {
+  if (gas.hydrogen_fraction != nullptr) {
+    const double x_h = gas.hydrogen_fraction[i], x_o = gas.oxygen_fraction[i];
+    return x_h > 0.0 && x_o > 0.0 ? 12.0 + log10((x_o / 15.999) / (x_h / 1.008)) : -1.0;
+  }
+  const double z = gas.metallicity[i];
+  return z > 0.0 ? kSolarOxygenAbundance + log10(z / kSolarMetallicity) : -1.0;
+}
+
 // One gas cell: all its lines, into every spaxel its footprint reaches.
 struct DepositCellLines {
   LineDeposit p;
@@ -8,22 +19,11 @@ struct DepositCellLines {
   std::int64_t* line_sums;
   std::int64_t* moment_sums;
 
-  // 12 + log(O/H): from the O and H mass fractions, else from Z scaled to solar; -1 (below every
-  // table) where there are no metals.
-  IFUSIM_HD double oxygen_abundance(std::size_t i) const {
-    if (gas.hydrogen_fraction != nullptr) {
-      const double x_h = gas.hydrogen_fraction[i], x_o = gas.oxygen_fraction[i];
-      return x_h > 0.0 && x_o > 0.0 ? 12.0 + log10((x_o / 15.999) / (x_h / 1.008)) : -1.0;
-    }
-    const double z = gas.metallicity[i];
-    return z > 0.0 ? kSolarOxygenAbundance + log10(z / kSolarMetallicity) : -1.0;
-  }
-
   IFUSIM_HD void operator()(std::size_t i) const {
     const double sfr = gas.sfr_msun_per_yr[i];
     if (!(sfr > 0.0)) return;
     // The ratio grid's interpolation point, clamped to its ends.
-    double t = (oxygen_abundance(i) - p.oxygen_min) / p.oxygen_step;
+    double t = (cell_oxygen_abundance(gas, i) - p.oxygen_min) / p.oxygen_step;
     t = t < 0.0 ? 0.0 : (t > p.n_oxygen - 1 ? p.n_oxygen - 1 : t);
     int j = static_cast<int>(floor(t));
     j = j > p.n_oxygen - 2 ? p.n_oxygen - 2 : j;
@@ -95,10 +95,135 @@ struct DepositCellLines {
   }
 };
 
+// Reverse mode (docs/gradients.md, "Gas: the emission lines"): one cell's gradients, gathered
+// from the cotangent of its lines' windows (`g_windows`: dL/d the reduced cube at every spaxel's
+// window bins, laid out as the line sums) over the bins and spaxels DepositCellLines deposits
+// into, in the same order. Every line's light in a bin is
+//   sfr x (L_Halpha / SFR) x ratio(t) x dust x share_k(v) x weight / width_k,
+// linear in the SFR; ratio(t) the grid's linear interpolation at t = (12 + log(O/H) - min) / step
+// (its slope: the cell's (row[j+1] - row[j]), one-sided from the right at a node, 0 where t is
+// clamped); share_k = Phi(u_{k+1}) - Phi(u_k) the Gaussian's integral over bin k, whose edges'
+// u = (edge - centre) / (sqrt 2 sigma) move with the centre and with sigma = centre x
+// profile_sigma / c (so du/dcentre = -edge / (sqrt 2 sigma centre)): its derivative in v_los is
+// a difference of Gaussians. One thread a cell, each writing only its own gradients (added to
+// what is there): no atomics, the same bits for any device count.
+struct GatherCellLineGradients {
+  LineDeposit p;
+  GasLineViews gas;
+  const double* g_windows;  // n_spaxels x p.row_columns
+  CellLineGradientViews out;
+
+  IFUSIM_HD void operator()(std::size_t i) const {
+    const double sfr = gas.sfr_msun_per_yr[i];
+    // The forward deposits nothing for sfr <= 0; at sfr = 0 the derivative given is the one from
+    // the right (the light a cell would shine with a little star formation), below it 0.
+    if (!(sfr >= 0.0)) return;
+    const double oxygen = cell_oxygen_abundance(gas, i);
+    const double t_raw = (oxygen - p.oxygen_min) / p.oxygen_step;
+    double t = t_raw < 0.0 ? 0.0 : (t_raw > p.n_oxygen - 1 ? p.n_oxygen - 1 : t_raw);
+    int j = static_cast<int>(floor(t));
+    j = j > p.n_oxygen - 2 ? p.n_oxygen - 2 : j;
+    const double f = t - j;
+    // Clamped (below the grid, at or above its last node, no metals): a zero derivative.
+    const bool t_free = oxygen > 0.0 && t_raw >= 0.0 && t_raw < p.n_oxygen - 1;
+    const double v = gas.velocity_los_kms[i];
+    const double doppler = p.one_plus_z * (1.0 + v / kSpeedOfLightKms);
+    const double a_v =
+        gas.dust_av != nullptr ? static_cast<double>(gas.dust_av[i]) + p.birth_cloud_av_mag : 0.0;
+    double g_sfr = 0.0, g_t = 0.0, g_v = 0.0;
+    // The O/H and velocity derivatives are x sfr: a cell that forms no stars needs only its
+    // light per unit SFR (the forward's work, without the deposit), not the profile's slopes.
+    const bool slopes = sfr > 0.0;
+    for (int l = 0; l < p.n_lines; ++l) {
+      const LineWindow& line = p.lines[l];
+      if (line.n_bins == 0) continue;
+      const double* row = p.ratio_to_halpha + static_cast<std::size_t>(line.ratio_row) * p.n_oxygen;
+      const double ratio = row[j] * (1.0 - f) + row[j + 1] * f;
+      const double ratio_slope = t_free ? row[j + 1] - row[j] : 0.0;  // per unit t
+      double per_sfr = p.halpha_lsun_per_sfr;  // the line's light over sfr x ratio
+      if (a_v > 0.0) per_sfr *= pow(10.0, -0.4 * a_v * line.attenuation_ratio);
+      const double vacuum = line.vacuum_angstrom * doppler;
+      const double centre = p.to_air ? air_from_vacuum(vacuum) : vacuum;
+      // d centre / d v_los (km/s^-1 x A).
+      const double centre_slope = line.vacuum_angstrom * p.one_plus_z / kSpeedOfLightKms *
+                                  (p.to_air ? air_from_vacuum_slope(vacuum) : 1.0);
+      const double sigma = centre * line.profile_sigma_kms / kSpeedOfLightKms;
+      const double reach = kLineTruncationSigmas * sigma;
+      const double lo = floor(p.grid.edge_position(centre - reach));
+      const double hi = floor(p.grid.edge_position(centre + reach));
+      const int last_bin = line.first_bin + line.n_bins - 1;
+      const int k0 = lo < line.first_bin ? line.first_bin : static_cast<int>(lo);
+      const int k1 = hi > last_bin ? last_bin : static_cast<int>(hi);
+      if (k0 > k1) continue;
+      const bool tail_below = lo >= line.first_bin, tail_above = hi <= last_bin;
+      const double per_angstrom = 0.70710678118654752 / sigma;
+      // Phi(edge) = erf(u) / 2 and its derivative in v_los: exp(-u^2) / sqrt(pi) x du/dv, with
+      // du/dcentre = -edge x per_angstrom / centre (sigma grows with the centre).
+      auto cdf = [&](int edge_bin) {
+        const double edge = p.grid.edge(edge_bin);
+        return 0.5 * erf((edge - centre) * per_angstrom);
+      };
+      auto cdf_slope = [&](int edge_bin) {
+        const double edge = p.grid.edge(edge_bin);
+        const double u = (edge - centre) * per_angstrom;
+        return 0.56418958354775629 * exp(-u * u) * (-edge * per_angstrom / centre) * centre_slope;
+      };
+      const double below = tail_below ? -0.5 : cdf(k0);
+      const double below_slope = tail_below || !slopes ? 0.0 : cdf_slope(k0);
+      double light = 0.0, light_slope = 0.0;  // sum over spaxels and bins of g x weight x share
+      gas.footprint.for_each(i, [&](std::int32_t spaxel, double weight) {
+        const double* g =
+            g_windows + static_cast<std::size_t>(spaxel) * p.row_columns + line.offset;
+        double previous = below, previous_slope = below_slope;
+        double sum = 0.0, sum_slope = 0.0;
+        for (int k = k0; k <= k1; ++k) {
+          const bool last_tail = k == k1 && tail_above;
+          const double above = last_tail ? 0.5 : cdf(k + 1);
+          const double above_slope = last_tail || !slopes ? 0.0 : cdf_slope(k + 1);
+          const double share = above - previous;
+          const double gk = g[k - line.first_bin] / (p.grid.is_log() ? p.grid.width(k) : 1.0);
+          if (share > 0.0) sum += gk * share;
+          sum_slope += gk * (above_slope - previous_slope);
+          previous = above;
+          previous_slope = above_slope;
+        }
+        light += weight * sum;
+        light_slope += weight * sum_slope;
+      });
+      // A linear grid's one width, as the forward divides by it.
+      if (!p.grid.is_log()) {
+        light /= p.grid.width(0);
+        light_slope /= p.grid.width(0);
+      }
+      g_sfr += per_sfr * ratio * light;
+      g_t += sfr * per_sfr * ratio_slope * light;
+      g_v += sfr * per_sfr * ratio * light_slope;
+    }
+    out.sfr_msun_per_yr[i] += g_sfr;
+    out.velocity_los_kms[i * out.velocity_stride] += g_v;
+    // t = (12 + log10(O/H) - min) / step: through Z, or the O and H mass fractions.
+    const double per_log = g_t / (p.oxygen_step * 2.302585092994046);  // dL / d ln(O/H)
+    if (gas.hydrogen_fraction != nullptr) {
+      if (t_free) {
+        out.hydrogen_fraction[i * out.metals_stride] -= per_log / gas.hydrogen_fraction[i];
+        out.oxygen_fraction[i * out.metals_stride] += per_log / gas.oxygen_fraction[i];
+      }
+    } else if (t_free) {
+      out.metallicity[i] += per_log / gas.metallicity[i];
+    }
+  }
+};
+
 void accumulate_emission_lines(const Device& device, const LineDeposit& deposit,
                                const GasLineViews& gas, Span<std::int64_t> line_sums,
                                Span<std::int64_t> moment_sums) {
   parallel_for(device, gas.n, DepositCellLines{deposit, gas, line_sums.data, moment_sums.data});
+}
+
+void gather_emission_line_gradients(const Device& device, const LineDeposit& deposit,
+                                    const GasLineViews& gas, const double* g_windows,
+                                    const CellLineGradientViews& out) {
+  parallel_for(device, gas.n, GatherCellLineGradients{deposit, gas, g_windows, out});
 }
 
 }  // namespace ifusim::IFUSIM_BACKEND_NS

@@ -171,3 +171,104 @@ def test_a_kept_forward_gives_runs_cube_and_vjps_gradients_bitwise(case):
     with ifusim.forward(config(False), galaxy, progress=False)[1] as scoped:
         assert set(scoped.vjp(g)) == set(gradients)
     assert scoped.released
+
+
+# The gas's emission lines (docs/gradients.md, "Gas: the emission lines").
+OXYGEN_MIN, OXYGEN_MAX = 7.6, 8.85  # the ratio grid of 12 + log(O/H) the kernels interpolate on
+OXYGEN_STEP = (OXYGEN_MAX - OXYGEN_MIN) / (
+    max(2, math.ceil((OXYGEN_MAX - OXYGEN_MIN) / 0.001) + 1) - 1)
+BRIGHT = [1, 6]  # the cells checked: 10 x the others' SFR
+
+
+def gas_config(noise):
+    c = config(noise)
+    c["pipeline"].insert(3, "emission_lines")  # H-beta and [O III] are in the band at z = 0.05
+    c["stages"]["emission_lines"] = {"lines": ["hbeta", "oiii_4959", "oiii_5007"]}
+    return c
+
+
+def gas(n=10, seed=4):
+    """n star-forming cells inside the field, 12 + log(O/H) at the middle of a cell of the ratio
+    grid (from 7.9 to 8.6, inside the Curti et al. 2020 range), v within +-200 km/s."""
+    rng = np.random.default_rng(seed)
+    oxygen = OXYGEN_MIN + (np.floor(rng.uniform(0.3, 1.0, n) / OXYGEN_STEP) + 0.5) * OXYGEN_STEP
+    sfr = rng.uniform(0.1, 0.3, n)
+    sfr[BRIGHT] *= 10.0
+    return dict(
+        position_kpc=np.column_stack([rng.uniform(-4, 4, (n, 2)), np.zeros(n)]),
+        velocity_kms=rng.uniform(-200.0, 200.0, (n, 3)).astype(np.float32),
+        mass_msun=np.full(n, 1e6, np.float32),
+        density_msun_per_kpc3=np.full(n, 1e7, np.float32),
+        metallicity=(0.0134 * 10 ** (oxygen - 8.69)).astype(np.float32),
+        sfr_msun_per_yr=sfr.astype(np.float32),
+    )
+
+
+def gas_loss(star_arrays, gas_arrays, g):
+    galaxy = ifusim.Galaxy.from_arrays(star_arrays, gas=gas_arrays, redshift=REDSHIFT)
+    return loss(ifusim.run(gas_config(False), galaxy=galaxy, progress=False), g)
+
+
+def gas_difference(case, field, index, step, log10_step=False):
+    """Central difference of L in a gas field; with log10_step, in log10 of it, as d/dx."""
+    star_arrays, gas_arrays, g, _ = case
+    up = {k: v.copy() for k, v in gas_arrays.items()}
+    down = {k: v.copy() for k, v in gas_arrays.items()}
+    x = float(gas_arrays[field][index])
+    up[field][index] = x * 10 ** step if log10_step else x + step
+    down[field][index] = x * 10 ** -step if log10_step else x - step
+    xu, xd = float(up[field][index]), float(down[field][index])  # as float32 holds them
+    diff = gas_loss(star_arrays, up, g) - gas_loss(star_arrays, down, g)
+    if not log10_step:
+        return diff / (xu - xd)
+    return diff / (math.log10(xu) - math.log10(xd)) / (x * math.log(10.0))
+
+
+def richardson(case, field, index, step, log10_step=False):
+    """(4 D(h) - D(2h)) / 3: the central differences' error to O(h^4)."""
+    return (4.0 * gas_difference(case, field, index, step, log10_step)
+            - gas_difference(case, field, index, 2.0 * step, log10_step)) / 3.0
+
+
+@pytest.fixture(scope="module")
+def gas_case():
+    if not os.path.isdir(os.path.join(DATA, "ssp", "MILES_BASTI_CH_baseFe")):
+        pytest.fail("IFUSIM_DATA_DIR must hold ssp/MILES_BASTI_CH_baseFe")
+    star_arrays, gas_arrays = stars(n=20), gas()
+    galaxy = ifusim.Galaxy.from_arrays(star_arrays, gas=gas_arrays, redshift=REDSHIFT)
+    cube = ifusim.run(gas_config(False), galaxy=galaxy, progress=False)
+    g = np.random.default_rng(8).normal(size=cube.data.shape)
+    gradients = ifusim.vjp(gas_config(True), galaxy, g, progress=False)
+    return star_arrays, gas_arrays, g, gradients
+
+
+def test_gas_gradients_are_keyed_and_shaped_like_the_fields(gas_case):
+    star_arrays, gas_arrays, _, gradients = gas_case
+    assert set(gradients) == {"stars.initial_mass_msun", "stars.age_gyr", "stars.metallicity",
+                              "stars.velocity_kms", "gas.sfr_msun_per_yr", "gas.metallicity",
+                              "gas.velocity_kms"}
+    for key, values in gradients.items():
+        kind, name = key.split(".", 1)
+        field = (star_arrays if kind == "stars" else gas_arrays)[name]
+        assert values.dtype == np.float64, key
+        assert values.shape == field.shape, key
+        assert np.isfinite(values).all(), key
+        assert np.any(values != 0.0), key
+
+
+@pytest.mark.parametrize("cell", BRIGHT)
+def test_gas_gradients_match_finite_differences_of_runs(gas_case, cell):
+    _, gas_arrays, _, gradients = gas_case
+    # SFR: L is linear in it (steps of 50 %: 1e-4).
+    sfr_fd = gas_difference(gas_case, "sfr_msun_per_yr", cell,
+                            0.5 * float(gas_arrays["sfr_msun_per_yr"][cell]))
+    assert gradients["gas.sfr_msun_per_yr"][cell] == pytest.approx(sfr_fd, rel=1e-4)
+    # Z: from the middle of a cell of the ratio grid to the middles 4 and 8 cells away, in log10,
+    # extrapolated (docs/gradients.md).
+    z_fd = richardson(gas_case, "metallicity", cell, 4.0 * OXYGEN_STEP, log10_step=True)
+    assert gradients["gas.metallicity"][cell] == pytest.approx(z_fd, rel=1e-3)
+    # v_los (orient at the identity: the field's z), steps of 4 and 8 km/s against line widths of
+    # ~65 km/s, extrapolated.
+    v_fd = richardson(gas_case, "velocity_kms", (cell, 2), 4.0)
+    assert gradients["gas.velocity_kms"][cell, 2] == pytest.approx(v_fd, rel=1e-3)
+    assert gradients["gas.velocity_kms"][cell, 0] == 0.0  # the stage sees only the line of sight
