@@ -318,6 +318,7 @@ TEST_CASE(
       moved.backward(std::vector<double>(g.size() - 1, 1.0)),
       Catch::Contains("the cotangent holds") && Catch::Contains(to_string(run.shape)));
   CHECK(moved.backward(h).fields == reference_h.gradients.fields);
+}
 
 namespace {
 
