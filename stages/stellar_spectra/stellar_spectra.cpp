@@ -811,7 +811,8 @@ class StellarSpectraStage final : public Stage {
     for (std::int32_t first = 0; first < n_spaxels; first += tile_spaxels) {
       tile.first_spaxel = first;
       tile.n_spaxels = std::min(tile_spaxels, n_spaxels - first);
-      RowWindows windows;
+      // The tile's entries lie in the rows' windows, as in the forward's dense histogram.
+      const RowWindows windows = row_windows(mesh, setup, stars, tile);
       auto on_device = [&](const Device& d, auto&& kernel) {
         HistogramTile t = tile;
         if (dust) t.dust.phi = setup.device_dust_phi->local(d).data;
@@ -819,8 +820,7 @@ class StellarSpectraStage final : public Stage {
         kernel(setup.device_tables->view(*setup.tables, setup.outside, d), setup.bins_on(d),
                star_views(stars, setup.grid, d), t);
       };
-      // 1. The entries the stars make, by rows, in the rows' windows.
-      windows = row_windows(mesh, setup, stars, tile);
+      // 1. The entries the stars make, by rows.
       ShardedArray<std::int64_t> marks(mesh, windows.entries(tile), 1, Sharding::partial());
       shard_map(mesh, [&](const Device& d) {
         on_device(d, [&](const SspView& ssp, const WaveBins& bins, const StarViews& sv,
