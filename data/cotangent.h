@@ -2,11 +2,14 @@
 // Reverse mode (issue 27, docs/gradients.md): the cotangent of a cube, dL/d voxel for a loss L,
 // which each differentiable stage turns, back to front, into the cotangent of what it was given,
 // down to the particles' fields.
+#include <cstddef>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "data/datacube.h"
+#include "data/host_memory.h"
 
 namespace ifusim {
 
@@ -15,6 +18,17 @@ namespace ifusim {
 struct CubeCotangent {
   CubeShape shape;
   std::vector<double> data;  // shape.n_voxels()
+
+  // A particle stage's check that this is the cotangent of the cube it reduced to (`reduced`):
+  // std::invalid_argument naming the stage and both shapes.
+  void require_shape(const CubeShape& reduced, const std::string& stage) const {
+    if (shape == reduced && data.size() == reduced.n_voxels()) return;
+    throw std::invalid_argument(stage + ": the cotangent is " + std::to_string(shape.nx) + " x " +
+                                std::to_string(shape.ny) + " x " + std::to_string(shape.n_wave) +
+                                " (" + std::to_string(data.size()) + " values), the reduced cube " +
+                                std::to_string(reduced.nx) + " x " + std::to_string(reduced.ny) +
+                                " x " + std::to_string(reduced.n_wave));
+  }
 };
 
 // dL/d field for every particle, keyed by the names Galaxy.from_arrays takes
@@ -22,6 +36,17 @@ struct CubeCotangent {
 // components values, row-major, in the field's order of particles.
 struct ParticleGradients {
   std::map<std::string, std::vector<double>> fields;
+
+  // The gradient `name` of `size` values that a stage adds to: zeros where no stage made it yet.
+  // A size that differs from an earlier stage's is a fault: std::logic_error naming `stage`.
+  std::vector<double>& add_to(const std::string& name, std::size_t size, const std::string& stage) {
+    std::vector<double>& out = fields[name];
+    if (out.empty()) out = large_vector<double>(size, 0.0);
+    if (out.size() != size)
+      throw std::logic_error(stage + ": gradient " + name + " has " + std::to_string(out.size()) +
+                             " values, not " + std::to_string(size));
+    return out;
+  }
 };
 
 }  // namespace ifusim

@@ -147,6 +147,41 @@ double loss(const Cube& cube, const std::vector<double>& g) {
   return sum;
 }
 
+// Each (adjoint, finite difference) pair of a field: the adjoint finite, and within `tolerance`
+// of the difference relative to max(|fd|, floor x the largest |fd| checked for the field).
+void check(const char* what, const std::vector<std::pair<double, double>>& pairs, double tolerance,
+           double floor) {
+  double largest = 0.0;
+  for (const auto& [ad, fd] : pairs) largest = std::max(largest, std::abs(fd));
+  REQUIRE(largest > 0.0);
+  for (const auto& [ad, fd] : pairs) {
+    INFO(what << ": adjoint " << ad << ", finite difference " << fd);
+    CHECK(std::isfinite(ad));
+    CHECK(std::abs(ad - fd) <= tolerance * std::max(std::abs(fd), floor * largest));
+  }
+}
+
+// The central difference of L = <G, cube> in one value of a field of `galaxy`'s stars or gas
+// (`table`), perturbed as the input holds it (float), the runs made by config_of(galaxy) without
+// noise; `log10_step`: by x 10^(+-step), the difference taken in log10 and turned into d/dx.
+template <class ConfigOf>
+double central_difference(const HostGalaxy& galaxy,
+                          std::map<std::string, HostField> HostGalaxy::*table,
+                          const std::string& field, std::size_t index, double step, bool log10_step,
+                          const std::vector<double>& g, ConfigOf config_of) {
+  HostGalaxy up = galaxy, down = galaxy;
+  float& xu = (up.*table).at(field).values[index];
+  float& xd = (down.*table).at(field).values[index];
+  const double x = xu;
+  xu = static_cast<float>(log10_step ? x * std::pow(10.0, step) : x + step);
+  xd = static_cast<float>(log10_step ? x * std::pow(10.0, -step) : x - step);
+  const double lp = loss(run_pipeline(config_of(up), quiet()).cube, g);
+  const double lm = loss(run_pipeline(config_of(down), quiet()).cube, g);
+  if (!log10_step) return (lp - lm) / (static_cast<double>(xu) - static_cast<double>(xd));
+  return (lp - lm) / (std::log10(static_cast<double>(xu)) - std::log10(static_cast<double>(xd))) /
+         (x * std::log(10.0));
+}
+
 }  // namespace
 
 TEST_CASE("VJP entry: gradients of a whole run against central finite differences", "[vjp_entry]") {
@@ -191,36 +226,17 @@ TEST_CASE("VJP entry: gradients of a whole run against central finite difference
   // in ln(1 + v_los/c) within a node spacing, steps moving v_los by 0.15 of a spacing (75 km/s;
   // the difference's error ~(h/c)^2).
   auto fd = [&](const std::string& field, std::size_t index, double step, bool log10_step) {
-    HostGalaxy up = galaxy, down = galaxy;
-    float& xu = up.stars.at(field).values[index];
-    float& xd = down.stars.at(field).values[index];
-    const double x = xu;
-    xu = static_cast<float>(log10_step ? x * std::pow(10.0, step) : x + step);
-    xd = static_cast<float>(log10_step ? x * std::pow(10.0, -step) : x - step);
-    const double lp = loss(run_pipeline(config_of(up, false), quiet()).cube, g);
-    const double lm = loss(run_pipeline(config_of(down, false), quiet()).cube, g);
-    if (!log10_step) return (lp - lm) / (static_cast<double>(xu) - static_cast<double>(xd));
-    return (lp - lm) / (std::log10(static_cast<double>(xu)) - std::log10(static_cast<double>(xd))) /
-           (x * std::log(10.0));
+    return central_difference(galaxy, &HostGalaxy::stars, field, index, step, log10_step, g,
+                              [](const HostGalaxy& h) { return config_of(h, false); });
   };
   auto cell_log_width = [&](const std::vector<double>& axis, double value) {
     const auto hi = std::upper_bound(axis.begin(), axis.end(), value);
     return std::log10(*hi) - std::log10(*(hi - 1));
   };
-  // Relative error against max(|fd|, floor x the largest |fd| checked for the field). The
-  // differences are limited by the float cube's rounding: for velocity, ~5e-7 absolute scatter
-  // across step sizes (0.3, 0.6, 1 x the step), 1e-3 of a star whose dL/dv_los is 15 x smaller
-  // than the largest checked; hence velocity's floor of 0.1 (mass and age: 1e-2).
-  auto check = [](const char* what, const std::vector<std::pair<double, double>>& pairs,
-                  double tolerance, double floor) {
-    double largest = 0.0;
-    for (const auto& [ad, fd] : pairs) largest = std::max(largest, std::abs(fd));
-    REQUIRE(largest > 0.0);
-    for (const auto& [ad, fd] : pairs) {
-      INFO(what << ": adjoint " << ad << ", finite difference " << fd);
-      CHECK(std::abs(ad - fd) <= tolerance * std::max(std::abs(fd), floor * largest));
-    }
-  };
+  // The floors (check): the differences are limited by the float cube's rounding, for velocity
+  // ~5e-7 absolute scatter across step sizes (0.3, 0.6, 1 x the step), 1e-3 of a star whose
+  // dL/dv_los is 15 x smaller than the largest checked; hence velocity's floor of 0.1 (mass and
+  // age: 1e-2).
   std::vector<std::pair<double, double>> mass, age, velocity;
   for (std::size_t i : stars) {
     const double m = galaxy.stars.at("initial_mass_msun").values[i];
@@ -433,34 +449,14 @@ TEST_CASE("VJP entry: the gas's emission lines against central finite difference
   // Central differences of whole runs without noise, the field perturbed as the input holds it
   // (float); `log10_step`: by x 10^(+-step), the difference taken in log10 and turned into d/dx.
   auto fd = [&](const std::string& field, std::size_t index, double step, bool log10_step = false) {
-    HostGalaxy up = galaxy, down = galaxy;
-    float& xu = up.gas.at(field).values[index];
-    float& xd = down.gas.at(field).values[index];
-    const double x = xu;
-    xu = static_cast<float>(log10_step ? x * std::pow(10.0, step) : x + step);
-    xd = static_cast<float>(log10_step ? x * std::pow(10.0, -step) : x - step);
-    const double lp = loss(run_pipeline(gas_config(up, false), quiet()).cube, g);
-    const double lm = loss(run_pipeline(gas_config(down, false), quiet()).cube, g);
-    if (!log10_step) return (lp - lm) / (static_cast<double>(xu) - static_cast<double>(xd));
-    return (lp - lm) / (std::log10(static_cast<double>(xu)) - std::log10(static_cast<double>(xd))) /
-           (x * std::log(10.0));
+    return central_difference(galaxy, &HostGalaxy::gas, field, index, step, log10_step, g,
+                              [](const HostGalaxy& h) { return gas_config(h, false); });
   };
   // Richardson's extrapolation of the central differences of steps h and 2h: error O(h^4).
   auto richardson = [&](const std::string& field, std::size_t index, double step,
                         bool log10_step = false) {
     return (4.0 * fd(field, index, step, log10_step) - fd(field, index, 2.0 * step, log10_step)) /
            3.0;
-  };
-  auto check = [](const char* what, const std::vector<std::pair<double, double>>& pairs,
-                  double tolerance, double floor) {
-    double largest = 0.0;
-    for (const auto& [ad, fd] : pairs) largest = std::max(largest, std::abs(fd));
-    REQUIRE(largest > 0.0);
-    for (const auto& [ad, fd] : pairs) {
-      INFO(what << ": adjoint " << ad << ", finite difference " << fd);
-      CHECK(std::isfinite(ad));
-      CHECK(std::abs(ad - fd) <= tolerance * std::max(std::abs(fd), floor * largest));
-    }
   };
   std::vector<std::pair<double, double>> sfr, oxygen, hydrogen, velocity;
   for (const std::size_t i : cells) {

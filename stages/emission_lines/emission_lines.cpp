@@ -15,6 +15,7 @@
 #include "data/host_memory.h"
 #include "data/wavelength.h"
 #include "stages/common/cube_partials.h"
+#include "stages/common/device_sums.h"
 #include "stages/common/interpolation.h"
 #include "stages/common/particle_fields.h"
 
@@ -410,13 +411,7 @@ class EmissionLinesStage final : public Stage {
     if (!setup_ || !run_deposit_)
       throw std::logic_error("emission_lines: particle_adjoint before the stage's forward run");
     const CubeShape& shape = setup_->total.shape;
-    if (!(reduced.shape == shape) || reduced.data.size() != shape.n_voxels())
-      throw std::invalid_argument(
-          "emission_lines: the cotangent is " + std::to_string(reduced.shape.nx) + " x " +
-          std::to_string(reduced.shape.ny) + " x " + std::to_string(reduced.shape.n_wave) + " (" +
-          std::to_string(reduced.data.size()) + " values), the reduced cube " +
-          std::to_string(shape.nx) + " x " + std::to_string(shape.ny) + " x " +
-          std::to_string(shape.n_wave));
+    reduced.require_shape(shape, "emission_lines");
     const auto start = std::chrono::steady_clock::now();
     const Mesh& mesh = state.mesh;
     const Gas& gas = state.data.gas;
@@ -425,13 +420,7 @@ class EmissionLinesStage final : public Stage {
     require_fields(gas);
     const bool metals = gas.metals.rows() == n;
     auto field = [&](const std::string& name, std::size_t components) -> std::vector<double>& {
-      std::vector<double>& out = gradients.fields[name];
-      if (out.empty()) out = large_vector<double>(n * components, 0.0);
-      if (out.size() != n * components)
-        throw std::logic_error("emission_lines: gradient " + name + " has " +
-                               std::to_string(out.size()) + " values, not " +
-                               std::to_string(n * components));
-      return out;
+      return gradients.add_to(name, n * components, "emission_lines");
     };
     // Keyed by the fields the stage read; the velocity as the stage saw it (its z, the line of
     // sight), 3 components: orient's adjoint, where it ran, turns it back to the input's frame.
@@ -491,25 +480,12 @@ class EmissionLinesStage final : public Stage {
       const double* g = d.is_cuda() ? g_on.local(d).data : g_windows.data();
       IFUSIM_DISPATCH(d, gather_emission_line_gradients, d, on_device, gas_views(state, d), g, out);
     });
-    if (any_cuda) {
-      std::vector<double> plane;
-      for (const auto& shard : sums.shards()) {
-        if (!shard.device->is_cuda()) continue;
-        const std::size_t first = shard.range.begin, count = shard.range.size();
-        plane.resize(count);
-        for (int c = 0; c < kSums; ++c) {
-          if (c >= 3 && !metals) break;
-          shard.buffer.download(plane.data(), count, static_cast<std::size_t>(c) * count);
-          double* to = c == 0   ? sfr.data()
-                       : c == 1 ? metallicity.data()
-                       : c == 2 ? velocity.data() + 2
-                       : c == 3 ? metal_fractions->data()
-                                : metal_fractions->data() + 4;
-          const std::size_t stride = c == 2 ? 3 : (c >= 3 ? metals_stride : 1);
-          for (std::size_t i = 0; i < count; ++i) to[(first + i) * stride] += plane[i];
-        }
-      }
-    }
+    if (any_cuda)
+      add_device_sums(sums, {{sfr.data(), 1},
+                             {metallicity.data(), 1},
+                             {velocity.data() + 2, 3},
+                             {metals ? metal_fractions->data() : nullptr, metals_stride},
+                             {metals ? metal_fractions->data() + 4 : nullptr, metals_stride}});
     spdlog::info("emission_lines: gradients of {} gas cells in {:.3f} s", n,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     return true;

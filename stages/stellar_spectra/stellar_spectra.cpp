@@ -15,6 +15,7 @@
 #include "data/sharded_array.h"
 #include "data/wavelength.h"
 #include "stages/common/cube_partials.h"
+#include "stages/common/device_sums.h"
 #include "stages/common/particle_fields.h"
 #include "stages/stellar_spectra/binned_product.h"
 
@@ -747,13 +748,7 @@ class StellarSpectraStage final : public Stage {
           "blocks are not supported)");
     SpectralSetup& setup = run_setup_;
     const CubeShape& shape = setup.shape;
-    if (!(reduced.shape == shape) || reduced.data.size() != shape.n_voxels())
-      throw std::invalid_argument(
-          "stellar_spectra: the cotangent is " + std::to_string(reduced.shape.nx) + " x " +
-          std::to_string(reduced.shape.ny) + " x " + std::to_string(reduced.shape.n_wave) + " (" +
-          std::to_string(reduced.data.size()) + " values), the reduced cube " +
-          std::to_string(shape.nx) + " x " + std::to_string(shape.ny) + " x " +
-          std::to_string(shape.n_wave));
+    reduced.require_shape(shape, "stellar_spectra");
     const Mesh& mesh = state.mesh;
     const Stars& stars = state.data.stars;
     HistogramTile tile = binned_spectra(state, setup)->first_tile();
@@ -769,13 +764,7 @@ class StellarSpectraStage final : public Stage {
     // Keyed by the fields the stage read; the velocity as the stage saw it (its z, the line of
     // sight), 3 components: orient's adjoint, where it ran, turns it back to the input's frame.
     auto field = [&](const std::string& name, std::size_t components) -> std::vector<double>& {
-      std::vector<double>& out = gradients.fields[name];
-      if (out.empty()) out = large_vector<double>(n_stars * components, 0.0);
-      if (out.size() != n_stars * components)
-        throw std::logic_error("stellar_spectra: gradient " + name + " has " +
-                               std::to_string(out.size()) + " values, not " +
-                               std::to_string(n_stars * components));
-      return out;
+      return gradients.add_to(name, n_stars * components, "stellar_spectra");
     };
     std::vector<double>& mass = field("stars.initial_mass_msun", 1);
     std::vector<double>& age = field("stars.age_gyr", 1);
@@ -859,24 +848,12 @@ class StellarSpectraStage final : public Stage {
       });
     }
     // 4. A GPU's sums, shard by shard, a component plane at a time.
-    if (any_cuda) {
-      std::vector<double> plane;
-      for (const auto& shard : sums.shards()) {
-        if (!shard.device->is_cuda()) continue;
-        const std::size_t first = shard.range.begin, count = shard.range.size();
-        plane.resize(count);
-        for (int c = 0; c < n_sums; ++c) {
-          shard.buffer.download(plane.data(), count, static_cast<std::size_t>(c) * count);
-          std::vector<double>& to = c == 0   ? mass
-                                    : c == 1 ? age
-                                    : c == 2 ? metallicity
-                                    : c == 3 ? velocity
-                                             : *dust_av;
-          const std::size_t stride = c == 3 ? 3 : 1, offset = c == 3 ? 2 : 0;
-          for (std::size_t i = 0; i < count; ++i) to[(first + i) * stride + offset] += plane[i];
-        }
-      }
-    }
+    if (any_cuda)
+      add_device_sums(sums, {{mass.data(), 1},
+                             {age.data(), 1},
+                             {metallicity.data(), 1},
+                             {velocity.data() + 2, 3},
+                             {dust ? dust_av->data() : nullptr, 1}});
     return true;
   }
 
