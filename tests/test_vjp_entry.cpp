@@ -511,17 +511,25 @@ namespace {
 // stars_and_gas with a dust screen worth having: every cell 3e7 Msun (about 0.1-0.5 mag of A_V in
 // its spaxel at these metallicities), and the k-th `front` cell 1.5 kpc in front of star 5 + 17 k
 // along the line of sight (after orient's rotation: the same spaxel, 1.5 kpc nearer), so that
-// each has light behind it.
+// each has light behind it. The last cell is an anchor: 1e9 Msun 3 kpc behind star 0, whose
+// spaxel then holds the deepest screen, so that the largest A_V (which sizes the stars' dust
+// expansion, held fixed by the adjoint) does not move with a checked cell's mass.
 HostGalaxy dusty_stars_and_gas(const SspGrid& grid, const std::vector<std::size_t>& front,
                                unsigned seed) {
-  HostGalaxy g = stars_and_gas(grid, 60, 40, front, seed, false);
+  const std::size_t n_gas = 40, anchor = n_gas - 1;
+  HostGalaxy g = stars_and_gas(grid, 60, n_gas, front, seed, false);
   for (float& m : g.gas.at("mass_msun").values) m = 3e7f;
   for (float& rho : g.gas.at("density_msun_per_kpc3").values) rho = 3e8f;  // cells as before
+  g.gas.at("mass_msun").values[anchor] = 1e9f;
+  g.gas.at("density_msun_per_kpc3").values[anchor] = 1e10f;
   const Matrix3 r = euler_rotation(kAlphaDeg, kBetaDeg, kGammaDeg);
-  for (std::size_t k = 0; k < front.size(); ++k)
+  auto place = [&](std::size_t cell, std::size_t star, double along_kpc) {
     for (int c = 0; c < 3; ++c)
-      g.gas.at("position_kpc").values[3 * front[k] + c] = static_cast<float>(
-          g.stars.at("position_kpc").values[3 * (5 + 17 * k) + c] - 1.5 * r[6 + c]);
+      g.gas.at("position_kpc").values[3 * cell + c] = static_cast<float>(
+          g.stars.at("position_kpc").values[3 * star + c] + along_kpc * r[6 + c]);
+  };
+  for (std::size_t k = 0; k < front.size(); ++k) place(front[k], 5 + 17 * k, -1.5);
+  place(anchor, 0, 3.0);
   return g;
 }
 
