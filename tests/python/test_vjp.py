@@ -284,15 +284,17 @@ def dust_config():
     return c
 
 
-def dusty_gas():
-    """gas() with a screen worth having (3e7 Msun a cell, radii as before) in front of the stars
-    (the stars lie at z = 0; the cells 1 kpc nearer the observer), and the last cell an anchor:
-    1e9 Msun behind every star (z = 3 kpc), whose spaxel holds the deepest screen, so that the
-    largest A_V, which sizes the stars' dust expansion and is held fixed by the adjoint, does not
-    move when another cell's mass does."""
+def dusty_gas(star_arrays):
+    """gas() with a screen worth having (3e7 Msun a cell, radii as before), cell i 1 kpc in front
+    of star i (the stars lie at z = 0), and the last cell an anchor: 1e9 Msun behind its star
+    (z = 3 kpc), whose spaxel holds the deepest screen, so that the largest A_V, which sizes the
+    stars' dust expansion and is held fixed by the adjoint, does not move when another cell's
+    mass does."""
     arrays = gas()
+    n = len(arrays["mass_msun"])
     arrays["mass_msun"][:] = 3e7
     arrays["density_msun_per_kpc3"][:] = 3e8
+    arrays["position_kpc"][:, :2] = star_arrays["position_kpc"][:n, :2]
     arrays["position_kpc"][:, 2] = -1.0
     arrays["mass_msun"][-1] = 1e9
     arrays["density_msun_per_kpc3"][-1] = 1e10
@@ -308,7 +310,8 @@ def dust_loss(star_arrays, gas_arrays, g):
 def test_gradients_through_the_dust_stage_match_finite_differences_of_runs():
     if not os.path.isdir(os.path.join(DATA, "ssp", "MILES_BASTI_CH_baseFe")):
         pytest.fail("IFUSIM_DATA_DIR must hold ssp/MILES_BASTI_CH_baseFe")
-    star_arrays, gas_arrays = stars(n=20), dusty_gas()
+    star_arrays = stars(n=20)
+    gas_arrays = dusty_gas(star_arrays)
     galaxy = ifusim.Galaxy.from_arrays(star_arrays, gas=gas_arrays, redshift=REDSHIFT)
     cube = ifusim.run(dust_config(), galaxy=galaxy, progress=False)
     g = np.random.default_rng(9).normal(size=cube.data.shape)
@@ -339,3 +342,10 @@ def test_gradients_through_the_dust_stage_match_finite_differences_of_runs():
 
     fd = (4.0 * difference(0.02) - difference(0.04)) / 3.0
     assert gradients["gas.mass_msun"][cell] == pytest.approx(fd, rel=1e-3)
+
+
+def dust_lines_config():
+    """calc_ifu_gas's particle stages: the lines and the dust (for the JAX and PyTorch tests)."""
+    c = gas_config(False)
+    c["pipeline"].insert(2, "dust")
+    return c
