@@ -636,6 +636,49 @@ TEST_CASE("multiply_rows: bitwise the ordered float sum, any shape", "[spectra][
   }
 }
 
+// multiply_by_transpose (the transpose's dL/dH = G B^T) sums each element in eight lanes (q mod
+// 8), adds the lanes in one tree, then the last depth mod 8 products in order: bitwise that,
+// written out here one element at a time, for any shape (leftover rows, columns and depths),
+// strides and row list of b, and within double rounding of the long-double product.
+TEST_CASE("multiply_by_transpose: bitwise its eight-lane sum, any shape, strides and rows",
+          "[spectra][binned]") {
+  std::mt19937_64 rng(43);
+  std::uniform_real_distribution<double> value(-1.0, 1.0);
+  for (const auto& [rows, depth, columns] : std::vector<std::array<std::size_t, 3>>{
+           {1, 1, 1}, {4, 8, 4}, {5, 13, 7}, {32, 750, 41}, {3, 7, 2}, {9, 1031, 130}}) {
+    INFO(rows << " x " << depth << " x " << columns);
+    const std::size_t a_stride = depth + 3, b_stride = depth + 5, b_count = columns + 11;
+    std::vector<double> a(rows * a_stride), b(b_count * b_stride);
+    for (double& x : a) x = value(rng);
+    for (double& x : b) x = value(rng);
+    std::vector<std::int32_t> b_rows(columns);
+    for (std::size_t j = 0; j < columns; ++j)
+      b_rows[j] = static_cast<std::int32_t>((7 * j + 3) % b_count);
+    for (const bool listed : {true, false}) {
+      std::vector<double> c(rows * columns, std::nan(""));
+      multiply_by_transpose(a.data(), a_stride, rows, depth, b.data(), b_stride,
+                            listed ? b_rows.data() : nullptr, columns, c.data());
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t j = 0; j < columns; ++j) {
+          const double* ar = a.data() + r * a_stride;
+          const double* bj = b.data() + (listed ? b_rows[j] : j) * b_stride;
+          double lane[8] = {};
+          long double exact = 0;
+          const std::size_t whole = depth / 8 * 8;
+          for (std::size_t q = 0; q < whole; ++q) lane[q % 8] += ar[q] * bj[q];
+          double want = ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+                        ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+          for (std::size_t q = whole; q < depth; ++q) want += ar[q] * bj[q];
+          for (std::size_t q = 0; q < depth; ++q) exact += static_cast<long double>(ar[q]) * bj[q];
+          const double got = c[r * columns + j];
+          REQUIRE(std::isfinite(got));
+          REQUIRE(std::memcmp(&got, &want, sizeof got) == 0);
+          CHECK(std::abs(static_cast<long double>(got) - exact) <= 1e-14L * depth);
+        }
+    }
+  }
+}
+
 // The product's dense blocks run on several threads at once, each its own GEMM (Eigen's): a
 // product library that is not safe to call from two threads at once (the serial OpenBLAS tried
 // for issue 22) changed whole (block, chunk) pieces of the cube in one run of five. Repeated on

@@ -1,5 +1,6 @@
 #include "stages/common/vector_kernels.h"
 
+#include <cstdint>
 #include <cstring>
 
 namespace ifusim {
@@ -81,6 +82,76 @@ IFUSIM_VECTOR_CLONES void multiply_rows(const float* __restrict a, std::size_t r
       float s = 0.0f;
       for (std::size_t q = 0; q < depth; ++q) s += a[r * depth + q] * b[q * width + j];
       c[r * width + j] = s;
+    }
+}
+
+// Inlined into the clones of the functions below (the same attributes, so GCC may).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#define IFUSIM_VECTOR_INLINE [[gnu::always_inline, gnu::optimize("fp-contract=off")]] inline
+#else
+#define IFUSIM_VECTOR_INLINE inline
+#endif
+
+// Each element's sum over the depth in eight partial sums, lane l taking q = l, l + 8, ... (each
+// product and sum rounded on its own), the lanes added in one fixed tree, then the depth's last
+// (depth mod 8) products in order: the same bits for any instruction set (eight lanes whatever
+// the register width: one AVX-512 register, two AVX2 ones, four SSE2 ones), tile or row. Tiles of
+// 4 rows x 4 columns (16 accumulators) read each row of a and b once a tile.
+namespace {
+typedef double Lanes __attribute__((vector_size(64)));
+constexpr std::size_t kDotLanes = 8;
+IFUSIM_VECTOR_INLINE double finish_dot(const Lanes& sum, const double* __restrict a,
+                                       const double* __restrict b, std::size_t q0,
+                                       std::size_t depth) {
+  double out = ((sum[0] + sum[1]) + (sum[2] + sum[3])) + ((sum[4] + sum[5]) + (sum[6] + sum[7]));
+  for (std::size_t q = q0; q < depth; ++q) out += a[q] * b[q];
+  return out;
+}
+}  // namespace
+
+IFUSIM_VECTOR_CLONES void multiply_by_transpose(const double* __restrict a, std::size_t a_stride,
+                                                std::size_t rows, std::size_t depth,
+                                                const double* __restrict b, std::size_t b_stride,
+                                                const std::int32_t* __restrict b_rows,
+                                                std::size_t columns, double* __restrict c) {
+  const std::size_t whole = depth / kDotLanes * kDotLanes;
+  auto b_row = [&](std::size_t j) {
+    return b + (b_rows ? static_cast<std::size_t>(b_rows[j]) : j) * b_stride;
+  };
+  const std::size_t row_groups = rows / 4 * 4, column_groups = columns / 4 * 4;
+  for (std::size_t r = 0; r < row_groups; r += 4)
+    for (std::size_t j = 0; j < column_groups; j += 4) {
+      const double* ar[4] = {a + r * a_stride, a + (r + 1) * a_stride, a + (r + 2) * a_stride,
+                             a + (r + 3) * a_stride};
+      const double* bj[4] = {b_row(j), b_row(j + 1), b_row(j + 2), b_row(j + 3)};
+      Lanes sum[4][4] = {};
+      for (std::size_t q = 0; q < whole; q += kDotLanes) {
+        Lanes av[4], bv[4];
+        for (int i = 0; i < 4; ++i) {
+          std::memcpy(&av[i], ar[i] + q, sizeof(Lanes));
+          std::memcpy(&bv[i], bj[i] + q, sizeof(Lanes));
+        }
+        for (int i = 0; i < 4; ++i)
+          for (int k = 0; k < 4; ++k) sum[i][k] += av[i] * bv[k];
+      }
+      for (int i = 0; i < 4; ++i)
+        for (int k = 0; k < 4; ++k)
+          c[(r + i) * columns + j + k] = finish_dot(sum[i][k], ar[i], bj[k], whole, depth);
+    }
+  // The columns left on the row groups, then every column on the rows left: one element at a
+  // time, the same lanes.
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t j = r < row_groups ? column_groups : 0; j < columns; ++j) {
+      const double* ar = a + r * a_stride;
+      const double* bj = b_row(j);
+      Lanes sum = {};
+      for (std::size_t q = 0; q < whole; q += kDotLanes) {
+        Lanes av, bv;
+        std::memcpy(&av, ar + q, sizeof(Lanes));
+        std::memcpy(&bv, bj + q, sizeof(Lanes));
+        sum += av * bv;
+      }
+      c[r * columns + j] = finish_dot(sum, ar, bj, whole, depth);
     }
 }
 

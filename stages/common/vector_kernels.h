@@ -7,6 +7,7 @@
 // the baseline: the same bits on any x86-64 CPU. Out of line on purpose: inlined into a loop over
 // non-zeros, GCC's unroll-and-jam pairs the outer iterations and leaves the inner loop scalar.
 #include <cstddef>
+#include <cstdint>
 
 // A host function compiled for x86-64-v4 (AVX-512), AVX2 and the baseline, the best chosen at load
 // time, with contraction into fused multiply-adds off (the same bits in every clone). For loops
@@ -34,5 +35,14 @@ void add_products(double* y, const double* a, const double* x, std::size_t n);
 // chunk of bins). c must overlap neither a nor b.
 void multiply_rows(const float* a, std::size_t rows, std::size_t depth, const float* b,
                    std::size_t width, float* c);
+// c = a b^T in double (the binned product's transpose, dL/dH = G B^T, in its dense blocks): a is
+// rows x depth (row r at a + r a_stride), b's rows are b + b_rows[j] b_stride (j + 0, 1, ... where
+// b_rows is null), each `depth` long; c is rows x columns, row-major. Each element is summed over
+// the depth in eight lanes (q mod 8), added in a fixed tree, then the last depth mod 8 products
+// in order: its bits depend neither on the instruction set nor on the rows or columns around it.
+// c must overlap neither a nor b.
+void multiply_by_transpose(const double* a, std::size_t a_stride, std::size_t rows,
+                           std::size_t depth, const double* b, std::size_t b_stride,
+                           const std::int32_t* b_rows, std::size_t columns, double* c);
 
 }  // namespace ifusim

@@ -415,9 +415,8 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
   // threads. Two barriers a chunk, where the forward's single loop over its narrow chunks has
   // none: on a loaded machine (a thread descheduled) 20 chunks' barriers were most of the
   // transpose's time, so the chunks here are wider, up to kTransposeChunkBytes of B's used rows
-  // (MUSE at 1e6 stars: 1319 rows x 3721 bins, 39 MB, in 5 chunks), and each thread's gathered
-  // copy of a block's rows is as large at most. The widths follow the used columns, the same for
-  // any device count.
+  // (MUSE at 1e6 stars: 1319 rows x 3721 bins, 39 MB, in 5 chunks). The widths follow the used
+  // columns, the same for any device count.
   const std::size_t chunk_bins = std::max<std::size_t>(
       1, std::max(in.basis_memory_bytes, kTransposeChunkBytes) / (n_used * sizeof(double)));
   std::vector<double> basis_buffer(n_used * std::min(chunk_bins, n_wave));
@@ -433,43 +432,32 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
     }
 #pragma omp parallel
     {
-      std::vector<double> gathered, product_buffer;
+      std::vector<double> product_buffer;
 #pragma omp for schedule(dynamic, 1)
       for (std::size_t b = 0; b < n_blocks; ++b) {
         const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
         const std::vector<std::int32_t>& columns = block_columns[b];
         if (columns.empty()) continue;
         const std::size_t rows = r1 - r0, cols = columns.size();
-        const Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>> g(
-            cotangent_rows + r0 * n_wave + k0, static_cast<Eigen::Index>(rows),
-            static_cast<Eigen::Index>(width),
-            Eigen::OuterStride<>(static_cast<Eigen::Index>(n_wave)));
+        // The block's cotangent rows by B's rows (multiply_by_transpose,
+        // stages/common/vector_kernels: the AVX-512 or AVX2 clone, each element's sum made the same
+        // way on any CPU and in either kind of block), both read where they are.
+        const double* g = cotangent_rows + r0 * n_wave + k0;
         if (block_dense[b]) {
-          // Against B's rows for the block's columns: B itself where the block uses every column
-          // (the field's middle), a gathered copy otherwise.
-          const bool all = cols == n_used;
-          if (!all) {
-            gathered.resize(cols * width);
-            Eigen::Map<RowMatrix> bg(gathered.data(), static_cast<Eigen::Index>(cols),
-                                     static_cast<Eigen::Index>(width));
-            for (std::size_t q = 0; q < cols; ++q)
-              bg.row(static_cast<Eigen::Index>(q)) = basis.row(columns[q]);
-          }
-          const Eigen::Map<const RowMatrix> bg(all ? basis_buffer.data() : gathered.data(),
-                                               static_cast<Eigen::Index>(cols),
-                                               static_cast<Eigen::Index>(width));
           product_buffer.resize(rows * cols);
-          Eigen::Map<RowMatrix> product(product_buffer.data(), static_cast<Eigen::Index>(rows),
-                                        static_cast<Eigen::Index>(cols));
-          product.noalias() = g * bg.transpose();
+          multiply_by_transpose(g, n_wave, rows, width, basis_buffer.data(), width, columns.data(),
+                                cols, product_buffer.data());
           for (std::size_t r = r0; r < r1; ++r)
             for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e)
-              dl_dh[place(r, e)] += product(static_cast<Eigen::Index>(r - r0), entry_q[e]);
+              dl_dh[place(r, e)] += product_buffer[(r - r0) * cols + entry_q[e]];
         } else {
           for (std::size_t r = r0; r < r1; ++r)
-            for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e)
-              dl_dh[place(r, e)] += g.row(static_cast<Eigen::Index>(r - r0))
-                                        .dot(basis.row(used_index[entries.column[e]]));
+            for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e) {
+              double dot;
+              multiply_by_transpose(g + (r - r0) * n_wave, n_wave, 1, width, basis_buffer.data(),
+                                    width, &used_index[entries.column[e]], 1, &dot);
+              dl_dh[place(r, e)] += dot;
+            }
         }
       }
     }
