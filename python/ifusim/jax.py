@@ -139,8 +139,10 @@ def cube(
 
     Its VJP gives every field of ``stars`` a gradient of the field's shape and dtype:
     ``initial_mass_msun``, ``age_gyr``, ``metallicity`` and ``velocity_kms`` from the kept
-    forward's ``vjp`` (bitwise :func:`ifusim.vjp`'s); zeros for the fields the engine does not
-    differentiate (positions: the spaxel a star falls in is piecewise constant; ``mass_msun``).
+    forward's ``vjp`` (bitwise :func:`ifusim.vjp`'s), and ``position_kpc`` where the aperture's
+    smoothing is ``"kernel"`` (through the footprint weights, smoothing lengths held fixed);
+    zeros for the fields the engine does not differentiate (positions without smoothing: the
+    spaxel a star falls in is piecewise constant; ``mass_msun``; ``smoothing_length_kpc``).
     NaN voxels of the cube (outside a circular aperture) are constants of the model.
     """
     shape = _shape(config, overrides, redshift)

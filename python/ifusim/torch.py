@@ -102,7 +102,7 @@ class _Run(torch.autograd.Function):
             elif "stars." + name in grads:
                 out.append(torch.from_numpy(grads["stars." + name]).to(dtype=value.dtype,
                                                                         device=value.device))
-            else:  # positions, mass_msun: not differentiated by the engine
+            else:  # mass_msun, positions without smoothing: not differentiated by the engine
                 out.append(torch.zeros_like(value))
         return (None, *out)
 
@@ -120,9 +120,10 @@ def cube(
 
     Its backward gives every field of ``stars`` that requires a gradient one of the field's shape
     and dtype: ``initial_mass_msun``, ``age_gyr``, ``metallicity`` and ``velocity_kms`` from the
-    kept forward's ``vjp`` (bitwise :func:`ifusim.vjp`'s); zeros for the fields the engine does
-    not differentiate (positions: the spaxel a star falls in is piecewise constant;
-    ``mass_msun``). NaN voxels of the cube (outside a circular aperture) are constants of the
+    kept forward's ``vjp`` (bitwise :func:`ifusim.vjp`'s), and ``position_kpc`` where the
+    aperture's smoothing is ``"kernel"``; zeros for the fields the engine does not differentiate
+    (positions without smoothing: the spaxel a star falls in is piecewise constant;
+    ``mass_msun``; ``smoothing_length_kpc``). NaN voxels of the cube (outside a circular aperture) are constants of the
     model. The cube is a view of the engine's buffer,
     not contiguous (the engine's order is spaxel-major).
     """
