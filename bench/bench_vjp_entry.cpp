@@ -5,16 +5,17 @@
 // forward and backward halves, and the ratios VJP / forward and backward / forward, the median of
 // --reps back-to-back pairs (target: VJP <= 2 x forward, issue 27).
 //
-// --gas N adds N synthetic gas cells and the emission_lines stage (after stellar_spectra; no dust
-// stage, which has no adjoint): the backward's cost with the gas's lines against without
-// (docs/gradients.md, "Gas: the emission lines").
+// --gas N adds N synthetic gas cells and the emission_lines stage (after stellar_spectra): the
+// backward's cost with the gas's lines against without (docs/gradients.md, "Gas: the emission
+// lines"); --dust 1 adds the dust stage too (calc_ifu_gas's stages; docs/gradients.md, "Dust").
 //
 // --backend cuda and --telescope MUSE-WFM give the GPU target's run (issue 27: the VJP of 1e8
 // stars on MUSE-WFM on one H100; scripts/gpu-check.sh).
 //
 //   IFUSIM_DATA_DIR=... build/bench/bench_vjp_entry [--stars 1000000] [--gas 0] [--reps 3] [--log
 //   warn]
-//       [--backend cpu|cuda] [--telescope MUSE] [--config configs/examples/muse_synthetic.json]
+//       [--dust 0|1] [--backend cpu|cuda] [--telescope MUSE]
+//       [--config configs/examples/muse_synthetic.json]
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -44,10 +45,12 @@ int main(int argc, char** argv) {
   std::vector<std::string> overrides = {"input.synthetic.stars=" + stars,
                                         "input.synthetic.gas=" + gas, "output.png=false",
                                         "telescope=" + telescope, "devices.backend=" + backend};
+  const bool dust = bench::option(argc, argv, "dust", "0") == "1";
   if (std::stod(gas) > 0)
-    overrides.push_back(
-        R"(pipeline=["orient", "aperture", "stellar_spectra", "emission_lines", "psum", "flux", )"
-        R"("psf", "lsf", "aperture_mask", "noise"])");
+    overrides.push_back(std::string(R"(pipeline=["orient", "aperture", )") +
+                        (dust ? R"("dust", )" : "") +
+                        R"("stellar_spectra", "emission_lines", "psum", "flux", )"
+                        R"("psf", "lsf", "aperture_mask", "noise"])");
   const RunConfig c = load_run_config(config, overrides);
   RunOptions options;
   options.write_outputs = false;
@@ -59,7 +62,9 @@ int main(int argc, char** argv) {
   for (double& v : g) v = normal(rng);
   std::printf("%s %d x %d x %d, %s stars, %s gas cells, calc_ifu%s, binned, 1 %s device, %d reps\n",
               telescope.c_str(), first.shape.nx, first.shape.ny, first.shape.n_wave, stars.c_str(),
-              gas.c_str(), std::stod(gas) > 0 ? " + emission_lines" : "", backend.c_str(), reps);
+              gas.c_str(),
+              std::stod(gas) > 0 ? (dust ? " + dust + emission_lines" : " + emission_lines") : "",
+              backend.c_str(), reps);
   std::vector<double> forward, vjp, vjp_forward, backward, ratio;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();

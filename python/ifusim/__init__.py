@@ -475,11 +475,12 @@ def vjp(
     "stars.metallicity", "stars.velocity_kms"; "stars.position_kpc" where the aperture's
     smoothing is "kernel"; with the emission_lines stage also
     "gas.sfr_msun_per_yr", "gas.metallicity", "gas.velocity_kms" and, where the gas has metals,
-    "gas.metals"), each shaped like its field: (n,), (n, 3) or (n, 10).
+    "gas.metals"; with the dust stage also "gas.mass_msun" and the derived "stars.dust_av" and
+    "gas.dust_av", dL/dA_V), each shaped like its field: (n,), (n, 3) or (n, 10).
 
     The gradient is that of the noiseless cube (a noise stage's adjoint is the identity).
-    Refused (ifusim.ConfigError naming the stage or key): stages with no adjoint (dust,
-    mass_image), the exact spectral method, a spectrograph's arms; a cotangent
+    Refused (ifusim.ConfigError naming the stage or key): stages with no adjoint (mass_image),
+    the exact spectral method, a spectrograph's arms; a cotangent
     of the wrong shape is a ValueError naming its shape and the cube's. docs/gradients.md.
     """
     spaxel_major = _spaxel_major(cotangent)

@@ -1,7 +1,8 @@
 """JAX interface of ifusim (issue 27, docs/gradients.md "From JAX").
 
-``ifusim.jax.cube(config, stars, redshift=...)`` is the run's cube as a JAX array, differentiable
-with respect to the star fields: ``jax.grad(loss)(stars)`` works through a whole ifusim run. The
+``ifusim.jax.cube(config, stars, redshift=..., gas=...)`` is the run's cube as a JAX array,
+differentiable with respect to the star (and gas) fields: ``jax.grad(loss)(stars)`` works through
+a whole ifusim run. The
 engine runs on the host through ``jax.pure_callback``, wrapped in ``jax.custom_vjp``: the primal
 calls :func:`ifusim.run`; under differentiation the forward calls :func:`ifusim.forward` and keeps
 the run (an integer id, the residual, into this module's registry of kept runs) and the backward
@@ -99,9 +100,29 @@ def _take(key: int) -> "Optional[ifusim.Forward]":
 _shapes: Dict[str, Tuple[int, int, int]] = {}
 
 
-def _galaxy(stars: Mapping[str, Any], redshift: float) -> "ifusim.Galaxy":
-    return ifusim.Galaxy.from_arrays({k: np.asarray(v) for k, v in stars.items()},
-                                     redshift=redshift)
+def _galaxy(stars: Mapping[str, Any], redshift: float,
+            gas: Optional[Mapping[str, Any]] = None) -> "ifusim.Galaxy":
+    return ifusim.Galaxy.from_arrays(
+        {k: np.asarray(v) for k, v in stars.items()}, redshift=redshift,
+        gas=None if gas is None else {k: np.asarray(v) for k, v in gas.items()})
+
+
+def _fields(stars: Mapping[str, Any], gas: Optional[Mapping[str, Any]]):
+    """The differentiated fields' keys as ifusim.vjp names them ("stars.age_gyr",
+    "gas.sfr_msun_per_yr", ...), sorted, and their arrays."""
+    fields = {"stars." + k: v for k, v in stars.items()}
+    fields.update({"gas." + k: v for k, v in (gas or {}).items()})
+    keys = sorted(fields)
+    return keys, [fields[k] for k in keys]
+
+
+def _galaxy_of(keys, values, redshift: float, with_gas: bool) -> "ifusim.Galaxy":
+    """The galaxy of the keyed arrays _fields made."""
+    parts: Dict[str, Dict[str, Any]] = {"stars": {}, "gas": {}}
+    for key, value in zip(keys, values):
+        kind, name = key.split(".", 1)
+        parts[kind][name] = value
+    return _galaxy(parts["stars"], redshift, parts["gas"] if with_gas else None)
 
 
 def _shape(config, overrides, redshift) -> Tuple[int, int, int]:
@@ -132,46 +153,53 @@ def cube(
     stars: Mapping[str, Any],
     *,
     redshift: float,
+    gas: Optional[Mapping[str, Any]] = None,
     overrides: Optional[Mapping[str, Any]] = None,
 ) -> "jax.Array":
     """The cube's data (n_wave, ny, nx), float32, of ``config`` run on the stars ``stars`` (the
-    arrays :meth:`ifusim.Galaxy.from_arrays` takes for its ``stars``, as JAX or numpy arrays).
+    arrays :meth:`ifusim.Galaxy.from_arrays` takes for its ``stars``, as JAX or numpy arrays) and,
+    where given, the gas cells ``gas`` (those it takes for its ``gas``).
 
-    Its VJP gives every field of ``stars`` a gradient of the field's shape and dtype:
-    ``initial_mass_msun``, ``age_gyr``, ``metallicity`` and ``velocity_kms`` from the kept
-    forward's ``vjp`` (bitwise :func:`ifusim.vjp`'s), and ``position_kpc`` where the aperture's
-    smoothing is ``"kernel"`` (through the footprint weights, smoothing lengths held fixed);
-    zeros for the fields the engine does not differentiate (positions without smoothing: the
-    spaxel a star falls in is piecewise constant; ``mass_msun``; ``smoothing_length_kpc``).
-    NaN voxels of the cube (outside a circular aperture) are constants of the model.
+    Its VJP gives every field of ``stars`` and ``gas`` a gradient of the field's shape and dtype:
+    the keys :func:`ifusim.vjp` fills (``initial_mass_msun``, ``age_gyr``, ``metallicity``,
+    ``velocity_kms`` of the stars, and their ``position_kpc`` where the aperture's smoothing is
+    ``"kernel"``; with emission lines the gas's ``sfr_msun_per_yr``, ``metallicity``,
+    ``velocity_kms``; with dust the gas's ``mass_msun``) from the kept forward's ``vjp`` (bitwise
+    :func:`ifusim.vjp`'s); zeros for the fields the engine does not differentiate (positions
+    without the stars' kernel smoothing: the spaxel a particle falls in is piecewise constant;
+    the stars' ``mass_msun`` and ``smoothing_length_kpc``; the gas's density). NaN voxels of the
+    cube (outside a circular aperture) are constants of the model.
     """
     shape = _shape(config, overrides, redshift)
-    names = sorted(stars)
+    keys, arrays = _fields(stars, gas)
+    with_gas = gas is not None
+
+    def galaxy_of(values):
+        return _galaxy_of(keys, values, redshift, with_gas)
 
     def run_on_host(*values):
-        data = ifusim.run(config, galaxy=_galaxy(dict(zip(names, values)), redshift),
-                          overrides=overrides, progress=False).data
+        data = ifusim.run(config, galaxy=galaxy_of(values), overrides=overrides,
+                          progress=False).data
         return np.asarray(data, dtype=np.float32)
 
     def forward_on_host(*values):
-        data, kept = ifusim.forward(config, _galaxy(dict(zip(names, values)), redshift),
-                                    overrides=overrides, progress=False)
+        data, kept = ifusim.forward(config, galaxy_of(values), overrides=overrides,
+                                    progress=False)
         return np.asarray(data.data, dtype=np.float32), np.int32(_keep(kept))
 
     def vjp_on_host(key, g, *values):
         kept = _take(int(key))
         if kept is None:  # released (max_kept), or a second backward: the forward runs again
-            grads = ifusim.vjp(config, _galaxy(dict(zip(names, values)), redshift),
-                               np.asarray(g, dtype=np.float64), overrides=overrides,
-                               progress=False)
+            grads = ifusim.vjp(config, galaxy_of(values), np.asarray(g, dtype=np.float64),
+                               overrides=overrides, progress=False)
         else:
             try:
                 grads = kept.vjp(np.asarray(g, dtype=np.float64))
             finally:
                 kept.release()
         return tuple(
-            np.asarray(grads.get("stars." + name, np.zeros(np.shape(v))), dtype=np.asarray(v).dtype)
-            for name, v in zip(names, values)
+            np.asarray(grads.get(name, np.zeros(np.shape(v))), dtype=np.asarray(v).dtype)
+            for name, v in zip(keys, values)
         )
 
     out_type = jax.ShapeDtypeStruct(shape, jnp.float32)
@@ -191,4 +219,4 @@ def cube(
         return jax.pure_callback(vjp_on_host, types, key, g, *values)
 
     run.defvjp(run_fwd, run_bwd)
-    return run(*(jnp.asarray(stars[name]) for name in names))
+    return run(*(jnp.asarray(value) for value in arrays))

@@ -1,8 +1,8 @@
 """PyTorch interface of ifusim (issue 27, docs/gradients.md "From PyTorch").
 
-``ifusim.torch.cube(config, stars, redshift=...)`` is the run's cube as a torch tensor,
-differentiable with respect to the star fields: ``loss.backward()`` works through a whole ifusim
-run. A ``torch.autograd.Function`` whose forward calls :func:`ifusim.forward` and keeps the run
+``ifusim.torch.cube(config, stars, redshift=..., gas=...)`` is the run's cube as a torch tensor,
+differentiable with respect to the star (and gas) fields: ``loss.backward()`` works through a
+whole ifusim run. A ``torch.autograd.Function`` whose forward calls :func:`ifusim.forward` and keeps the run
 in its ``ctx``, and whose backward calls the kept run's ``vjp`` (bitwise :func:`ifusim.vjp`'s, as
 in :mod:`ifusim.jax`, with the same field names), so a gradient costs one forward and one
 backward pass. Where no field requires a gradient (or under ``torch.no_grad``), the forward is
@@ -49,10 +49,14 @@ def _host_array(value: "torch.Tensor") -> np.ndarray:
     return value.detach().cpu().numpy()
 
 
-def _galaxy(names, values, redshift: float) -> "ifusim.Galaxy":
-    return ifusim.Galaxy.from_arrays(
-        {name: _host_array(value) for name, value in zip(names, values)}, redshift=redshift
-    )
+def _galaxy(keys, values, redshift: float, with_gas: bool) -> "ifusim.Galaxy":
+    """The galaxy of the fields keyed as ifusim.vjp names them ("stars.age_gyr", "gas.*")."""
+    parts: Dict[str, Dict[str, np.ndarray]] = {"stars": {}, "gas": {}}
+    for key, value in zip(keys, values):
+        kind, name = key.split(".", 1)
+        parts[kind][name] = _host_array(value)
+    return ifusim.Galaxy.from_arrays(parts["stars"], redshift=redshift,
+                                     gas=parts["gas"] if with_gas else None)
 
 
 def _spaxel_major_cotangent(grad: "torch.Tensor") -> np.ndarray:
@@ -70,7 +74,7 @@ class _Run(torch.autograd.Function):
     def forward(ctx, spec: Dict[str, Any], *values: "torch.Tensor") -> "torch.Tensor":
         ctx.spec = spec
         ctx.save_for_backward(*values)
-        galaxy = _galaxy(spec["names"], values, spec["redshift"])
+        galaxy = _galaxy(spec["names"], values, spec["redshift"], spec["with_gas"])
         ctx.kept = None
         if any(ctx.needs_input_grad[1:]):
             result, ctx.kept = ifusim.forward(spec["config"], galaxy, overrides=spec["overrides"],
@@ -92,17 +96,18 @@ class _Run(torch.autograd.Function):
             finally:
                 kept.release()
         else:  # a second backward (retain_graph=True): the forward runs again
-            grads = ifusim.vjp(spec["config"], _galaxy(spec["names"], values, spec["redshift"]),
+            grads = ifusim.vjp(spec["config"],
+                               _galaxy(spec["names"], values, spec["redshift"], spec["with_gas"]),
                                _spaxel_major_cotangent(grad), overrides=spec["overrides"],
                                progress=False)
         out = []
         for name, value, needed in zip(spec["names"], values, ctx.needs_input_grad[1:]):
             if not needed:
                 out.append(None)
-            elif "stars." + name in grads:
-                out.append(torch.from_numpy(grads["stars." + name]).to(dtype=value.dtype,
-                                                                        device=value.device))
-            else:  # mass_msun, positions without smoothing: not differentiated by the engine
+            elif name in grads:
+                out.append(torch.from_numpy(grads[name]).to(dtype=value.dtype,
+                                                             device=value.device))
+            else:  # positions without smoothing, the stars' mass_msun: not differentiated
                 out.append(torch.zeros_like(value))
         return (None, *out)
 
@@ -112,25 +117,33 @@ def cube(
     stars: Mapping[str, Any],
     *,
     redshift: float,
+    gas: Optional[Mapping[str, Any]] = None,
     overrides: Optional[Mapping[str, Any]] = None,
 ) -> "torch.Tensor":
     """The cube's data (n_wave, ny, nx), float32, of ``config`` run on the stars ``stars`` (the
     arrays :meth:`ifusim.Galaxy.from_arrays` takes for its ``stars``, as torch tensors or numpy
-    arrays), on the device of the first field (by name).
+    arrays) and, where given, the gas cells ``gas`` (those it takes for its ``gas``), on the
+    device of the first star field (by name).
 
-    Its backward gives every field of ``stars`` that requires a gradient one of the field's shape
-    and dtype: ``initial_mass_msun``, ``age_gyr``, ``metallicity`` and ``velocity_kms`` from the
-    kept forward's ``vjp`` (bitwise :func:`ifusim.vjp`'s), and ``position_kpc`` where the
-    aperture's smoothing is ``"kernel"``; zeros for the fields the engine does not differentiate
-    (positions without smoothing: the spaxel a star falls in is piecewise constant;
-    ``mass_msun``; ``smoothing_length_kpc``). NaN voxels of the cube (outside a circular aperture) are constants of the
-    model. The cube is a view of the engine's buffer,
+    Its backward gives every field of ``stars`` and ``gas`` that requires a gradient one of the
+    field's shape and dtype: the keys :func:`ifusim.vjp` fills (``initial_mass_msun``,
+    ``age_gyr``, ``metallicity``, ``velocity_kms`` of the stars, and their ``position_kpc`` where
+    the aperture's smoothing is ``"kernel"``; with emission lines the gas's ``sfr_msun_per_yr``,
+    ``metallicity``, ``velocity_kms``; with dust the gas's ``mass_msun``) from the kept forward's
+    ``vjp`` (bitwise :func:`ifusim.vjp`'s); zeros for the fields the engine does not
+    differentiate (positions without the stars' kernel smoothing: the spaxel a particle falls in
+    is piecewise constant; the stars' ``mass_msun`` and ``smoothing_length_kpc``; the gas's
+    density). NaN voxels of the cube (outside a circular aperture) are constants of the model.
+    The cube is a view of the engine's buffer,
     not contiguous (the engine's order is spaxel-major).
     """
-    names = sorted(stars)
-    if not names:
+    if not stars:
         raise ValueError("stars: no fields given (expected the arrays Galaxy.from_arrays takes)")
-    values = [torch.as_tensor(stars[name]) for name in names]
+    fields = {"stars." + name: value for name, value in stars.items()}
+    fields.update({"gas." + name: value for name, value in (gas or {}).items()})
+    names = sorted(fields, key=lambda key: (not key.startswith("stars."), key))
+    values = [torch.as_tensor(fields[name]) for name in names]
     spec = {"config": config, "names": names, "redshift": float(redshift),
+            "with_gas": gas is not None,
             "overrides": dict(overrides) if overrides is not None else None}
     return _Run.apply(spec, *values)

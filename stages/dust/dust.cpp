@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <optional>
@@ -10,6 +11,8 @@
 #include <utility>
 
 #include "data/collectives/reductions.h"
+#include "data/cotangent.h"
+#include "data/host_memory.h"
 #include "data/sharded_array.h"
 #include "stages/common/particle_fields.h"
 
@@ -66,7 +69,7 @@ void add_dust_deposits(std::vector<DustDeposit>& deposits, std::size_t first_row
     footprint.for_each(i, [&](std::int32_t s, double weight) {
       if (static_cast<std::size_t>(s) >= n_spaxels)
         throw std::logic_error("dust: gas spaxel index beyond the grid");
-      deposits.push_back({s, z_kpc[i], weight, first_row + i});
+      deposits.push_back({s, z_kpc[i], weight, weight, first_row + i});
     });
     if (deposits.size() == first) continue;  // the particle does not reach the grid
     const std::string row = std::to_string(first_row + i);
@@ -87,7 +90,7 @@ void add_dust_deposits(std::vector<DustDeposit>& deposits, std::size_t first_row
   }
 }
 
-DustScreens make_dust_screens(std::vector<DustDeposit> deposits, std::size_t n_spaxels,
+DustScreens make_dust_screens(std::vector<DustDeposit>& deposits, std::size_t n_spaxels,
                               double spaxel_size_kpc, const DustParams& params) {
   // One fixed order: spaxel, then depth, then the particle's row (ties).
   std::sort(deposits.begin(), deposits.end(), [](const DustDeposit& a, const DustDeposit& b) {
@@ -115,6 +118,65 @@ DustScreens make_dust_screens(std::vector<DustDeposit> deposits, std::size_t n_s
   }
   std::partial_sum(out.offsets.begin(), out.offsets.end(), out.offsets.begin());
   return out;
+}
+
+std::vector<double> dust_entry_cotangents(const DustScreens& screens, double spaxel_size_kpc,
+                                          const DustParams& params,
+                                          const std::vector<DustReceivers>& receivers) {
+  const DustScreenView view{screens.offsets.data(), screens.z_kpc.data(),
+                            screens.av_through.data()};
+  // dL/d av_through[e]: what each receiver's A_V, through each spaxel of its footprint, owes the
+  // column up to and including entry e.
+  std::vector<double> entry = large_vector<double>(screens.z_kpc.size(), 0.0);
+  struct Part {
+    std::int64_t entry;
+    double weight;
+    float av;
+  };
+  std::vector<Part> parts;
+  for (const DustReceivers& r : receivers) {
+    const std::size_t n = r.z_kpc->size();
+    if (r.av_cotangent->size() != n)
+      throw std::logic_error("dust: a gradient of A_V of another length than its particles");
+    for (std::size_t i = 0; i < n; ++i) {
+      const double g = (*r.av_cotangent)[i];
+      if (g == 0.0) continue;
+      const float z = (*r.z_kpc)[i];
+      parts.clear();
+      r.footprint->for_each(i, [&](std::int32_t s, double w) {
+        const std::int64_t e = screen_entry_in_front(view, s, z);
+        parts.push_back({e, w, e >= 0 ? static_cast<float>(screens.av_through[e]) : 0.0f});
+      });
+      if (parts.size() == 1) {  // A_V is that spaxel's screen (StarDustAv)
+        if (parts[0].entry >= 0) entry[parts[0].entry] += g;
+        continue;
+      }
+      // 10^(-0.4 A_V) = sum_s w_s 10^(-0.4 A_s) / sum_s w_s, so dA_V/dA_s = w_s T_s / sum w T,
+      // T_s = 10^(-0.4 A_s), taken relative to the smallest A_s (no underflow).
+      float av_min = 0.0f;
+      for (std::size_t k = 0; k < parts.size(); ++k)
+        av_min = k == 0 ? parts[k].av : std::min(av_min, parts[k].av);
+      double total = 0.0;
+      for (Part& part : parts) {
+        part.weight *= std::pow(10.0, -0.4 * (static_cast<double>(part.av) - av_min));
+        total += part.weight;
+      }
+      for (const Part& part : parts)
+        if (part.entry >= 0) entry[part.entry] += g * part.weight / total;
+    }
+  }
+  // av_through[e] = per_gas_msun x the sum of w m Z over the entries up to e in its spaxel, so
+  // an entry's own dL/d(w m Z) is per_gas_msun x the sum of dL/d av_through behind it.
+  const double per_gas_msun =
+      params.av_per_gas_msun_per_kpc2(1.0) / (spaxel_size_kpc * spaxel_size_kpc);
+  for (std::size_t s = 0; s + 1 < screens.offsets.size(); ++s) {
+    double behind = 0.0;
+    for (std::int64_t e = screens.offsets[s + 1] - 1; e >= screens.offsets[s]; --e) {
+      behind += entry[e];
+      entry[e] = behind * per_gas_msun;
+    }
+  }
+  return entry;
 }
 
 namespace {
@@ -168,49 +230,154 @@ class DustStage final : public Stage {
       throw std::runtime_error(
           "dust: the gas needs position_kpc, mass_msun and metallicity for every particle");
     // The gas on the stars' own grid, with the same kernel (the spaxel stage placed it).
-    std::vector<std::int32_t> spaxel;
-    const std::vector<float> position = gas.position_kpc.to_host();
-    std::vector<float> x(n), y(n), z(n), length;
-    for (std::size_t i = 0; i < n; ++i) {
-      x[i] = position[3 * i];
-      y[i] = position[3 * i + 1];
-      z[i] = position[3 * i + 2];
-    }
-    FootprintView footprint;
-    footprint.grid = grid;
-    if (static_cast<Smoothing>(grid.smoothing) == Smoothing::kernel) {
-      length = gas.derived.at(fields::gas_smoothing_length_kpc).to_host();
-      footprint.x_kpc = x.data();
-      footprint.y_kpc = y.data();
-      footprint.smoothing_length_kpc = length.data();
-      footprint.sigma_per_length = kGasSigmaPerCellRadius;
-    } else {
-      spaxel = gas.derived.at(fields::gas_spaxel_index).to_host();
-      footprint.spaxel_index = spaxel.data();
-    }
+    const HostFootprint footprint = gas_host_footprint(gas, grid);
     add_dust_deposits(deposits_, n_gas_seen_, static_cast<std::size_t>(grid.n_side) * grid.n_side,
-                      footprint, z, dust_carrying_mass(gas), gas.metallicity.to_host());
+                      footprint.view(grid), footprint.z, dust_carrying_mass(gas),
+                      gas.metallicity.to_host());
     n_gas_seen_ += n;
   }
-  // The cells' masses, 0 for a cell that holds no dust (DustCarriers).
-  std::vector<float> dust_carrying_mass(const Gas& gas) {
-    std::vector<float> mass = gas.mass_msun.to_host();
-    if (params_.carriers == DustCarriers::all) return mass;
-    const std::size_t n = mass.size();
+
+  // A particle set's footprint over host copies of its fields: its spaxels, or with kernel
+  // smoothing its sky positions and smoothing lengths; and its depths.
+  struct HostFootprint {
+    std::vector<float> x, y, z, length;
+    std::vector<std::int32_t> spaxel;
+    double sigma_per_length = 0.0;
+    FootprintView view(const SpaxelGrid& grid) const {
+      FootprintView v;
+      v.grid = grid;
+      if (length.empty()) {
+        v.spaxel_index = spaxel.data();
+      } else {
+        v.x_kpc = x.data();
+        v.y_kpc = y.data();
+        v.smoothing_length_kpc = length.data();
+        v.sigma_per_length = sigma_per_length;
+      }
+      return v;
+    }
+  };
+  static HostFootprint host_footprint(const ShardedArray<float>& position,
+                                      const ShardedArray<float>* smoothing_length,
+                                      const ShardedArray<std::int32_t>* spaxel_index,
+                                      double sigma_per_length) {
+    HostFootprint out;
+    const std::vector<float> xyz = position.to_host();
+    const std::size_t n = xyz.size() / 3;
+    out.x.resize(n);
+    out.y.resize(n);
+    out.z.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      out.x[i] = xyz[3 * i];
+      out.y[i] = xyz[3 * i + 1];
+      out.z[i] = xyz[3 * i + 2];
+    }
+    if (smoothing_length) {
+      out.length = smoothing_length->to_host();
+      out.sigma_per_length = sigma_per_length;
+    } else {
+      out.spaxel = spaxel_index->to_host();
+    }
+    return out;
+  }
+  static HostFootprint gas_host_footprint(const Gas& gas, const SpaxelGrid& grid) {
+    const bool kernel = static_cast<Smoothing>(grid.smoothing) == Smoothing::kernel;
+    return host_footprint(
+        gas.position_kpc, kernel ? &gas.derived.at(fields::gas_smoothing_length_kpc) : nullptr,
+        kernel ? nullptr : &gas.derived.at(fields::gas_spaxel_index), kGasSigmaPerCellRadius);
+  }
+  static HostFootprint star_host_footprint(const Stars& stars, const SpaxelGrid& grid) {
+    const bool kernel = static_cast<Smoothing>(grid.smoothing) == Smoothing::kernel;
+    return host_footprint(stars.position_kpc, kernel ? &stars.smoothing_length_kpc : nullptr,
+                          kernel ? nullptr : &stars.derived.at(fields::stars_spaxel_index),
+                          kStarSigmaPerSmoothingLength);
+  }
+
+  // Whether each cell holds dust (DustCarriers).
+  std::vector<std::uint8_t> dust_carriers(const Gas& gas) {
+    const std::size_t n = gas.count();
+    std::vector<std::uint8_t> out(n, 1);
+    if (params_.carriers == DustCarriers::all) return out;
     if (gas.temperature_k.rows() != n) {
       if (!warned_no_temperature_)
         spdlog::warn(
             "dust: the gas has no temperatures (InternalEnergy and ElectronAbundance), so every "
             "cell holds dust, hot halo gas too (stages.dust.carriers)");
       warned_no_temperature_ = true;
-      return mass;
+      return out;
     }
     const std::vector<float> temperature = gas.temperature_k.to_host();
     std::vector<float> sfr(n, 0.0f);
     if (gas.sfr_msun_per_yr.rows() == n) sfr = gas.sfr_msun_per_yr.to_host();
     for (std::size_t i = 0; i < n; ++i)
-      if (!(sfr[i] > 0.0f) && !(temperature[i] < params_.cold_temperature_k)) mass[i] = 0.0f;
+      out[i] = sfr[i] > 0.0f || temperature[i] < params_.cold_temperature_k;
+    return out;
+  }
+  // The cells' masses, 0 for a cell that holds no dust.
+  std::vector<float> dust_carrying_mass(const Gas& gas) {
+    std::vector<float> mass = gas.mass_msun.to_host();
+    const std::vector<std::uint8_t> carriers = dust_carriers(gas);
+    for (std::size_t i = 0; i < mass.size(); ++i)
+      if (!carriers[i]) mass[i] = 0.0f;
     return mass;
+  }
+
+  // Reverse mode (docs/gradients.md, "Dust"): dL/d A_V of the stars (stellar_spectra's adjoint)
+  // and of the gas cells (emission_lines'), carried back through the screens to each cell's mass
+  // and metallicity (dust_entry_cotangents). The screens are made again from the gas as the
+  // forward saw it (a held galaxy), with each entry's particle and footprint weight. Held
+  // fixed: depths and footprints (positions, smoothing lengths: which gas is in front of what is
+  // piecewise constant), which cells hold dust (a cut in temperature and SFR), the birth clouds
+  // (a constant A_V, a step in age).
+  bool particle_adjoint(RunState& state, const CubeCotangent& /*reduced*/,
+                        ParticleGradients& gradients) override {
+    if (!screens_) throw std::logic_error("dust: particle_adjoint before the stage's forward run");
+    const auto start = std::chrono::steady_clock::now();
+    const Gas& gas = state.data.gas;
+    const std::size_t n_gas = gas.count();
+    if (n_gas == 0) return true;  // no screens: every A_V is a constant
+    const SpaxelGrid& grid = state.products.get<SpaxelGrid>("spaxels");
+    const std::size_t n_spaxels = static_cast<std::size_t>(grid.n_side) * grid.n_side;
+    const HostFootprint gas_footprint = gas_host_footprint(gas, grid);
+    const FootprintView gas_view = gas_footprint.view(grid);
+    const std::vector<float> mass = dust_carrying_mass(gas);
+    const std::vector<float> metallicity = gas.metallicity.to_host();
+    std::vector<DustDeposit> deposits;
+    add_dust_deposits(deposits, 0, n_spaxels, gas_view, gas_footprint.z, mass, metallicity);
+    const DustScreens screens =
+        make_dust_screens(deposits, n_spaxels, grid.spaxel_size_kpc, params_);
+
+    std::vector<DustReceivers> receivers;
+    HostFootprint star_footprint;
+    FootprintView star_view;
+    const auto stars_av = gradients.fields.find(fields::stars_dust_av.full_name());
+    if (stars_av != gradients.fields.end() && state.data.stars.count() > 0) {
+      star_footprint = star_host_footprint(state.data.stars, grid);
+      star_view = star_footprint.view(grid);
+      receivers.push_back({&star_view, &star_footprint.z, &stars_av->second});
+    }
+    const auto gas_av = gradients.fields.find(fields::gas_dust_av.full_name());
+    if (gas_av != gradients.fields.end())
+      receivers.push_back({&gas_view, &gas_footprint.z, &gas_av->second});
+    const std::vector<double> entry =
+        dust_entry_cotangents(screens, grid.spaxel_size_kpc, params_, receivers);
+
+    // Each entry is w m Z of one cell: dL/d(m Z) of the cell, summed in the entries' order.
+    std::vector<double> per_mass_z(n_gas, 0.0);
+    for (std::size_t e = 0; e < deposits.size(); ++e)
+      per_mass_z[deposits[e].row] += entry[e] * deposits[e].weight;
+    const std::vector<std::uint8_t> carriers = dust_carriers(gas);
+    std::vector<double>& d_mass = gradients.add_to("gas.mass_msun", n_gas, "dust");
+    std::vector<double>& d_metallicity = gradients.add_to("gas.metallicity", n_gas, "dust");
+    for (std::size_t j = 0; j < n_gas; ++j) {
+      if (!carriers[j]) continue;  // no dust: m and Z reach no screen
+      d_mass[j] += per_mass_z[j] * static_cast<double>(metallicity[j]);
+      d_metallicity[j] += per_mass_z[j] * static_cast<double>(mass[j]);
+    }
+    spdlog::info("dust: gradients through {} screen entries of {} gas cells in {:.3f} s",
+                 deposits.size(), n_gas,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return true;
   }
 
   void end_pass(RunState& state) override {
@@ -224,7 +391,7 @@ class DustStage final : public Stage {
     if (n_gas == 0) spdlog::warn("dust: the galaxy has no gas; every star gets A_V = 0");
     const std::size_t n_deposits = deposits.size();
     const DustScreens screens =
-        make_dust_screens(std::move(deposits), n_spaxels, grid.spaxel_size_kpc, params_);
+        make_dust_screens(deposits, n_spaxels, grid.spaxel_size_kpc, params_);
     double deepest = 0.0;
     for (std::size_t s = 0; s < n_spaxels; ++s)
       if (screens.offsets[s + 1] > screens.offsets[s])

@@ -126,6 +126,7 @@ struct DustDeposit {
   std::int32_t spaxel;
   float z_kpc;
   double mass_times_z_msun;
+  double weight;  // w, the footprint's share of the particle in this spaxel (the adjoint's)
   std::uint64_t row;
 };
 
@@ -138,10 +139,26 @@ void add_dust_deposits(std::vector<DustDeposit>& deposits, std::size_t first_row
                        const std::vector<float>& gas_z_kpc, const std::vector<float>& gas_mass_msun,
                        const std::vector<float>& gas_metallicity);
 
-// The screens of every deposit of the galaxy's gas, in any order (sorted here, so the screens do
-// not depend on how the gas was split).
-DustScreens make_dust_screens(std::vector<DustDeposit> deposits, std::size_t n_spaxels,
+// The screens of every deposit of the galaxy's gas, given in any order and sorted here (by
+// spaxel, depth, row: the order of the screens' entries), so the screens do not depend on how
+// the gas was split.
+DustScreens make_dust_screens(std::vector<DustDeposit>& deposits, std::size_t n_spaxels,
                               double spaxel_size_kpc, const DustParams& params);
+
+// Reverse mode (docs/gradients.md, "Dust"): given dL/d A_V of the receivers of the screens (one
+// footprint, depths and cotangents per particle set: the stars, the gas cells), dL/d (w m Z) of
+// every entry of `screens`: each receiver's cotangent, times dA_V/dA_V,s for each spaxel s of its
+// footprint, goes to the last entry in front of it, and an entry's own cotangent is the sum over
+// the entries behind it in its spaxel (A_V,s at depth z is the sum of those in front). Summed in
+// the receivers' row order, so the result does not depend on how they were split.
+struct DustReceivers {
+  const FootprintView* footprint;
+  const std::vector<float>* z_kpc;
+  const std::vector<double>* av_cotangent;  // dL/d A_V per particle
+};
+std::vector<double> dust_entry_cotangents(const DustScreens& screens, double spaxel_size_kpc,
+                                          const DustParams& params,
+                                          const std::vector<DustReceivers>& receivers);
 
 // What the kernel reads (replicated on every device).
 struct DustScreenView {
@@ -150,9 +167,11 @@ struct DustScreenView {
   const double* av_through = nullptr;
 };
 
-// A_V in front of a star at depth z in spaxel s (-1: outside, 0): the gas of s with z_gas < z.
-IFUSIM_HD inline float screen_av(const DustScreenView& v, std::int32_t spaxel, float z_kpc) {
-  if (spaxel < 0) return 0.0f;
+// The last entry of spaxel s in front of depth z (z_gas < z), or -1 where none is (or s = -1,
+// outside the field).
+IFUSIM_HD inline std::int64_t screen_entry_in_front(const DustScreenView& v, std::int32_t spaxel,
+                                                    float z_kpc) {
+  if (spaxel < 0) return -1;
   const std::int64_t first = v.offsets[spaxel];
   std::int64_t lo = first, hi = v.offsets[spaxel + 1];
   while (lo < hi) {  // the first entry not in front (z_gas >= z)
@@ -162,7 +181,13 @@ IFUSIM_HD inline float screen_av(const DustScreenView& v, std::int32_t spaxel, f
     else
       hi = mid;
   }
-  return lo > first ? static_cast<float>(v.av_through[lo - 1]) : 0.0f;
+  return lo > first ? lo - 1 : -1;
+}
+
+// A_V in front of a star at depth z in spaxel s (-1: outside, 0): the gas of s with z_gas < z.
+IFUSIM_HD inline float screen_av(const DustScreenView& v, std::int32_t spaxel, float z_kpc) {
+  const std::int64_t entry = screen_entry_in_front(v, spaxel, z_kpc);
+  return entry >= 0 ? static_cast<float>(v.av_through[entry]) : 0.0f;
 }
 
 }  // namespace ifusim

@@ -404,8 +404,8 @@ class EmissionLinesStage final : public Stage {
   // `reduced` = dL/d(reduced cube) over the bins and spaxels its lines were deposited into
   // (GatherCellLineGradients, kernels.inl). The cotangent is first cut to the lines' windows (the
   // line sums' layout: about 120 columns a spaxel for MUSE instead of 3721), which a GPU gets a
-  // copy of. The dust screen (gas.dust_av), the birth clouds and the footprints are constants
-  // here.
+  // copy of. With a dust stage, also dL/d gas.dust_av (the screen in front of each cell), for the
+  // dust stage's adjoint; the birth clouds and the footprints are constants here.
   bool particle_adjoint(RunState& state, const CubeCotangent& reduced,
                         ParticleGradients& gradients) override {
     if (!setup_ || !run_deposit_)
@@ -430,6 +430,11 @@ class EmissionLinesStage final : public Stage {
     std::vector<double>* metal_fractions =
         metals ? &field("gas.metals", static_cast<std::size_t>(gas.metals.components())) : nullptr;
     const std::size_t metals_stride = metals ? gas.metals.components() : 0;
+    // With a dust stage: dL/d gas.dust_av, the screen in front of each cell, which the dust
+    // stage's adjoint carries on to the gas that makes the screens.
+    std::vector<double>* dust_av = gas.derived.find(fields::gas_dust_av)
+                                       ? &field(fields::gas_dust_av.full_name(), 1)
+                                       : nullptr;
 
     // The cotangent at the lines' windows, spaxel by spaxel in the line sums' layout.
     const LineTotal& total = setup_->total;
@@ -448,7 +453,7 @@ class EmissionLinesStage final : public Stage {
     // sums (sfr, Z, v_los, X_H, X_O), downloaded and added at the end.
     bool any_cuda = false;
     for (std::size_t d = 0; d < mesh.size(); ++d) any_cuda = any_cuda || mesh.device(d).is_cuda();
-    constexpr int kSums = 5;
+    constexpr int kSums = 6;
     ShardedArray<double> sums, g_on;
     if (any_cuda) {
       sums = ShardedArray<double>(mesh, n, kSums, Sharding::sharded());
@@ -466,7 +471,8 @@ class EmissionLinesStage final : public Stage {
                1,
                metals ? sums.local(d, 3).data : nullptr,
                metals ? sums.local(d, 4).data : nullptr,
-               1};
+               1,
+               dust_av ? sums.local(d, 5).data : nullptr};
       } else {
         const std::size_t first = gas.sfr_msun_per_yr.shard(d).range.begin;
         out = {sfr.data() + first,
@@ -475,7 +481,8 @@ class EmissionLinesStage final : public Stage {
                3,
                metals ? metal_fractions->data() + first * metals_stride : nullptr,
                metals ? metal_fractions->data() + first * metals_stride + 4 : nullptr,
-               metals_stride};
+               metals_stride,
+               dust_av ? dust_av->data() + first : nullptr};
       }
       const double* g = d.is_cuda() ? g_on.local(d).data : g_windows.data();
       IFUSIM_DISPATCH(d, gather_emission_line_gradients, d, on_device, gas_views(state, d), g, out);
@@ -485,7 +492,8 @@ class EmissionLinesStage final : public Stage {
                              {metallicity.data(), 1},
                              {velocity.data() + 2, 3},
                              {metals ? metal_fractions->data() : nullptr, metals_stride},
-                             {metals ? metal_fractions->data() + 4 : nullptr, metals_stride}});
+                             {metals ? metal_fractions->data() + 4 : nullptr, metals_stride},
+                             {dust_av ? dust_av->data() : nullptr, 1}});
     spdlog::info("emission_lines: gradients of {} gas cells in {:.3f} s", n,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     return true;

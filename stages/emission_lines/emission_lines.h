@@ -156,6 +156,7 @@ struct CellLineGradientViews {
   double* hydrogen_fraction;  // nullptr: O/H from the metallicity
   double* oxygen_fraction;
   std::size_t metals_stride;
+  double* dust_av;  // dL/d gas.dust_av; nullptr without a dust stage
 };
 
 // One line as the kernel sees it: where its window of observed bins sits in the partial array.

@@ -130,7 +130,7 @@ struct GatherCellLineGradients {
     const double doppler = p.one_plus_z * (1.0 + v / kSpeedOfLightKms);
     const double a_v =
         gas.dust_av != nullptr ? static_cast<double>(gas.dust_av[i]) + p.birth_cloud_av_mag : 0.0;
-    double g_sfr = 0.0, g_t = 0.0, g_v = 0.0;
+    double g_sfr = 0.0, g_t = 0.0, g_v = 0.0, g_av = 0.0;
     // The O/H and velocity derivatives are x sfr: a cell that forms no stars needs only its
     // light per unit SFR (the forward's work, without the deposit), not the profile's slopes.
     const bool slopes = sfr > 0.0;
@@ -198,9 +198,13 @@ struct GatherCellLineGradients {
       g_sfr += per_sfr * ratio * light;
       g_t += sfr * per_sfr * ratio_slope * light;
       g_v += sfr * per_sfr * ratio * light_slope;
+      // The line's light times 10^(-0.4 A_V A_l/A_V): its derivative in the cell's screen (the
+      // one from the right at A_V = 0, where the forward applies no factor).
+      g_av -= 0.92103403719761836 * line.attenuation_ratio * sfr * per_sfr * ratio * light;
     }
     out.sfr_msun_per_yr[i] += g_sfr;
     out.velocity_los_kms[i * out.velocity_stride] += g_v;
+    if (out.dust_av != nullptr) out.dust_av[i] += g_av;
     // t = (12 + log10(O/H) - min) / step: through Z, or the O and H mass fractions.
     const double per_log = g_t / (p.oxygen_step * 2.302585092994046);  // dL / d ln(O/H)
     if (gas.hydrogen_fraction != nullptr) {

@@ -10,7 +10,7 @@ import jax.numpy as jnp  # noqa: E402
 
 import ifusim  # noqa: E402
 import ifusim.jax  # noqa: E402
-from test_vjp import REDSHIFT, config, stars  # noqa: E402
+from test_vjp import REDSHIFT, config, dust_lines_config, dusty_gas, stars  # noqa: E402
 
 
 def test_jax_grad_through_a_run_equals_ifusim_vjp_bitwise():
@@ -108,3 +108,37 @@ def test_the_cube_shape_run_suits_a_face_on_orient():
                            redshift=REDSHIFT)
     assert np.array_equal(np.asarray(cube), reference.data, equal_nan=True)
     assert np.any(np.nan_to_num(reference.data) > 0)
+
+
+def test_jax_grad_through_the_gas_lines_and_dust_equals_ifusim_vjp_bitwise():
+    """The gas's fields as a second argument: emission lines and dust (docs/gradients.md, "Gas:
+    the emission lines" and "Dust"), every gradient bitwise ifusim.vjp's."""
+    star_arrays = stars(n=20, seed=4)
+    gas_arrays = dusty_gas(star_arrays)
+    galaxy = ifusim.Galaxy.from_arrays(star_arrays, gas=gas_arrays, redshift=REDSHIFT)
+    reference = ifusim.run(dust_lines_config(), galaxy=galaxy, progress=False)
+    g = np.random.default_rng(10).normal(size=reference.data.shape).astype(np.float32)
+
+    def loss(s, gs):
+        cube = ifusim.jax.cube(dust_lines_config(), s, gas=gs, redshift=REDSHIFT)
+        return jnp.sum(jnp.asarray(g) * cube)
+
+    stars_in = {k: jnp.asarray(v, dtype=jnp.float32) for k, v in star_arrays.items()}
+    gas_in = {k: jnp.asarray(v, dtype=jnp.float32) for k, v in gas_arrays.items()}
+    cube = ifusim.jax.cube(dust_lines_config(), stars_in, gas=gas_in, redshift=REDSHIFT)
+    assert np.array_equal(np.asarray(cube), reference.data)
+    star_grads, gas_grads = jax.grad(loss, argnums=(0, 1))(stars_in, gas_in)
+    expected = ifusim.vjp(dust_lines_config(), galaxy, g.astype(np.float64), progress=False)
+    for kind, inputs, grads in (("stars", stars_in, star_grads), ("gas", gas_in, gas_grads)):
+        for name, value in inputs.items():
+            got = np.asarray(grads[name])
+            assert got.shape == value.shape and got.dtype == value.dtype, name
+            key = kind + "." + name
+            if key in expected:
+                want = expected[key].astype(np.float32)
+                assert np.any(want != 0), key
+                assert np.array_equal(got, want), key
+            else:
+                assert not np.any(got), key  # positions, density: not differentiated (zeros)
+    assert "gas.mass_msun" in expected and "gas.sfr_msun_per_yr" in expected
+    assert ifusim.jax.kept_count() == 0

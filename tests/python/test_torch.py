@@ -16,7 +16,8 @@ torch = pytest.importorskip("torch", reason='torch is not installed (pip install
 
 import ifusim  # noqa: E402
 import ifusim.torch  # noqa: E402
-from test_vjp import MILES, REDSHIFT, VELOCITY_BIN_KMS, config, stars  # noqa: E402
+from test_vjp import (MILES, REDSHIFT, VELOCITY_BIN_KMS, config,  # noqa: E402
+                      dust_lines_config, dusty_gas, stars)
 
 FIELDS = ("initial_mass_msun", "age_gyr", "metallicity", "velocity_kms")
 
@@ -233,3 +234,30 @@ def test_torch_gradients_match_central_differences_of_the_forward(cli):
         worst[field] = float(np.max(error))
         assert worst[field] <= tolerance[field], (field, got, fd, error)
     print("worst relative errors:", worst)
+
+
+def test_torch_backward_through_the_gas_lines_and_dust_equals_ifusim_vjp_bitwise():
+    """The gas's fields as tensors too: emission lines and dust (docs/gradients.md), every
+    gradient bitwise ifusim.vjp's."""
+    star_arrays = stars(n=20, seed=4)
+    gas_arrays = dusty_gas(star_arrays)
+    galaxy = ifusim.Galaxy.from_arrays(star_arrays, gas=gas_arrays, redshift=REDSHIFT)
+    reference = ifusim.run(dust_lines_config(), galaxy=galaxy, progress=False)
+    g = np.random.default_rng(10).normal(size=reference.data.shape).astype(np.float32)
+    stars_in = tensors(star_arrays, torch.float64)
+    gas_in = tensors(gas_arrays, torch.float64)
+    cube = ifusim.torch.cube(dust_lines_config(), stars_in, gas=gas_in, redshift=REDSHIFT)
+    assert np.array_equal(cube.detach().numpy(), reference.data)
+    torch.sum(torch.from_numpy(g) * cube).backward()
+    expected = ifusim.vjp(dust_lines_config(), galaxy, g.astype(np.float64), progress=False)
+    for kind, inputs in (("stars", stars_in), ("gas", gas_in)):
+        for name, value in inputs.items():
+            got = value.grad
+            assert got is not None and got.shape == value.shape, name
+            key = kind + "." + name
+            if key in expected:
+                assert np.any(expected[key] != 0), key
+                assert np.array_equal(got.numpy(), expected[key]), key
+            else:
+                assert not np.any(got.numpy()), key  # positions, density: zeros
+    assert "gas.mass_msun" in expected and "gas.sfr_msun_per_yr" in expected

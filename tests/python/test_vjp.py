@@ -339,3 +339,80 @@ def test_gas_gradients_match_finite_differences_of_runs(gas_case, cell):
     v_fd = richardson(gas_case, "velocity_kms", (cell, 2), 4.0)
     assert gradients["gas.velocity_kms"][cell, 2] == pytest.approx(v_fd, rel=1e-3)
     assert gradients["gas.velocity_kms"][cell, 0] == 0.0  # the stage sees only the line of sight
+
+
+# Through the dust stage (docs/gradients.md, "Dust"): the A_V gradients carried back to the gas.
+def dust_config():
+    """calc_ifu's stages and the dust stage (after the aperture, before the spectra), without
+    the lines: their light, ~100 x the stars' dimmed part here, would leave the differences in
+    the float cube's rounding (the C++ tests check the lines and the dust together)."""
+    c = config(False)
+    c["pipeline"].insert(2, "dust")
+    return c
+
+
+def dusty_gas(star_arrays):
+    """gas() with a screen worth having (3e7 Msun a cell, radii as before), cell i 1 kpc in front
+    of star i (the stars lie at z = 0), and the last cell an anchor: 1e9 Msun behind its star
+    (z = 3 kpc), whose spaxel holds the deepest screen, so that the largest A_V, which sizes the
+    stars' dust expansion and is held fixed by the adjoint, does not move when another cell's
+    mass does."""
+    arrays = gas()
+    n = len(arrays["mass_msun"])
+    arrays["mass_msun"][:] = 3e7
+    arrays["density_msun_per_kpc3"][:] = 3e8
+    arrays["position_kpc"][:, :2] = star_arrays["position_kpc"][:n, :2]
+    arrays["position_kpc"][:, 2] = -1.0
+    arrays["mass_msun"][-1] = 1e9
+    arrays["density_msun_per_kpc3"][-1] = 1e10
+    arrays["position_kpc"][-1, 2] = 3.0
+    return arrays
+
+
+def dust_loss(star_arrays, gas_arrays, g):
+    galaxy = ifusim.Galaxy.from_arrays(star_arrays, gas=gas_arrays, redshift=REDSHIFT)
+    return loss(ifusim.run(dust_config(), galaxy=galaxy, progress=False), g)
+
+
+def test_gradients_through_the_dust_stage_match_finite_differences_of_runs():
+    if not os.path.isdir(os.path.join(DATA, "ssp", "MILES_BASTI_CH_baseFe")):
+        pytest.fail("IFUSIM_DATA_DIR must hold ssp/MILES_BASTI_CH_baseFe")
+    star_arrays = stars(n=20)
+    gas_arrays = dusty_gas(star_arrays)
+    galaxy = ifusim.Galaxy.from_arrays(star_arrays, gas=gas_arrays, redshift=REDSHIFT)
+    cube = ifusim.run(dust_config(), galaxy=galaxy, progress=False)
+    g = np.random.default_rng(9).normal(size=cube.data.shape)
+    gradients = ifusim.vjp(dust_config(), galaxy, g, progress=False)
+    n_stars, n_gas = len(star_arrays["age_gyr"]), len(gas_arrays["mass_msun"])
+    for key, size in [("gas.mass_msun", n_gas), ("stars.dust_av", n_stars),
+                      ("gas.metallicity", n_gas)]:
+        assert gradients[key].shape == (size,), key
+        assert np.isfinite(gradients[key]).all(), key
+        assert np.any(gradients[key] != 0.0), key
+    # The cell whose mass matters most (not the anchor, which dims nothing: none of the cells'
+    # light or the stars' is behind it): its central difference, the density scaled with the
+    # mass (the cell's radius, held by the adjoint), Richardson-extrapolated from x 10^(+-0.02)
+    # and x 10^(+-0.04).
+    cell = int(np.argmax(np.abs(gradients["gas.mass_msun"])))
+
+    def difference(step):
+        losses, masses = [], []
+        for sign in (1.0, -1.0):
+            arrays = {k: v.copy() for k, v in gas_arrays.items()}
+            arrays["mass_msun"][cell] *= 10 ** (sign * step)
+            arrays["density_msun_per_kpc3"][cell] *= 10 ** (sign * step)
+            losses.append(dust_loss(star_arrays, arrays, g))
+            masses.append(float(arrays["mass_msun"][cell]))
+        x = float(gas_arrays["mass_msun"][cell])
+        return ((losses[0] - losses[1]) / (math.log10(masses[0]) - math.log10(masses[1]))
+                / (x * math.log(10.0)))
+
+    fd = (4.0 * difference(0.02) - difference(0.04)) / 3.0
+    assert gradients["gas.mass_msun"][cell] == pytest.approx(fd, rel=1e-3)
+
+
+def dust_lines_config():
+    """calc_ifu_gas's particle stages: the lines and the dust (for the JAX and PyTorch tests)."""
+    c = gas_config(False)
+    c["pipeline"].insert(2, "dust")
+    return c
