@@ -9,12 +9,15 @@
 // backward's cost with the gas's lines against without (docs/gradients.md, "Gas: the emission
 // lines"); --dust 1 adds the dust stage too (calc_ifu_gas's stages; docs/gradients.md, "Dust").
 //
+// --smoothing kernel spreads the stars by their kNN kernels (stages.aperture.smoothing): the
+// backward then makes stars.position_kpc too (docs/gradients.md, "Stars (binned engine)").
+//
 // --backend cuda and --telescope MUSE-WFM give the GPU target's run (issue 27: the VJP of 1e8
 // stars on MUSE-WFM on one H100; scripts/gpu-check.sh).
 //
 //   IFUSIM_DATA_DIR=... build/bench/bench_vjp_entry [--stars 1000000] [--gas 0] [--reps 3] [--log
 //   warn]
-//       [--dust 0|1] [--backend cpu|cuda] [--telescope MUSE]
+//       [--dust 0|1] [--smoothing none|kernel] [--backend cpu|cuda] [--telescope MUSE]
 //       [--config configs/examples/muse_synthetic.json]
 #include <spdlog/spdlog.h>
 
@@ -46,6 +49,8 @@ int main(int argc, char** argv) {
                                         "input.synthetic.gas=" + gas, "output.png=false",
                                         "telescope=" + telescope, "devices.backend=" + backend};
   const bool dust = bench::option(argc, argv, "dust", "0") == "1";
+  const std::string smoothing = bench::option(argc, argv, "smoothing", "none");
+  overrides.push_back("stages.aperture.smoothing=" + smoothing);
   if (std::stod(gas) > 0)
     overrides.push_back(std::string(R"(pipeline=["orient", "aperture", )") +
                         (dust ? R"("dust", )" : "") +
@@ -60,11 +65,13 @@ int main(int argc, char** argv) {
   std::normal_distribution<double> normal(0.0, 1.0);
   std::vector<double> g(first.data.size());
   for (double& v : g) v = normal(rng);
-  std::printf("%s %d x %d x %d, %s stars, %s gas cells, calc_ifu%s, binned, 1 %s device, %d reps\n",
-              telescope.c_str(), first.shape.nx, first.shape.ny, first.shape.n_wave, stars.c_str(),
-              gas.c_str(),
-              std::stod(gas) > 0 ? (dust ? " + dust + emission_lines" : " + emission_lines") : "",
-              backend.c_str(), reps);
+  std::printf(
+      "%s %d x %d x %d, %s stars, %s gas cells, calc_ifu%s, smoothing %s, binned, 1 %s device, "
+      "%d reps\n",
+      telescope.c_str(), first.shape.nx, first.shape.ny, first.shape.n_wave, stars.c_str(),
+      gas.c_str(),
+      std::stod(gas) > 0 ? (dust ? " + dust + emission_lines" : " + emission_lines") : "",
+      smoothing.c_str(), backend.c_str(), reps);
   std::vector<double> forward, vjp, vjp_forward, backward, ratio;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();

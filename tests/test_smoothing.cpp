@@ -153,6 +153,79 @@ TEST_CASE("smoothing: the kernel's width is the cubic spline's, weights inside s
   CHECK(point.begin()->second == 1.0);
 }
 
+TEST_CASE("smoothing: the footprint weights' slopes along the position match finite differences",
+          "[smoothing][vjp]") {
+  // for_each_kernel_spaxel_slopes (reverse mode, docs/gradients.md) against central differences
+  // of the test's own axis_fraction (written from the documentation, not from footprint.h), in
+  // double: steps of 1e-6 sigma, so the difference's truncation error, ~(h / sigma)^2, is 1e-12
+  // and its rounding ~1e-16 / 1e-6 = 1e-10 of a weight; held to 1e-7 / sigma. The kernels'
+  // square edges stay >= 1e-3 kpc from the spaxels' edges (where the covered set changes), the
+  // field's included: 8 x 1 kpc spaxels, [-4, 4)^2, kernels smaller than a spaxel to wider than
+  // the field, centres inside, near and beyond the edges.
+  const SpaxelGrid grid = square_grid(8, 1.0);
+  auto near_edge = [](double u) { return std::abs(u - std::round(u)) < 1e-3; };
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<double> centre(-4.8, 4.8);
+  int checked = 0, inside_checked = 0;
+  for (const double h : {0.3, 1.0, 2.5, 6.0}) {
+    const double sigma = h * kStarSigmaPerSmoothingLength, reach = kTruncation * sigma;
+    for (int trial = 0; trial < 40; ++trial) {
+      const double x = centre(rng), y = centre(rng);
+      if (near_edge(x - reach) || near_edge(x + reach) || near_edge(y - reach) ||
+          near_edge(y + reach))
+        continue;
+      const auto w = footprint_of(grid, x, y, sigma);
+      std::map<int, std::pair<double, double>> slopes;
+      std::size_t visited = 0;
+      for_each_kernel_spaxel_slopes(grid, x, y, sigma,
+                                    [&](std::int32_t s, double weight, double w_x, double w_y) {
+                                      ++visited;
+                                      // The deposit's spaxels and bitwise its weights.
+                                      REQUIRE(w.count(s) == 1);
+                                      CHECK(weight == w.at(s));
+                                      slopes[s] = {w_x, w_y};
+                                    });
+      CHECK(visited == w.size());
+      const double step = 1e-6 * sigma;
+      double sum_x = 0.0, sum_y = 0.0;
+      for (const auto& [s, slope] : slopes) {
+        const int ix = s % 8, iy = s / 8;
+        const double x0 = -4.0 + ix, y0 = -4.0 + iy;
+        const double fx = axis_fraction(x0, x0 + 1.0, x, sigma);
+        const double fy = axis_fraction(y0, y0 + 1.0, y, sigma);
+        const double dfx = (axis_fraction(x0, x0 + 1.0, x + step, sigma) -
+                            axis_fraction(x0, x0 + 1.0, x - step, sigma)) /
+                           (2.0 * step);
+        const double dfy = (axis_fraction(y0, y0 + 1.0, y + step, sigma) -
+                            axis_fraction(y0, y0 + 1.0, y - step, sigma)) /
+                           (2.0 * step);
+        CAPTURE(h, x, y, ix, iy);
+        CHECK(std::abs(slope.first - dfx * fy) <= 1e-7 / sigma);
+        CHECK(std::abs(slope.second - fx * dfy) <= 1e-7 / sigma);
+        sum_x += slope.first;
+        sum_y += slope.second;
+        ++checked;
+      }
+      // A square inside the field keeps weights summing to 1: their slopes sum to 0.
+      if (x - reach > -4.0 && x + reach < 4.0 && y - reach > -4.0 && y + reach < 4.0) {
+        CHECK(std::abs(sum_x) <= 1e-12 / sigma);
+        CHECK(std::abs(sum_y) <= 1e-12 / sigma);
+        ++inside_checked;
+      }
+    }
+  }
+  CHECK(checked > 500);
+  CHECK(inside_checked > 5);
+  // A point (no width): weight 1, zero slopes.
+  for_each_kernel_spaxel_slopes(grid, 0.3, -1.2, 0.0,
+                                [&](std::int32_t s, double weight, double w_x, double w_y) {
+                                  CHECK(s == grid.index_of(0.3, -1.2));
+                                  CHECK(weight == 1.0);
+                                  CHECK(w_x == 0.0);
+                                  CHECK(w_y == 0.0);
+                                });
+}
+
 TEST_CASE("smoothing: a star's image keeps its mass, centroid and the kernel's width",
           "[smoothing]") {
   const float x = 0.37f, y = -0.52f, mass = 3.0e6f, h = 1.2f;

@@ -472,7 +472,8 @@ def vjp(
     ``Cube.data``, (n_wave, ny, nx) (NaN where the cube is NaN is fine: those voxels send
     nothing back). Returns {field name: float64 array} keyed by the names
     :meth:`Galaxy.from_arrays` takes ("stars.initial_mass_msun", "stars.age_gyr",
-    "stars.metallicity", "stars.velocity_kms"; with the emission_lines stage also
+    "stars.metallicity", "stars.velocity_kms"; "stars.position_kpc" where the aperture's
+    smoothing is "kernel"; with the emission_lines stage also
     "gas.sfr_msun_per_yr", "gas.metallicity", "gas.velocity_kms" and, where the gas has metals,
     "gas.metals"; with the dust stage also "gas.mass_msun" and the derived "stars.dust_av" and
     "gas.dust_av", dL/dA_V), each shaped like its field: (n,), (n, 3) or (n, 10).

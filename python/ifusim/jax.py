@@ -162,12 +162,13 @@ def cube(
 
     Its VJP gives every field of ``stars`` and ``gas`` a gradient of the field's shape and dtype:
     the keys :func:`ifusim.vjp` fills (``initial_mass_msun``, ``age_gyr``, ``metallicity``,
-    ``velocity_kms`` of the stars; with emission lines the gas's ``sfr_msun_per_yr``,
-    ``metallicity``, ``velocity_kms``; with dust the gas's ``mass_msun``) from the kept forward's
-    ``vjp`` (bitwise :func:`ifusim.vjp`'s); zeros for the fields the engine does not
-    differentiate (positions: the spaxel a particle falls in is piecewise constant; the stars'
-    ``mass_msun``; the gas's density). NaN voxels of the cube (outside a circular aperture) are
-    constants of the model.
+    ``velocity_kms`` of the stars, and their ``position_kpc`` where the aperture's smoothing is
+    ``"kernel"``; with emission lines the gas's ``sfr_msun_per_yr``, ``metallicity``,
+    ``velocity_kms``; with dust the gas's ``mass_msun``) from the kept forward's ``vjp`` (bitwise
+    :func:`ifusim.vjp`'s); zeros for the fields the engine does not differentiate (positions
+    without the stars' kernel smoothing: the spaxel a particle falls in is piecewise constant;
+    the stars' ``mass_msun`` and ``smoothing_length_kpc``; the gas's density). NaN voxels of the
+    cube (outside a circular aperture) are constants of the model.
     """
     shape = _shape(config, overrides, redshift)
     keys, arrays = _fields(stars, gas)

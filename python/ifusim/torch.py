@@ -107,7 +107,7 @@ class _Run(torch.autograd.Function):
             elif name in grads:
                 out.append(torch.from_numpy(grads[name]).to(dtype=value.dtype,
                                                              device=value.device))
-            else:  # positions, the stars' mass_msun: not differentiated by the engine
+            else:  # positions without smoothing, the stars' mass_msun: not differentiated
                 out.append(torch.zeros_like(value))
         return (None, *out)
 
@@ -127,12 +127,14 @@ def cube(
 
     Its backward gives every field of ``stars`` and ``gas`` that requires a gradient one of the
     field's shape and dtype: the keys :func:`ifusim.vjp` fills (``initial_mass_msun``,
-    ``age_gyr``, ``metallicity``, ``velocity_kms`` of the stars; with emission lines the gas's
-    ``sfr_msun_per_yr``, ``metallicity``, ``velocity_kms``; with dust the gas's ``mass_msun``)
-    from the kept forward's ``vjp`` (bitwise :func:`ifusim.vjp`'s); zeros for the fields the
-    engine does not differentiate (positions: the spaxel a particle falls in is piecewise
-    constant; the stars' ``mass_msun``; the gas's density). NaN voxels of the cube (outside a
-    circular aperture) are constants of the model. The cube is a view of the engine's buffer,
+    ``age_gyr``, ``metallicity``, ``velocity_kms`` of the stars, and their ``position_kpc`` where
+    the aperture's smoothing is ``"kernel"``; with emission lines the gas's ``sfr_msun_per_yr``,
+    ``metallicity``, ``velocity_kms``; with dust the gas's ``mass_msun``) from the kept forward's
+    ``vjp`` (bitwise :func:`ifusim.vjp`'s); zeros for the fields the engine does not
+    differentiate (positions without the stars' kernel smoothing: the spaxel a particle falls in
+    is piecewise constant; the stars' ``mass_msun`` and ``smoothing_length_kpc``; the gas's
+    density). NaN voxels of the cube (outside a circular aperture) are constants of the model.
+    The cube is a view of the engine's buffer,
     not contiguous (the engine's order is spaxel-major).
     """
     if not stars:

@@ -45,18 +45,25 @@ inline constexpr double kGasSigmaPerCellRadius = 0.44721359549995793;
 // The kernel is cut at +-(this) sigma in x and in y: H for the stars.
 inline constexpr double kKernelTruncationSigmas = kSplineSupportPerSigma;
 
-// f(spaxel, weight) for every spaxel of `grid` that a Gaussian of width sigma_kpc centred on
-// (x_kpc, y_kpc), truncated to |dx|, |dy| <= kKernelTruncationSigmas sigma and renormalised
-// there, reaches inside the grid. sigma_kpc <= 0 is a point: weight 1 in the spaxel that holds it.
-template <class F>
-IFUSIM_HD void for_each_kernel_spaxel(const SpaxelGrid& grid, double x_kpc, double y_kpc,
-                                      double sigma_kpc, F&& f) {
+namespace footprint_detail {
+
+// The walk of for_each_kernel_spaxel and for_each_kernel_spaxel_slopes: one loop, so that the
+// slopes' walk visits exactly the spaxels the deposit does, with bitwise the same weights.
+// kSlopes: f(spaxel, weight, d weight / d x_kpc, d weight / d y_kpc); else f(spaxel, weight).
+template <bool kSlopes, class F>
+IFUSIM_HD void walk_kernel_spaxels(const SpaxelGrid& grid, double x_kpc, double y_kpc,
+                                   double sigma_kpc, F&& f) {
   const double half = grid.half_extent_kpc(), d = grid.spaxel_size_kpc;
   const int n = grid.n_side;
   if (!(sigma_kpc > 0.0)) {
     const double fx = (x_kpc + half) / d, fy = (y_kpc + half) / d;
     if (!(fx >= 0.0 && fy >= 0.0 && fx < n && fy < n)) return;
-    f(static_cast<std::int32_t>(static_cast<int>(fy) * n + static_cast<int>(fx)), 1.0);
+    const auto s = static_cast<std::int32_t>(static_cast<int>(fy) * n + static_cast<int>(fx));
+    // A point: its spaxel is piecewise constant in the position (zero slope).
+    if constexpr (kSlopes)
+      f(s, 1.0, 0.0, 0.0);
+    else
+      f(s, 1.0);
     return;
   }
   const double reach = kKernelTruncationSigmas * sigma_kpc;
@@ -73,23 +80,80 @@ IFUSIM_HD void for_each_kernel_spaxel(const SpaxelGrid& grid, double x_kpc, doub
   // erf's argument per kpc, and one axis' integral over the whole truncated square.
   const double per_kpc = 0.70710678118654752 / sigma_kpc;
   const double inv_norm = 0.5 / erf(kKernelTruncationSigmas * 0.70710678118654752);
+  // The slopes (docs/gradients.md, "Stars (binned engine)"): one axis' weight is
+  // (erf((hi - c) k) - erf((lo - c) k)) inv_norm, k = per_kpc, for the kernel's centre c and
+  // lo = max(c - reach, spaxel's low edge), hi = min(c + reach, spaxel's high edge). An end that
+  // is the truncation square's moves with the centre (its erf's argument, +-reach k, is fixed:
+  // no slope); an end that is a spaxel's (or the field's) edge e is fixed, and
+  // d erf((e - c) k) / dc = -k (2 / sqrt(pi)) exp(-((e - c) k)^2). So
+  // d weight / dc = inv_norm k (2 / sqrt(pi)) ([lo is an edge] exp(-((lo - c) k)^2)
+  //                                          - [hi is an edge] exp(-((hi - c) k)^2)).
+  // Where an end of the square lies exactly on a spaxel's edge (where the set of covered
+  // spaxels changes: the weights are continuous there, their slopes jump by
+  // exp(-reach^2 k^2) = exp(-20/3) ~ 1.3e-3 of the peak's), the end counts as the square's, and
+  // the spaxel it enters or leaves, of weight 0, is not visited (as the deposit does not): the
+  // one-sided slope of the side where that spaxel is not covered, i.e. from the left (below) at
+  // the square's high end, from the right (above) at its low end.
+  [[maybe_unused]] const double slope_scale = inv_norm * per_kpc * 1.1283791670955126;
+  [[maybe_unused]] auto edge_term = [&](double end, double centre) {
+    const double u = (end - centre) * per_kpc;
+    return exp(-u * u);
+  };
   for (int iy = iy0; iy <= iy1; ++iy) {
     const double edge_lo = iy * d - half, edge_hi = (iy + 1) * d - half;
     const double lo = y_lo > edge_lo ? y_lo : edge_lo, hi = y_hi < edge_hi ? y_hi : edge_hi;
     const double wy = (erf((hi - y_kpc) * per_kpc) - erf((lo - y_kpc) * per_kpc)) * inv_norm;
     if (!(wy > 0.0)) continue;
+    [[maybe_unused]] double dwy = 0.0;
+    if constexpr (kSlopes)
+      dwy = ((edge_lo > y_lo ? edge_term(lo, y_kpc) : 0.0) -
+             (edge_hi < y_hi ? edge_term(hi, y_kpc) : 0.0)) *
+            slope_scale;
     // Each spaxel's right edge is the next one's left edge: one erf per spaxel, and the row's
     // weights telescope to exactly its clipped extent.
     const double first = ix0 * d - half;
-    double e_left = erf(((x_lo > first ? x_lo : first) - x_kpc) * per_kpc);
+    const double left = x_lo > first ? x_lo : first;
+    double e_left = erf((left - x_kpc) * per_kpc);
+    [[maybe_unused]] double g_left = 0.0;  // the left end's edge term, 0 where it is the square's
+    if constexpr (kSlopes) g_left = first > x_lo ? edge_term(left, x_kpc) : 0.0;
     for (int ix = ix0; ix <= ix1; ++ix) {
       const double right = (ix + 1) * d - half;
-      const double e_right = erf(((x_hi < right ? x_hi : right) - x_kpc) * per_kpc);
+      const double end = x_hi < right ? x_hi : right;
+      const double e_right = erf((end - x_kpc) * per_kpc);
       const double wx = (e_right - e_left) * inv_norm;
       e_left = e_right;
-      if (wx > 0.0) f(static_cast<std::int32_t>(iy * n + ix), wx * wy);
+      if constexpr (kSlopes) {
+        const double g_right = right < x_hi ? edge_term(end, x_kpc) : 0.0;
+        const double dwx = (g_left - g_right) * slope_scale;
+        g_left = g_right;
+        if (wx > 0.0) f(static_cast<std::int32_t>(iy * n + ix), wx * wy, dwx * wy, wx * dwy);
+      } else {
+        if (wx > 0.0) f(static_cast<std::int32_t>(iy * n + ix), wx * wy);
+      }
     }
   }
+}
+
+}  // namespace footprint_detail
+
+// f(spaxel, weight) for every spaxel of `grid` that a Gaussian of width sigma_kpc centred on
+// (x_kpc, y_kpc), truncated to |dx|, |dy| <= kKernelTruncationSigmas sigma and renormalised
+// there, reaches inside the grid. sigma_kpc <= 0 is a point: weight 1 in the spaxel that holds it.
+template <class F>
+IFUSIM_HD void for_each_kernel_spaxel(const SpaxelGrid& grid, double x_kpc, double y_kpc,
+                                      double sigma_kpc, F&& f) {
+  footprint_detail::walk_kernel_spaxels<false>(grid, x_kpc, y_kpc, sigma_kpc, f);
+}
+
+// Reverse mode: the same spaxels and weights as for_each_kernel_spaxel, in the same order, with
+// each weight's derivative along the kernel's centre: f(spaxel, weight, d weight / d x_kpc,
+// d weight / d y_kpc), sigma held fixed. Exact for the truncated, renormalised Gaussian
+// integrated over the spaxel (the derivation and the one-sided convention where the covered
+// spaxels change: walk_kernel_spaxels); 0 for a point (sigma_kpc <= 0).
+template <class F>
+IFUSIM_HD void for_each_kernel_spaxel_slopes(const SpaxelGrid& grid, double x_kpc, double y_kpc,
+                                             double sigma_kpc, F&& f) {
+  footprint_detail::walk_kernel_spaxels<true>(grid, x_kpc, y_kpc, sigma_kpc, f);
 }
 
 // Per-device views of one particle set's footprint fields (trivially copyable: kernels receive
@@ -115,6 +179,22 @@ struct FootprintView {
     }
     for_each_kernel_spaxel(grid, x_kpc[i], y_kpc[i],
                            static_cast<double>(smoothing_length_kpc[i]) * sigma_per_length, f);
+  }
+
+  // Reverse mode: for_each's spaxels and weights, in its order, with the weights' derivatives
+  // along the particle's sky position: f(spaxel, weight, d weight / d x_kpc, d weight / d y_kpc).
+  // The smoothing length is held fixed (a kNN length depends on the positions too: not
+  // differentiated). Without smoothing the slopes are 0 (the spaxel is piecewise constant).
+  template <class F>
+  IFUSIM_HD void for_each_slopes(std::size_t i, F&& f) const {
+    if (smoothing_length_kpc == nullptr) {
+      const std::int32_t s = spaxel_index[i];
+      if (s >= 0) f(s, 1.0, 0.0, 0.0);
+      return;
+    }
+    for_each_kernel_spaxel_slopes(grid, x_kpc[i], y_kpc[i],
+                                  static_cast<double>(smoothing_length_kpc[i]) * sigma_per_length,
+                                  f);
   }
 };
 

@@ -218,12 +218,14 @@ IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const WaveBins& bins
 
 // Reverse mode (docs/gradients.md): the entries of for_each_histogram_entry, in the same order
 // and from the same weights, per unit initial mass, with their derivatives along the star's
-// fields: f(index, a, {d a / d age_gyr, d a / d metallicity, d a / d v_los_kms, d a / d A_V}),
-// the entry being m a. Mirrors for_each_histogram_entry term by term (the finite-difference
-// tests, tests/test_stellar_vjp.cpp, hold the two together). Every entry the star makes is
-// visited, even where a is 0 (a weight at its node, a massless star): its derivatives need not be.
+// fields: f(index, a, {d a / d age_gyr, d a / d metallicity, d a / d v_los_kms, d a / d A_V,
+// d a / d x_kpc, d a / d y_kpc}), the entry being m a; the sky position's slopes are the
+// footprint weight's (FootprintView::for_each_slopes: kernel smoothing's, else 0). Mirrors
+// for_each_histogram_entry term by term (the finite-difference tests, tests/test_stellar_vjp.cpp,
+// hold the two together). Every entry the star makes is visited, even where a is 0 (a weight at its
+// node, a massless star): its derivatives need not be.
 struct EntrySlopes {
-  double age_gyr, metallicity, velocity_kms, dust_av;
+  double age_gyr, metallicity, velocity_kms, dust_av, x_kpc, y_kpc;
 };
 
 template <class F>
@@ -255,7 +257,7 @@ IFUSIM_HD void for_each_histogram_entry_slopes(const SspView& ssp, const WaveBin
       const double q = dust.weight(dust_row, dust_upper, r);
       f(index + r, a * q,
         EntrySlopes{d.age_gyr * q, d.metallicity * q, d.velocity_kms * q,
-                    a * dust.weight_slope(a_v, dust_row, r)});
+                    a * dust.weight_slope(a_v, dust_row, r), d.x_kpc * q, d.y_kpc * q});
     }
   };
   const double doppler = tile.one_plus_z * (1.0 + v / kSpeedOfLightKms);
@@ -264,7 +266,7 @@ IFUSIM_HD void for_each_histogram_entry_slopes(const SspView& ssp, const WaveBin
   EdgeStep step[2];
   double fraction_slope[2] = {0.0, 0.0};  // d fraction / d v
   double edge_amount[2] = {0.0, 0.0};
-  EntrySlopes edge_slope[2] = {{0.0, 0.0, 0.0, 0.0}, {0.0, 0.0, 0.0, 0.0}};
+  EntrySlopes edge_slope[2] = {{0.0, 0.0, 0.0, 0.0, 0.0, 0.0}, {0.0, 0.0, 0.0, 0.0, 0.0, 0.0}};
   for (int e = 0; e < 2; ++e) {
     const EdgeWindow& window = tile.edges[e];
     if (window.n_bins == 0) continue;
@@ -280,19 +282,25 @@ IFUSIM_HD void for_each_histogram_entry_slopes(const SspView& ssp, const WaveBin
     }
     const double scale = 1.0 / (doppler * window.flux_scale);
     edge_amount[e] = flux * scale;
-    edge_slope[e] = {flux_age * scale, flux_z * scale, -edge_amount[e] * doppler_slope, 0.0};
+    edge_slope[e] = {
+        flux_age * scale, flux_z * scale, -edge_amount[e] * doppler_slope, 0.0, 0.0, 0.0};
   }
-  stars.footprint.for_each(i, [&](std::int32_t spaxel, double weight) {
+  // The footprint's spaxels, weights (as for_each gives them) and the weights' slopes along x, y.
+  stars.footprint.for_each_slopes(i, [&](std::int32_t spaxel, double weight, double w_x,
+                                         double w_y) {
     const std::int32_t row = spaxel - tile.first_spaxel;
     if (row < 0 || row >= tile.n_spaxels) return;
     const std::size_t base = tile.row_base(row);
     for (int n = 0; n < 4; ++n) {
       const double a = weight * w.weight[n];
       const double a_age = weight * ws.per_age_gyr[n], a_z = weight * ws.per_metallicity[n];
+      const double a_x = w_x * w.weight[n], a_y = w_y * w.weight[n];
       const std::size_t column = tile.row_spectrum_place(row, w.node[n], jv);
       deposit(base + column, a * (1.0 - tv),
-              EntrySlopes{a_age * (1.0 - tv), a_z * (1.0 - tv), -a * dtv, 0.0});
-      deposit(base + column + n_a, a * tv, EntrySlopes{a_age * tv, a_z * tv, a * dtv, 0.0});
+              EntrySlopes{a_age * (1.0 - tv), a_z * (1.0 - tv), -a * dtv, 0.0, a_x * (1.0 - tv),
+                          a_y * (1.0 - tv)});
+      deposit(base + column + n_a, a * tv,
+              EntrySlopes{a_age * tv, a_z * tv, a * dtv, 0.0, a_x * tv, a_y * tv});
     }
     for (int e = 0; e < 2; ++e) {
       if (step[e].bin < 0) continue;
@@ -300,14 +308,14 @@ IFUSIM_HD void for_each_histogram_entry_slopes(const SspView& ssp, const WaveBin
                             static_cast<std::size_t>(step[e].bin - tile.edges[e].first_bin) * n_a;
       const EntrySlopes& d = edge_slope[e];
       const double fraction = step[e].fraction;
-      deposit(
-          s, weight * edge_amount[e],
-          EntrySlopes{weight * d.age_gyr, weight * d.metallicity, weight * d.velocity_kms, 0.0});
+      deposit(s, weight * edge_amount[e],
+              EntrySlopes{weight * d.age_gyr, weight * d.metallicity, weight * d.velocity_kms, 0.0,
+                          w_x * edge_amount[e], w_y * edge_amount[e]});
       deposit(s + static_cast<std::size_t>(tile.edges[e].n_bins) * n_a,
               weight * edge_amount[e] * fraction,
               EntrySlopes{weight * d.age_gyr * fraction, weight * d.metallicity * fraction,
                           weight * (d.velocity_kms * fraction + edge_amount[e] * fraction_slope[e]),
-                          0.0});
+                          0.0, w_x * edge_amount[e] * fraction, w_y * edge_amount[e] * fraction});
     }
   });
 }
@@ -345,7 +353,7 @@ struct GatherStarGradients {
   const double* dl_dh;  // the tile's n_spaxels x columns
   StarGradientViews out;
   IFUSIM_HD void operator()(std::size_t i) const {
-    double g_mass = 0.0, g_age = 0.0, g_z = 0.0, g_v = 0.0, g_av = 0.0;
+    double g_mass = 0.0, g_age = 0.0, g_z = 0.0, g_v = 0.0, g_av = 0.0, g_x = 0.0, g_y = 0.0;
     for_each_histogram_entry_slopes(ssp, bins, stars, tile, i,
                                     [&](std::size_t index, double a, const EntrySlopes& d) {
                                       const double g = dl_dh[index];
@@ -354,6 +362,8 @@ struct GatherStarGradients {
                                       g_z += d.metallicity * g;
                                       g_v += d.velocity_kms * g;
                                       g_av += d.dust_av * g;
+                                      g_x += d.x_kpc * g;
+                                      g_y += d.y_kpc * g;
                                     });
     const double m = stars.initial_mass_msun[i];
     out.initial_mass_msun[i] += g_mass;
@@ -361,6 +371,10 @@ struct GatherStarGradients {
     out.metallicity[i] += m * g_z;
     out.velocity_los_kms[i * out.velocity_stride] += m * g_v;
     if (out.dust_av) out.dust_av[i] += m * g_av;
+    if (out.position_x_kpc) {
+      out.position_x_kpc[i * out.position_stride] += m * g_x;
+      out.position_y_kpc[i * out.position_stride] += m * g_y;
+    }
   }
 };
 

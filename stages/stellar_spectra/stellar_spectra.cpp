@@ -771,11 +771,17 @@ class StellarSpectraStage final : public Stage {
     std::vector<double>& metallicity = field("stars.metallicity", 1);
     std::vector<double>& velocity = field("stars.velocity_kms", 3);
     std::vector<double>* dust_av = dust ? &field(fields::stars_dust_av.full_name(), 1) : nullptr;
+    // With kernel smoothing, the sky position (x, y of the frame the stage saw, z 0: the deposit
+    // does not see the depth) through the footprint weights, the smoothing lengths held fixed;
+    // without, the spaxel is piecewise constant in it and no gradient is made.
+    const bool smoothed = static_cast<Smoothing>(setup.grid.smoothing) == Smoothing::kernel;
+    std::vector<double>* position = smoothed ? &field("stars.position_kpc", 3) : nullptr;
     // cpu devices add straight into those host arrays (each its own stars); a GPU into its own
     // sums, downloaded and added at the end.
     bool any_cuda = false;
     for (std::size_t d = 0; d < mesh.size(); ++d) any_cuda = any_cuda || mesh.device(d).is_cuda();
-    const int n_sums = dust ? 5 : 4;
+    // Planes: mass, age, Z, v_los, then A_V with dust, then x and y with smoothing.
+    const int x_plane = dust ? 5 : 4, n_sums = x_plane + (smoothed ? 2 : 0);
     ShardedArray<double> sums;
     if (any_cuda) {
       sums = ShardedArray<double>(mesh, n_stars, n_sums, Sharding::sharded());
@@ -788,14 +794,20 @@ class StellarSpectraStage final : public Stage {
                                  sums.local(d, 2).data,
                                  sums.local(d, 3).data,
                                  1,
-                                 dust ? sums.local(d, 4).data : nullptr};
+                                 dust ? sums.local(d, 4).data : nullptr,
+                                 smoothed ? sums.local(d, x_plane).data : nullptr,
+                                 smoothed ? sums.local(d, x_plane + 1).data : nullptr,
+                                 1};
       const std::size_t first = stars.age_gyr.shard(d).range.begin;
       return StarGradientViews{mass.data() + first,
                                age.data() + first,
                                metallicity.data() + first,
                                velocity.data() + 3 * first + 2,
                                3,
-                               dust ? dust_av->data() + first : nullptr};
+                               dust ? dust_av->data() + first : nullptr,
+                               smoothed ? position->data() + 3 * first : nullptr,
+                               smoothed ? position->data() + 3 * first + 1 : nullptr,
+                               3};
     };
     for (std::int32_t first = 0; first < n_spaxels; first += tile_spaxels) {
       tile.first_spaxel = first;
@@ -848,12 +860,16 @@ class StellarSpectraStage final : public Stage {
       });
     }
     // 4. A GPU's sums, shard by shard, a component plane at a time.
-    if (any_cuda)
-      add_device_sums(sums, {{mass.data(), 1},
-                             {age.data(), 1},
-                             {metallicity.data(), 1},
-                             {velocity.data() + 2, 3},
-                             {dust ? dust_av->data() : nullptr, 1}});
+    if (any_cuda) {
+      std::vector<GradientPlane> planes = {
+          {mass.data(), 1}, {age.data(), 1}, {metallicity.data(), 1}, {velocity.data() + 2, 3}};
+      if (dust) planes.push_back({dust_av->data(), 1});
+      if (smoothed) {
+        planes.push_back({position->data(), 3});      // plane x_plane
+        planes.push_back({position->data() + 1, 3});  // x_plane + 1
+      }
+      add_device_sums(sums, planes);
+    }
     return true;
   }
 

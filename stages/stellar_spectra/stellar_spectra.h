@@ -63,6 +63,11 @@ struct StarGradientViews {
   double* velocity_los_kms;  // along the line of sight (+z after orient), star i at i x stride
   std::size_t velocity_stride;
   double* dust_av;  // nullptr without dust
+  // The sky position (x, y of the stage's frame, star i at i x stride; y at its own pointer),
+  // with kernel smoothing only (nullptr without: the spaxel is piecewise constant in it).
+  double* position_x_kpc;
+  double* position_y_kpc;
+  std::size_t position_stride;
 };
 
 // Host-side preparation of the template tables.

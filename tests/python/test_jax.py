@@ -142,3 +142,26 @@ def test_jax_grad_through_the_gas_lines_and_dust_equals_ifusim_vjp_bitwise():
                 assert not np.any(got), key  # positions, density: not differentiated (zeros)
     assert "gas.mass_msun" in expected and "gas.sfr_msun_per_yr" in expected
     assert ifusim.jax.kept_count() == 0
+
+
+def test_jax_grad_gives_the_position_under_kernel_smoothing_bitwise_ifusim_vjp():
+    """With the aperture's kernel smoothing (and given smoothing lengths, held fixed) the stars'
+    position_kpc gets ifusim.vjp's stars.position_kpc (docs/gradients.md), not zeros."""
+    arrays = stars(n=20, seed=6)
+    arrays["smoothing_length_kpc"] = np.full(len(arrays["initial_mass_msun"]), 1.5, np.float32)
+    cfg = config(False)
+    cfg["stages"]["aperture"] = {"smoothing": "kernel"}
+    galaxy = ifusim.Galaxy.from_arrays(arrays, redshift=REDSHIFT)
+    reference = ifusim.run(cfg, galaxy=galaxy, progress=False)
+    g = np.random.default_rng(11).normal(size=reference.data.shape).astype(np.float32)
+
+    def loss(s):
+        return jnp.sum(jnp.asarray(g) * ifusim.jax.cube(cfg, s, redshift=REDSHIFT))
+
+    inputs = {k: jnp.asarray(v, dtype=jnp.float32) for k, v in arrays.items()}
+    grads = jax.grad(loss)(inputs)
+    expected = ifusim.vjp(cfg, galaxy, g.astype(np.float64), progress=False)
+    want = expected["stars.position_kpc"].astype(np.float32)
+    assert want.shape == arrays["position_kpc"].shape and np.any(want[:, :2] != 0)
+    assert np.array_equal(np.asarray(grads["position_kpc"]), want)
+    assert not np.any(np.asarray(grads["smoothing_length_kpc"]))  # held fixed: zeros

@@ -130,6 +130,73 @@ def test_mass_and_velocity_gradients_match_finite_differences_of_runs(case, star
     assert gradients["stars.velocity_kms"][star, 2] == pytest.approx(velocity_fd, rel=1e-3)
 
 
+SMOOTHING_KPC = 1.5  # every star's smoothing length: the kernel's square reaches +-1.5 kpc
+
+
+def kpc_per_arcsec(z):
+    """The engine's Planck2015 (flat, matter + Lambda; data/cosmology.h): D_A in kpc per arcsec."""
+    h, omega_m = 0.6774, 0.3089
+    zs = np.linspace(0.0, z, 20001)
+    inv_e = 1.0 / np.sqrt(omega_m * (1 + zs) ** 3 + 1.0 - omega_m)
+    comoving_mpc = C_KMS / (100.0 * h) * np.sum((inv_e[1:] + inv_e[:-1]) * 0.5 * np.diff(zs))
+    return comoving_mpc / (1 + z) * 1000.0 * math.pi / 180.0 / 3600.0
+
+
+@pytest.fixture(scope="module")
+def smoothed_case():
+    """The case's stars, smoothed by the aperture's "kernel" with a given (fixed) length."""
+    arrays = stars()
+    arrays["smoothing_length_kpc"] = np.full(len(arrays["initial_mass_msun"]), SMOOTHING_KPC,
+                                             dtype=np.float32)
+    cfg = config(False)
+    cfg["stages"]["aperture"] = {"smoothing": "kernel"}
+    galaxy = ifusim.Galaxy.from_arrays(arrays, redshift=REDSHIFT)
+    cube = ifusim.run(cfg, galaxy=galaxy, progress=False)
+    g = np.random.default_rng(7).normal(size=cube.data.shape)
+    return arrays, cfg, g, ifusim.vjp(cfg, galaxy, g, progress=False)
+
+
+def test_position_gradient_with_kernel_smoothing_matches_finite_differences(smoothed_case):
+    arrays, cfg, g, gradients = smoothed_case
+    n = len(arrays["initial_mass_msun"])
+    position = gradients["stars.position_kpc"]
+    assert position.shape == (n, 3) and position.dtype == np.float64
+    assert np.isfinite(position).all() and np.any(position[:, :2] != 0.0)
+    assert np.all(position[:, 2] == 0.0)  # the line of sight (orient at its identity)
+
+    def loss_of(a):
+        return loss(ifusim.run(cfg, galaxy=ifusim.Galaxy.from_arrays(a, redshift=REDSHIFT),
+                               progress=False), g)
+
+    def central(index, step):
+        up = {k: v.copy() for k, v in arrays.items()}
+        down = {k: v.copy() for k, v in arrays.items()}
+        up["position_kpc"][index] += step
+        down["position_kpc"][index] -= step
+        return (loss_of(up) - loss_of(down)) / (float(np.float32(up["position_kpc"][index])) -
+                                                float(np.float32(down["position_kpc"][index])))
+
+    # Spaxel edges (1 arcsec spaxels, the grid centred on 0, an even number of them with the
+    # margin) at multiples of d: two stars whose squares' sides stay >= 0.25 kpc from them, so
+    # that steps of 0.04 and 0.08 kpc (Richardson: (4 D(h) - D(2 h)) / 3, as
+    # tests/test_stellar_vjp.cpp) keep the covered spaxels.
+    d = kpc_per_arcsec(REDSHIFT)
+
+    def clear(u):
+        return abs(u / d - round(u / d)) * d >= 0.25
+
+    p = arrays["position_kpc"].astype(np.float32).astype(np.float64)
+    chosen = [i for i in range(n - 1)
+              if all(clear(p[i, c] + s * SMOOTHING_KPC) for c in (0, 1) for s in (-1, 1))][:2]
+    assert len(chosen) == 2
+    largest = np.abs(position[:n - 1, :2]).max()
+    for i in chosen:
+        for c in (0, 1):
+            fd = (4.0 * central((i, c), 0.04) - central((i, c), 0.08)) / 3.0
+            err = abs(position[i, c] - fd) / max(abs(fd), 1e-2 * largest)
+            assert err <= 1e-3, (i, c, position[i, c], fd)
+
+
 def test_a_cotangent_of_the_wrong_shape_is_refused_naming_both_shapes(case):
     arrays, g, _ = case
     galaxy = ifusim.Galaxy.from_arrays(arrays, redshift=REDSHIFT)
