@@ -179,9 +179,14 @@ TEST_CASE("cuda: gradients (the VJP) on 1 and 4 logical devices equal, and equal
           "[cuda]") {
   const std::vector<std::vector<std::string>> runs = {
       {"input.synthetic.stars=20000", "input.synthetic.gas=0", "output.png=false"},
-      // Stars and the gas's emission lines (no dust: its stage has no adjoint).
+      // Stars and the gas's emission lines.
       {"input.synthetic.stars=10000", "input.synthetic.gas=5000", "output.png=false",
-       R"(pipeline=["orient","aperture","stellar_spectra","emission_lines","psum","flux","psf","lsf","aperture_mask","noise"])"}};
+       R"(pipeline=["orient","aperture","stellar_spectra","emission_lines","psum","flux","psf","lsf","aperture_mask","noise"])"},
+      // calc_ifu_gas's stages with kernel smoothing: the dust's adjoint (host code, after the
+      // devices' A_V gradients) and the stars' position gradient (the footprint's slopes).
+      {"input.synthetic.stars=10000", "input.synthetic.gas=5000", "output.png=false",
+       "stages.aperture.smoothing=kernel",
+       R"(pipeline=["orient","aperture","dust","stellar_spectra","emission_lines","psum","flux","psf","lsf","aperture_mask","noise"])"}};
   for (const auto& overrides : runs) {
     INFO(overrides.back());
     const RunConfig config = load_run_config(
