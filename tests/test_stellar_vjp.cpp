@@ -384,6 +384,8 @@ TEST_CASE("stellar VJP: gradients are bitwise identical for 1 and 3 devices", "[
   }
 }
 
+namespace {
+
 // L's central difference in one star's sky-position component, Richardson-extrapolated from steps
 // h and 2 h: (4 D(h) - D(2 h)) / 3, whose error is O(h^4) (the weights are smooth within a piece,
 // erf of (edge - x) / (sqrt 2 sigma)), so that steps large against the float cube's rounding (its
@@ -400,6 +402,86 @@ double position_difference(const std::function<double(const test::HostStars&)>& 
   };
   return (4.0 * central(h) - central(2.0 * h)) / 3.0;
 }
+
+// Each gradient of `ad` against its finite difference in `fd`: both finite, and within
+// `tolerance` relative to max(|fd|, 1e-2 x the largest |fd|); the worst error is printed.
+void compare_gradients(const std::string& name, const std::vector<double>& ad,
+                       const std::vector<double>& fd, double tolerance) {
+  REQUIRE(ad.size() >= fd.size());
+  double largest = 0.0;
+  for (std::size_t k = 0; k < fd.size(); ++k) {
+    REQUIRE(std::isfinite(fd[k]));
+    REQUIRE(std::isfinite(ad[k]));
+    largest = std::max(largest, std::abs(fd[k]));
+  }
+  REQUIRE(largest > 0.0);
+  double worst = 0.0;
+  for (std::size_t k = 0; k < fd.size(); ++k) {
+    const double err = std::abs(ad[k] - fd[k]) / std::max(std::abs(fd[k]), 1e-2 * largest);
+    worst = std::max(worst, err);
+    INFO(name << " " << k << ": vjp " << ad[k] << ", fd " << fd[k]);
+    CHECK(err <= tolerance);
+  }
+  WARN(name << ": worst relative error " << worst << " (largest |fd| " << largest << ")");
+}
+
+// The tests through orient: its Euler angles, and align_face_on off (the rotation held fixed).
+constexpr double kAlphaDeg = 30.0, kBetaDeg = -50.0, kGammaDeg = 110.0;
+
+// `seen` (the stars as the spectral stage should see them) turned back by R^T, positions and
+// velocities, so that orient's R brings them there.
+test::HostStars turned_back(const test::HostStars& seen) {
+  const Matrix3 r = euler_rotation(kAlphaDeg, kBetaDeg, kGammaDeg);
+  test::HostStars input = seen;
+  const std::size_t rows = seen.position_kpc.size() / 3;
+  for (auto field : {&test::HostStars::position_kpc, &test::HostStars::velocity_kms})
+    for (std::size_t i = 0; i < rows; ++i)
+      for (int c = 0; c < 3; ++c) {
+        double x = 0.0;
+        for (int k = 0; k < 3; ++k) x += r[3 * k + c] * (seen.*field)[3 * i + k];
+        (input.*field)[3 * i + c] = static_cast<float>(x);
+      }
+  return input;
+}
+
+// orient, spaxel_grid (with kernel smoothing or not), stellar_spectra and the reduction, run by
+// hand on `host`, the stages kept for particle_vjp.
+struct OrientRun {
+  std::unique_ptr<Mesh> mesh;  // declared first, destroyed last
+  std::unique_ptr<RunState> state;
+  std::unique_ptr<Stage> orient, spectra;
+};
+OrientRun run_through_orient(const test::HostStars& host, std::shared_ptr<const SspGrid> grid,
+                             bool smoothing) {
+  OrientRun run;
+  run.mesh = make_mesh(Backend::cpu, 1);
+  run.state = std::make_unique<RunState>(*run.mesh);
+  RunState& state = *run.state;
+  state.data.stars = test::put_stars(*run.mesh, host);
+  state.observation.redshift = kRedshift;
+  state.observation.axes.wavelength_medium = "vacuum";
+  state.observation.axes.wave_start_angstrom = kBins.start_angstrom;
+  state.observation.axes.wave_step_angstrom = kBins.step_angstrom;
+  run.orient = make_orient_stage(
+      nlohmann::json{
+          {"align_face_on", false},
+          {"orientation",
+           {{"alpha_deg", kAlphaDeg}, {"beta_deg", kBetaDeg}, {"gamma_deg", kGammaDeg}}}},
+      "p");
+  run_stage(*run.orient, state);
+  nlohmann::json grid_params{{"n_spaxels", kSide}, {"spaxel_size_kpc", kSpaxelKpc}};
+  if (smoothing) grid_params["smoothing"] = "kernel";
+  run_stage(*make_spaxel_grid_stage(grid_params, "p"), state);
+  state.spaxels.n_wave = kBins.n;
+  StellarSpectraParams params;
+  params.velocity_bin_kms = kVelocityBinKms;
+  run.spectra = make_stellar_spectra_stage(grid, params);
+  run.spectra->run(state);
+  reduce_partials(state);
+  return run;
+}
+
+}  // namespace
 
 TEST_CASE("stellar VJP with kernel smoothing: dL/d(sky position) against finite differences",
           "[vjp]") {
@@ -426,32 +508,13 @@ TEST_CASE("stellar VJP with kernel smoothing: dL/d(sky position) against finite 
   auto loss_of = [&](const test::HostStars& h) {
     return loss(run_forward(1, h, grid, {}, true).cube, g);
   };
-  auto compare = [&](const char* name, const std::vector<double>& ad, const std::vector<double>& fd,
-                     double tolerance) {
-    double largest = 0.0;
-    for (std::size_t k = 0; k < fd.size(); ++k) {
-      REQUIRE(std::isfinite(fd[k]));
-      REQUIRE(std::isfinite(ad[k]));
-      largest = std::max(largest, std::abs(fd[k]));
-    }
-    REQUIRE(largest > 0.0);
-    double worst = 0.0;
-    for (std::size_t k = 0; k < fd.size(); ++k) {
-      const double err = std::abs(ad[k] - fd[k]) / std::max(std::abs(fd[k]), 1e-2 * largest);
-      worst = std::max(worst, err);
-      INFO(name << " " << k << ": vjp " << ad[k] << ", fd " << fd[k]);
-      CHECK(err <= tolerance);
-    }
-    WARN(name << " with smoothing: worst relative error " << worst << " (largest |fd| " << largest
-              << ")");
-  };
   for (int c = 0; c < 2; ++c) {
     std::vector<double> fd(n), ad(n);
     for (std::size_t i = 0; i < n; ++i) {  // the anchor (star n) is not checked
       fd[i] = position_difference(loss_of, host, 3 * i + c, 0.04);
       ad[i] = d_pos[3 * i + c];
     }
-    compare(c == 0 ? "x" : "y", ad, fd, 1e-3);
+    compare_gradients(c == 0 ? "x with smoothing" : "y with smoothing", ad, fd, 1e-3);
   }
   for (std::size_t i = 0; i <= n; ++i) CHECK(d_pos[3 * i + 2] == 0.0);
   std::vector<double> fd_mass(n), ad_mass(n);
@@ -463,7 +526,7 @@ TEST_CASE("stellar VJP with kernel smoothing: dL/d(sky position) against finite 
                  (static_cast<double>(up.initial_mass_msun[i]) - down.initial_mass_msun[i]);
     ad_mass[i] = d_mass[i];
   }
-  compare("mass", ad_mass, fd_mass, 1e-4);
+  compare_gradients("mass with smoothing", ad_mass, fd_mass, 1e-4);
 }
 
 TEST_CASE("stellar VJP: the exact method and a wrong cotangent are refused", "[vjp]") {
@@ -484,48 +547,8 @@ TEST_CASE("stellar VJP through orient: dL/d(input velocity), 3 components, by fi
   // components stay the largest. particle_vjp runs stellar_spectra's adjoint, then orient's.
   auto grid = std::make_shared<const SspGrid>(test::synthetic_ssp_grid());
   const std::size_t n = 12;
-  const test::HostStars seen = stars_between_nodes(*grid, n, 23);
-  const Matrix3 r = euler_rotation(30.0, -50.0, 110.0);
-  test::HostStars input = seen;
-  for (auto field : {&test::HostStars::position_kpc, &test::HostStars::velocity_kms})
-    for (std::size_t i = 0; i <= n; ++i)
-      for (int c = 0; c < 3; ++c) {
-        double x = 0.0;
-        for (int k = 0; k < 3; ++k) x += r[3 * k + c] * (seen.*field)[3 * i + k];
-        (input.*field)[3 * i + c] = static_cast<float>(x);
-      }
-  const nlohmann::json orient_params{
-      {"align_face_on", false},
-      {"orientation", {{"alpha_deg", 30.0}, {"beta_deg", -50.0}, {"gamma_deg", 110.0}}}};
-  struct Run {
-    std::unique_ptr<Mesh> mesh;
-    std::unique_ptr<RunState> state;
-    std::unique_ptr<Stage> orient, spectra;
-  };
-  auto forward = [&](const test::HostStars& host) {
-    Run run;
-    run.mesh = make_mesh(Backend::cpu, 1);
-    run.state = std::make_unique<RunState>(*run.mesh);
-    RunState& state = *run.state;
-    state.data.stars = test::put_stars(*run.mesh, host);
-    state.observation.redshift = kRedshift;
-    state.observation.axes.wavelength_medium = "vacuum";
-    state.observation.axes.wave_start_angstrom = kBins.start_angstrom;
-    state.observation.axes.wave_step_angstrom = kBins.step_angstrom;
-    run.orient = make_orient_stage(orient_params, "p");
-    run_stage(*run.orient, state);
-    run_stage(*make_spaxel_grid_stage(
-                  nlohmann::json{{"n_spaxels", kSide}, {"spaxel_size_kpc", kSpaxelKpc}}, "p"),
-              state);
-    state.spaxels.n_wave = kBins.n;
-    StellarSpectraParams params;
-    params.velocity_bin_kms = kVelocityBinKms;
-    run.spectra = make_stellar_spectra_stage(grid, params);
-    run.spectra->run(state);
-    reduce_partials(state);
-    return run;
-  };
-  Run base = forward(input);
+  const test::HostStars input = turned_back(stars_between_nodes(*grid, n, 23));
+  const OrientRun base = run_through_orient(input, grid, false);
   const std::vector<double> g = random_cotangent(base.state->cube->data.size(), 29);
   const ParticleGradients grads = particle_vjp({base.orient.get(), base.spectra.get()}, *base.state,
                                                CubeCotangent{base.state->cube->shape, g});
@@ -533,28 +556,18 @@ TEST_CASE("stellar VJP through orient: dL/d(input velocity), 3 components, by fi
   REQUIRE(d_v.size() == 3 * (n + 1));
   // 20 km/s steps of one input component move v_los by at most 20 km/s (within its piece).
   std::vector<double> fd(3 * n);
-  double largest = 0.0;
   for (std::size_t i = 0; i < n; ++i)
     for (int c = 0; c < 3; ++c) {
       test::HostStars up = input, down = input;
       up.velocity_kms[3 * i + c] += 20.0f;
       down.velocity_kms[3 * i + c] -= 20.0f;
-      const double lp = loss(forward(up).state->cube->data, g);
-      const double lm = loss(forward(down).state->cube->data, g);
+      const double lp = loss(run_through_orient(up, grid, false).state->cube->data, g);
+      const double lm = loss(run_through_orient(down, grid, false).state->cube->data, g);
       fd[3 * i + c] = (lp - lm) / (static_cast<double>(up.velocity_kms[3 * i + c]) -
                                    down.velocity_kms[3 * i + c]);
-      largest = std::max(largest, std::abs(fd[3 * i + c]));
     }
-  REQUIRE(largest > 0.0);
-  double worst = 0.0;
-  for (std::size_t k = 0; k < 3 * n; ++k) {
-    REQUIRE(std::isfinite(d_v[k]));
-    const double err = std::abs(d_v[k] - fd[k]) / std::max(std::abs(fd[k]), 1e-2 * largest);
-    worst = std::max(worst, err);
-    INFO("star " << k / 3 << " component " << k % 3 << ": vjp " << d_v[k] << ", fd " << fd[k]);
-    CHECK(err <= 1e-3);
-  }
-  WARN("input velocity through orient: worst relative error " << worst);
+  // Entry 3 i + c: star i's input component c.
+  compare_gradients("input velocity through orient", d_v, fd, 1e-3);
 }
 
 TEST_CASE("stellar VJP through orient with smoothing: dL/d(input position), 3 components",
@@ -576,72 +589,20 @@ TEST_CASE("stellar VJP through orient with smoothing: dL/d(input position), 3 co
   const std::size_t n = 8;
   test::HostStars seen = stars_between_nodes(*grid, n, 43);
   place_for_smoothing(seen, 47, 1.0, true);
-  const Matrix3 r = euler_rotation(30.0, -50.0, 110.0);
-  test::HostStars input = seen;
-  for (auto field : {&test::HostStars::position_kpc, &test::HostStars::velocity_kms})
-    for (std::size_t i = 0; i <= n; ++i)
-      for (int c = 0; c < 3; ++c) {
-        double x = 0.0;
-        for (int k = 0; k < 3; ++k) x += r[3 * k + c] * (seen.*field)[3 * i + k];
-        (input.*field)[3 * i + c] = static_cast<float>(x);
-      }
-  const nlohmann::json orient_params{
-      {"align_face_on", false},
-      {"orientation", {{"alpha_deg", 30.0}, {"beta_deg", -50.0}, {"gamma_deg", 110.0}}}};
-  struct Run {
-    std::unique_ptr<Mesh> mesh;
-    std::unique_ptr<RunState> state;
-    std::unique_ptr<Stage> orient, spectra;
-  };
-  auto forward = [&](const test::HostStars& host) {
-    Run run;
-    run.mesh = make_mesh(Backend::cpu, 1);
-    run.state = std::make_unique<RunState>(*run.mesh);
-    RunState& state = *run.state;
-    state.data.stars = test::put_stars(*run.mesh, host);
-    state.observation.redshift = kRedshift;
-    state.observation.axes.wavelength_medium = "vacuum";
-    state.observation.axes.wave_start_angstrom = kBins.start_angstrom;
-    state.observation.axes.wave_step_angstrom = kBins.step_angstrom;
-    run.orient = make_orient_stage(orient_params, "p");
-    run_stage(*run.orient, state);
-    run_stage(*make_spaxel_grid_stage(nlohmann::json{{"n_spaxels", kSide},
-                                                     {"spaxel_size_kpc", kSpaxelKpc},
-                                                     {"smoothing", "kernel"}},
-                                      "p"),
-              state);
-    state.spaxels.n_wave = kBins.n;
-    StellarSpectraParams params;
-    params.velocity_bin_kms = kVelocityBinKms;
-    run.spectra = make_stellar_spectra_stage(grid, params);
-    run.spectra->run(state);
-    reduce_partials(state);
-    return run;
-  };
-  Run base = forward(input);
+  const test::HostStars input = turned_back(seen);
+  const OrientRun base = run_through_orient(input, grid, true);
   const std::vector<double> g = random_cotangent(base.state->cube->data.size(), 53);
   const ParticleGradients grads = particle_vjp({base.orient.get(), base.spectra.get()}, *base.state,
                                                CubeCotangent{base.state->cube->shape, g});
   const auto& d_pos = grads.fields.at("stars.position_kpc");
   REQUIRE(d_pos.size() == 3 * (n + 1));
-  auto loss_of = [&](const test::HostStars& h) { return loss(forward(h).state->cube->data, g); };
+  auto loss_of = [&](const test::HostStars& h) {
+    return loss(run_through_orient(h, grid, true).state->cube->data, g);
+  };
   std::vector<double> fd(3 * n);
-  double largest = 0.0;
-  for (std::size_t k = 0; k < 3 * n; ++k) {
-    fd[k] = position_difference(loss_of, input, k, 0.08);
-    REQUIRE(std::isfinite(fd[k]));
-    largest = std::max(largest, std::abs(fd[k]));
-  }
-  REQUIRE(largest > 0.0);
-  double worst = 0.0;
-  for (std::size_t k = 0; k < 3 * n; ++k) {
-    REQUIRE(std::isfinite(d_pos[k]));
-    const double err = std::abs(d_pos[k] - fd[k]) / std::max(std::abs(fd[k]), 1e-2 * largest);
-    worst = std::max(worst, err);
-    INFO("star " << k / 3 << " component " << k % 3 << ": vjp " << d_pos[k] << ", fd " << fd[k]);
-    CHECK(err <= 1e-3);
-  }
-  WARN("input position through orient with smoothing: worst relative error " << worst);
+  for (std::size_t k = 0; k < 3 * n; ++k) fd[k] = position_difference(loss_of, input, k, 0.08);
+  // Entry 3 i + c: star i's input component c.
+  compare_gradients("input position through orient with smoothing", d_pos, fd, 1e-3);
 }
 
 TEST_CASE("orient's adjoint turns a gradient of the rotated velocity back by R^T", "[vjp]") {
@@ -651,10 +612,11 @@ TEST_CASE("orient's adjoint turns a gradient of the rotated velocity back by R^T
   const auto orient = make_orient_stage(
       nlohmann::json{
           {"align_face_on", false},
-          {"orientation", {{"alpha_deg", 30.0}, {"beta_deg", -50.0}, {"gamma_deg", 110.0}}}},
+          {"orientation",
+           {{"alpha_deg", kAlphaDeg}, {"beta_deg", kBetaDeg}, {"gamma_deg", kGammaDeg}}}},
       "p");
   orient->run(state);
-  const Matrix3 r = euler_rotation(30.0, -50.0, 110.0);
+  const Matrix3 r = euler_rotation(kAlphaDeg, kBetaDeg, kGammaDeg);
   ParticleGradients grads;
   grads.fields["stars.velocity_kms"] = {0.0, 0.0, 2.0, 1.0, -1.0, 0.5};
   REQUIRE(orient->particle_adjoint(state, CubeCotangent{}, grads));
