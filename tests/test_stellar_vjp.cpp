@@ -37,12 +37,15 @@ const WaveBins kBins{2900.0, 4.0, 1550};  // 2898 .. 9098 A
 // A star beyond every other's speed in each component (and of negligible mass) sets the speed
 // bound, so that no perturbation of the others moves the velocity nodes.
 constexpr float kAnchorKms = 400.0f;
+// The tests through orient: its Euler angles (run_forward's through_orient, turned_back).
+constexpr double kAlphaDeg = 30.0, kBetaDeg = -50.0, kGammaDeg = 110.0;
 
 struct Forward {
   // Declared first, destroyed last: the state and the stage hold arrays on its devices.
   std::shared_ptr<const Mesh> mesh;
   std::unique_ptr<RunState> state;
   std::unique_ptr<Stage> stage;
+  std::unique_ptr<Stage> orient;  // where the run went through orient (kept for particle_vjp)
   CubeShape shape;
   std::vector<float> cube;
 };
@@ -50,9 +53,11 @@ struct Forward {
 // `dust_av`: each star's A_V (CCM89, R_V = 3.1, as the dust stage would give it; a fixed bound
 // of 3 mag, so that no perturbation moves the expansion); empty for none.
 // `smoothing`: the grid's "kernel" smoothing (the stars' own smoothing_length_kpc where the
-// host stars have it, else the kNN lengths).
+// host stars have it, else the kNN lengths). `through_orient`: the orient stage first, at the
+// tests' Euler angles (kAlphaDeg, ...) with align_face_on off (the rotation held fixed).
 Forward run_forward(int n_devices, const test::HostStars& host, std::shared_ptr<const SspGrid> grid,
-                    const std::vector<float>& dust_av = {}, bool smoothing = false) {
+                    const std::vector<float>& dust_av = {}, bool smoothing = false,
+                    bool through_orient = false) {
   Forward f;
   f.mesh = make_mesh(Backend::cpu, n_devices);
   f.state = std::make_unique<RunState>(*f.mesh);
@@ -62,6 +67,15 @@ Forward run_forward(int n_devices, const test::HostStars& host, std::shared_ptr<
   state.observation.axes.wavelength_medium = "vacuum";
   state.observation.axes.wave_start_angstrom = kBins.start_angstrom;
   state.observation.axes.wave_step_angstrom = kBins.step_angstrom;
+  if (through_orient) {
+    f.orient = make_orient_stage(
+        nlohmann::json{
+            {"align_face_on", false},
+            {"orientation",
+             {{"alpha_deg", kAlphaDeg}, {"beta_deg", kBetaDeg}, {"gamma_deg", kGammaDeg}}}},
+        "p");
+    run_stage(*f.orient, state);
+  }
   nlohmann::json spaxel_params{{"n_spaxels", kSide}, {"spaxel_size_kpc", kSpaxelKpc}};
   if (smoothing) spaxel_params["smoothing"] = "kernel";
   const auto spaxels = make_spaxel_grid_stage(spaxel_params, "p");
@@ -425,9 +439,6 @@ void compare_gradients(const std::string& name, const std::vector<double>& ad,
   WARN(name << ": worst relative error " << worst << " (largest |fd| " << largest << ")");
 }
 
-// The tests through orient: its Euler angles, and align_face_on off (the rotation held fixed).
-constexpr double kAlphaDeg = 30.0, kBetaDeg = -50.0, kGammaDeg = 110.0;
-
 // `seen` (the stars as the spectral stage should see them) turned back by R^T, positions and
 // velocities, so that orient's R brings them there.
 test::HostStars turned_back(const test::HostStars& seen) {
@@ -442,43 +453,6 @@ test::HostStars turned_back(const test::HostStars& seen) {
         (input.*field)[3 * i + c] = static_cast<float>(x);
       }
   return input;
-}
-
-// orient, spaxel_grid (with kernel smoothing or not), stellar_spectra and the reduction, run by
-// hand on `host`, the stages kept for particle_vjp.
-struct OrientRun {
-  std::unique_ptr<Mesh> mesh;  // declared first, destroyed last
-  std::unique_ptr<RunState> state;
-  std::unique_ptr<Stage> orient, spectra;
-};
-OrientRun run_through_orient(const test::HostStars& host, std::shared_ptr<const SspGrid> grid,
-                             bool smoothing) {
-  OrientRun run;
-  run.mesh = make_mesh(Backend::cpu, 1);
-  run.state = std::make_unique<RunState>(*run.mesh);
-  RunState& state = *run.state;
-  state.data.stars = test::put_stars(*run.mesh, host);
-  state.observation.redshift = kRedshift;
-  state.observation.axes.wavelength_medium = "vacuum";
-  state.observation.axes.wave_start_angstrom = kBins.start_angstrom;
-  state.observation.axes.wave_step_angstrom = kBins.step_angstrom;
-  run.orient = make_orient_stage(
-      nlohmann::json{
-          {"align_face_on", false},
-          {"orientation",
-           {{"alpha_deg", kAlphaDeg}, {"beta_deg", kBetaDeg}, {"gamma_deg", kGammaDeg}}}},
-      "p");
-  run_stage(*run.orient, state);
-  nlohmann::json grid_params{{"n_spaxels", kSide}, {"spaxel_size_kpc", kSpaxelKpc}};
-  if (smoothing) grid_params["smoothing"] = "kernel";
-  run_stage(*make_spaxel_grid_stage(grid_params, "p"), state);
-  state.spaxels.n_wave = kBins.n;
-  StellarSpectraParams params;
-  params.velocity_bin_kms = kVelocityBinKms;
-  run.spectra = make_stellar_spectra_stage(grid, params);
-  run.spectra->run(state);
-  reduce_partials(state);
-  return run;
 }
 
 }  // namespace
@@ -548,10 +522,10 @@ TEST_CASE("stellar VJP through orient: dL/d(input velocity), 3 components, by fi
   auto grid = std::make_shared<const SspGrid>(test::synthetic_ssp_grid());
   const std::size_t n = 12;
   const test::HostStars input = turned_back(stars_between_nodes(*grid, n, 23));
-  const OrientRun base = run_through_orient(input, grid, false);
-  const std::vector<double> g = random_cotangent(base.state->cube->data.size(), 29);
-  const ParticleGradients grads = particle_vjp({base.orient.get(), base.spectra.get()}, *base.state,
-                                               CubeCotangent{base.state->cube->shape, g});
+  const Forward base = run_forward(1, input, grid, {}, false, true);
+  const std::vector<double> g = random_cotangent(base.cube.size(), 29);
+  const ParticleGradients grads = particle_vjp({base.orient.get(), base.stage.get()}, *base.state,
+                                               CubeCotangent{base.shape, g});
   const auto& d_v = grads.fields.at("stars.velocity_kms");
   REQUIRE(d_v.size() == 3 * (n + 1));
   // 20 km/s steps of one input component move v_los by at most 20 km/s (within its piece).
@@ -561,8 +535,8 @@ TEST_CASE("stellar VJP through orient: dL/d(input velocity), 3 components, by fi
       test::HostStars up = input, down = input;
       up.velocity_kms[3 * i + c] += 20.0f;
       down.velocity_kms[3 * i + c] -= 20.0f;
-      const double lp = loss(run_through_orient(up, grid, false).state->cube->data, g);
-      const double lm = loss(run_through_orient(down, grid, false).state->cube->data, g);
+      const double lp = loss(run_forward(1, up, grid, {}, false, true).cube, g);
+      const double lm = loss(run_forward(1, down, grid, {}, false, true).cube, g);
       fd[3 * i + c] = (lp - lm) / (static_cast<double>(up.velocity_kms[3 * i + c]) -
                                    down.velocity_kms[3 * i + c]);
     }
@@ -590,14 +564,14 @@ TEST_CASE("stellar VJP through orient with smoothing: dL/d(input position), 3 co
   test::HostStars seen = stars_between_nodes(*grid, n, 43);
   place_for_smoothing(seen, 47, 1.0, true);
   const test::HostStars input = turned_back(seen);
-  const OrientRun base = run_through_orient(input, grid, true);
-  const std::vector<double> g = random_cotangent(base.state->cube->data.size(), 53);
-  const ParticleGradients grads = particle_vjp({base.orient.get(), base.spectra.get()}, *base.state,
-                                               CubeCotangent{base.state->cube->shape, g});
+  const Forward base = run_forward(1, input, grid, {}, true, true);
+  const std::vector<double> g = random_cotangent(base.cube.size(), 53);
+  const ParticleGradients grads = particle_vjp({base.orient.get(), base.stage.get()}, *base.state,
+                                               CubeCotangent{base.shape, g});
   const auto& d_pos = grads.fields.at("stars.position_kpc");
   REQUIRE(d_pos.size() == 3 * (n + 1));
   auto loss_of = [&](const test::HostStars& h) {
-    return loss(run_through_orient(h, grid, true).state->cube->data, g);
+    return loss(run_forward(1, h, grid, {}, true, true).cube, g);
   };
   std::vector<double> fd(3 * n);
   for (std::size_t k = 0; k < 3 * n; ++k) fd[k] = position_difference(loss_of, input, k, 0.08);
