@@ -636,6 +636,37 @@ TEST_CASE("multiply_rows: bitwise the ordered float sum, any shape", "[spectra][
   }
 }
 
+// add_scaled_rows (the sparse blocks' product) keeps a tile of y in registers over all the rows:
+// bitwise one axpy after another in the rows' order, whether an element is in a whole tile or
+// left over, for any widths, counts (none included), strides and repeated rows.
+TEST_CASE("add_scaled_rows: bitwise one axpy after another, any shape", "[spectra][binned]") {
+  std::mt19937_64 rng(47);
+  std::uniform_real_distribution<double> value(-1.0, 1.0);
+  for (const auto& [n, count, stride] : std::vector<std::array<std::size_t, 3>>{
+           {1, 1, 1}, {64, 5, 64}, {100, 0, 128}, {31, 17, 40}, {192, 300, 200}, {7, 3, 9}}) {
+    INFO(n << " wide, " << count << " rows, stride " << stride);
+    const std::size_t n_rows = count + 3;
+    std::vector<float> x(n_rows * stride);
+    for (float& v : x) v = static_cast<float>(value(rng));
+    std::vector<double> a(count), y(n), expected(n);
+    std::vector<std::int32_t> rows(count);
+    for (std::size_t e = 0; e < count; ++e) {
+      a[e] = 1e3 * value(rng);
+      rows[e] = static_cast<std::int32_t>((5 * e + 2) % n_rows);  // some rows more than once
+    }
+    for (std::size_t k = 0; k < n; ++k) y[k] = expected[k] = value(rng);
+    for (std::size_t e = 0; e < count; ++e)
+      for (std::size_t k = 0; k < n; ++k)
+        expected[k] +=
+            a[e] * static_cast<double>(x[static_cast<std::size_t>(rows[e]) * stride + k]);
+    add_scaled_rows(y.data(), n, a.data(), rows.data(), count, x.data(), stride);
+    for (std::size_t k = 0; k < n; ++k) {
+      REQUIRE(std::isfinite(y[k]));
+      REQUIRE(std::memcmp(&y[k], &expected[k], sizeof(double)) == 0);
+    }
+  }
+}
+
 // multiply_by_transpose (the transpose's dL/dH = G B^T) sums each element in eight lanes (q mod
 // 8), adds the lanes in one tree, then the last depth mod 8 products in order: bitwise that,
 // written out here one element at a time, for any shape (leftover rows, columns and depths),

@@ -11,10 +11,35 @@ IFUSIM_VECTOR_CLONES void add_scaled(double* __restrict y, double a, const doubl
   for (std::size_t k = 0; k < n; ++k) y[k] += a * x[k];
 }
 
-IFUSIM_VECTOR_CLONES void add_scaled(double* __restrict y, double a, const float* __restrict x,
-                                     std::size_t n) {
-#pragma omp simd
-  for (std::size_t k = 0; k < n; ++k) y[k] += a * static_cast<double>(x[k]);
+// Tiles of 32 elements of y (four AVX-512 registers, eight AVX2 ones) summed over every row
+// before they are stored, then the elements left one at a time, in the same order.
+IFUSIM_VECTOR_CLONES void add_scaled_rows(double* __restrict y, std::size_t n,
+                                          const double* __restrict a,
+                                          const std::int32_t* __restrict rows, std::size_t count,
+                                          const float* __restrict x, std::size_t x_stride) {
+  typedef double Doubles __attribute__((vector_size(64)));
+  typedef float Floats __attribute__((vector_size(32)));
+  constexpr std::size_t kLanes = 8, kVectors = 8, kTile = kLanes * kVectors;
+  std::size_t k = 0;
+  for (; k + kTile <= n; k += kTile) {
+    Doubles sum[kVectors];
+    std::memcpy(sum, y + k, sizeof sum);
+    for (std::size_t e = 0; e < count; ++e) {
+      const float* xe = x + static_cast<std::size_t>(rows[e]) * x_stride + k;
+      for (std::size_t v = 0; v < kVectors; ++v) {
+        Floats f;
+        std::memcpy(&f, xe + v * kLanes, sizeof f);
+        sum[v] += a[e] * __builtin_convertvector(f, Doubles);
+      }
+    }
+    std::memcpy(y + k, sum, sizeof sum);
+  }
+  for (; k < n; ++k) {
+    double sum = y[k];
+    for (std::size_t e = 0; e < count; ++e)
+      sum += a[e] * static_cast<double>(x[static_cast<std::size_t>(rows[e]) * x_stride + k]);
+    y[k] = sum;
+  }
 }
 
 IFUSIM_VECTOR_CLONES void add_products(double* __restrict y, const double* __restrict a,

@@ -23,8 +23,13 @@ namespace ifusim {
 
 // y[k] += a * x[k], k < n. y and x must not overlap.
 void add_scaled(double* y, double a, const double* x, std::size_t n);
-// The same with float x, each value widened to double first.
-void add_scaled(double* y, double a, const float* x, std::size_t n);
+// y[k] += a[e] * x[rows[e] * x_stride + k] for e = 0, 1, ..., count - 1 in that order, k < n,
+// each x widened to double, each product and sum rounded on its own: bitwise one axpy after
+// another, but y's elements stay in registers over all the rows (a sparse block's row of the
+// binned product, whose rows are its non-zeros' rows of B, most of them a few dozen bins long).
+// y must not overlap a or x.
+void add_scaled_rows(double* y, std::size_t n, const double* a, const std::int32_t* rows,
+                     std::size_t count, const float* x, std::size_t x_stride);
 // y[k] += a[k] * x[k], k < n. y must overlap neither a nor x.
 void add_products(double* y, const double* a, const double* x, std::size_t n);
 

@@ -345,10 +345,12 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
         } else {
           sums.setZero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(width));
           for (std::size_t r = r0; r < r1; ++r) {
-            double* sum = sums.row(static_cast<Eigen::Index>(r - r0)).data();
-            // One axpy per non-zero (vector_kernels.h: most of a wide field's product).
-            for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e)
-              add_scaled(sum, h.value[e], basis.row(h.column[e]).data(), width);
+            // The row's non-zeros' rows of B, scaled and summed in order (vector_kernels.h: most
+            // of a wide field's product).
+            const std::size_t e0 = h.offsets[r];
+            add_scaled_rows(sums.row(static_cast<Eigen::Index>(r - r0)).data(), width,
+                            h.value.data() + e0, h.column.data() + e0, h.offsets[r + 1] - e0,
+                            basis_buffer.data(), width);
           }
           out = (out.cast<double>() + sums).cast<float>();
         }
