@@ -11,7 +11,7 @@ IFUSIM_VECTOR_CLONES void add_scaled(double* __restrict y, double a, const doubl
   for (std::size_t k = 0; k < n; ++k) y[k] += a * x[k];
 }
 
-// Tiles of 32 elements of y (four AVX-512 registers, eight AVX2 ones) summed over every row
+// Tiles of 64 elements of y (eight AVX-512 registers, sixteen AVX2 ones) summed over every row
 // before they are stored, then the elements left one at a time, in the same order.
 IFUSIM_VECTOR_CLONES void add_scaled_rows(double* __restrict y, std::size_t n,
                                           const double* __restrict a,

@@ -89,6 +89,8 @@ inline constexpr double kSolarMetallicity = 0.0134;    // Z, Asplund et al. 2009
 inline constexpr double kCurtiOxygenMin = 7.6, kCurtiOxygenMax = 8.85;
 // Lines are integrated over +-(this) sigma; the end bins take the Gaussian's tails.
 inline constexpr double kLineTruncationSigmas = 8.0;
+// A line's profile is made this many bins at a time (a kernel's local table).
+inline constexpr int kLineChunkBins = 32;
 
 // The lines the stage can make: kEmissionLines (data/emission_line_list.h). A user's table of
 // line ratios: LineRatioTable (data/line_ratio_table.h), read by io/ (io/emission_line_table.h)

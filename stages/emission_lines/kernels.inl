@@ -55,41 +55,51 @@ struct DepositCellLines {
       if (k0 > k1) continue;
       const bool tail_below = lo >= line.first_bin, tail_above = hi <= last_bin;
       const double per_angstrom = 0.70710678118654752 / sigma;
-      auto cdf = [&](int edge_bin) {
-        const double edge = p.grid.edge(edge_bin);
-        return 0.5 * erf((edge - centre) * per_angstrom);
-      };
-      // Luminosity density (L_sun / A) of each bin: the bin's share of the line over its width
-      // (one width for linear bins, each its own for logarithmic ones).
       const double scale = luminosity / p.grid.width(0) * p.counts_per_unit;
-      double below = tail_below ? -0.5 : cdf(k0);
-      const double moment_weight = l == p.halpha_line ? luminosity : 0.0;
+      double lower_edge = p.grid.edge(k0);
+      double below = tail_below ? -0.5 : 0.5 * erf((lower_edge - centre) * per_angstrom);
+      // The profile's bins in chunks: each bin's share of the line (the Gaussian's integral over
+      // it, an erf at each edge) and its width (a pow at each edge of a logarithmic grid) once,
+      // then into every spaxel of the footprint (with kernel smoothing, tens of them, which
+      // made them all again). The same values, so the same fixed-point sums.
+      for (int c0 = k0; c0 <= k1; c0 += kLineChunkBins) {
+        const int c1 = c0 + kLineChunkBins - 1 < k1 ? c0 + kLineChunkBins - 1 : k1;
+        double density[kLineChunkBins];  // L_sun / A of the bin's share, in fixed-point counts
+        for (int k = c0; k <= c1; ++k) {
+          const double upper_edge = p.grid.edge(k + 1);
+          const double above =
+              k == k1 && tail_above ? 0.5 : 0.5 * erf((upper_edge - centre) * per_angstrom);
+          const double share = above - below;
+          below = above;
+          // Luminosity density (L_sun / A) of the bin's share of the line over its width (one
+          // width for linear bins, each its own for logarithmic ones).
+          density[k - c0] =
+              share > 0.0
+                  ? (p.grid.is_log() ? luminosity / (upper_edge - lower_edge) * p.counts_per_unit
+                                     : scale) *
+                        share
+                  : 0.0;
+          lower_edge = upper_edge;
+        }
+        gas.footprint.for_each(i, [&](std::int32_t spaxel, double weight) {
+          std::int64_t* window =
+              line_sums + static_cast<std::size_t>(spaxel) * p.row_columns + line.offset;
+          for (int k = c0; k <= c1; ++k)
+            if (density[k - c0] > 0.0)
+              atomic_add_fixed(window + (k - line.first_bin),
+                               to_fixed(density[k - c0] * weight, 1.0));
+        });
+      }
+      if (l != p.halpha_line) continue;
+      // (w, w v, w (v^2 + sigma_line^2)): the dispersion a Gaussian fit to the spaxel's H-alpha
+      // would measure, before the LSF.
       gas.footprint.for_each(i, [&](std::int32_t spaxel, double weight) {
-        std::int64_t* window =
-            line_sums + static_cast<std::size_t>(spaxel) * p.row_columns + line.offset;
-        double previous = below;
-        for (int k = k0; k <= k1; ++k) {
-          const double above = k == k1 && tail_above ? 0.5 : cdf(k + 1);
-          const double share = above - previous;
-          previous = above;
-          if (share > 0.0)
-            atomic_add_fixed(
-                window + (k - line.first_bin),
-                to_fixed(
-                    (p.grid.is_log() ? luminosity / p.grid.width(k) * p.counts_per_unit : scale) *
-                        share * weight,
-                    1.0));
-        }
-        if (moment_weight > 0.0) {
-          // (w, w v, w (v^2 + sigma_line^2)): the dispersion a Gaussian fit to the spaxel's
-          // H-alpha would measure, before the LSF.
-          std::int64_t* m = moment_sums + static_cast<std::size_t>(spaxel) * 3;
-          const double w = moment_weight * weight;
-          atomic_add_fixed(m, to_fixed(w, p.moment_counts_per_unit));
-          atomic_add_fixed(m + 1, to_fixed(w * v, p.moment_counts_per_unit));
-          atomic_add_fixed(m + 2, to_fixed(w * (v * v + line.sigma_kms * line.sigma_kms),
-                                           p.moment_counts_per_unit));
-        }
+        std::int64_t* m = moment_sums + static_cast<std::size_t>(spaxel) * 3;
+        const double w = luminosity * weight;
+        atomic_add_fixed(m, to_fixed(w, p.moment_counts_per_unit));
+        atomic_add_fixed(m + 1, to_fixed(w * v, p.moment_counts_per_unit));
+        atomic_add_fixed(m + 2, to_fixed(w * (v * v + line.sigma_kms * line.sigma_kms),
+                                         p.moment_counts_per_unit));
       });
     }
   }
