@@ -169,37 +169,45 @@ struct GatherCellLineGradients {
       const double per_angstrom = 0.70710678118654752 / sigma;
       // Phi(edge) = erf(u) / 2 and its derivative in v_los: exp(-u^2) / sqrt(pi) x du/dv, with
       // du/dcentre = -edge x per_angstrom / centre (sigma grows with the centre).
-      auto cdf = [&](int edge_bin) {
-        const double edge = p.grid.edge(edge_bin);
-        return 0.5 * erf((edge - centre) * per_angstrom);
-      };
-      auto cdf_slope = [&](int edge_bin) {
-        const double edge = p.grid.edge(edge_bin);
+      auto cdf_slope = [&](double edge) {
         const double u = (edge - centre) * per_angstrom;
         return 0.56418958354775629 * exp(-u * u) * (-edge * per_angstrom / centre) * centre_slope;
       };
-      const double below = tail_below ? -0.5 : cdf(k0);
-      const double below_slope = tail_below || !slopes ? 0.0 : cdf_slope(k0);
-      double light = 0.0, light_slope = 0.0;  // sum over spaxels and bins of g x weight x share
-      gas.footprint.for_each(i, [&](std::int32_t spaxel, double weight) {
-        const double* g =
-            g_windows + static_cast<std::size_t>(spaxel) * p.row_columns + line.offset;
-        double previous = below, previous_slope = below_slope;
-        double sum = 0.0, sum_slope = 0.0;
-        for (int k = k0; k <= k1; ++k) {
+      double lower_edge = p.grid.edge(k0);
+      double below = tail_below ? -0.5 : 0.5 * erf((lower_edge - centre) * per_angstrom);
+      double below_slope = tail_below || !slopes ? 0.0 : cdf_slope(lower_edge);
+      // sum over bins of share (and its slope) x sum over spaxels of weight x g / width: the
+      // profile made once a chunk of bins (as the forward), the footprint's cotangents summed
+      // bin by bin in its order.
+      double light = 0.0, light_slope = 0.0;
+      for (int c0 = k0; c0 <= k1; c0 += kLineChunkBins) {
+        const int c1 = c0 + kLineChunkBins - 1 < k1 ? c0 + kLineChunkBins - 1 : k1;
+        double share[kLineChunkBins], share_slope[kLineChunkBins], width[kLineChunkBins];
+        double g_sum[kLineChunkBins];
+        for (int k = c0; k <= c1; ++k) {
+          const double upper_edge = p.grid.edge(k + 1);
           const bool last_tail = k == k1 && tail_above;
-          const double above = last_tail ? 0.5 : cdf(k + 1);
-          const double above_slope = last_tail || !slopes ? 0.0 : cdf_slope(k + 1);
-          const double share = above - previous;
-          const double gk = g[k - line.first_bin] / (p.grid.is_log() ? p.grid.width(k) : 1.0);
-          if (share > 0.0) sum += gk * share;
-          sum_slope += gk * (above_slope - previous_slope);
-          previous = above;
-          previous_slope = above_slope;
+          const double above = last_tail ? 0.5 : 0.5 * erf((upper_edge - centre) * per_angstrom);
+          const double above_slope = last_tail || !slopes ? 0.0 : cdf_slope(upper_edge);
+          share[k - c0] = above - below;
+          share_slope[k - c0] = above_slope - below_slope;
+          width[k - c0] = p.grid.is_log() ? upper_edge - lower_edge : 1.0;
+          g_sum[k - c0] = 0.0;
+          below = above;
+          below_slope = above_slope;
+          lower_edge = upper_edge;
         }
-        light += weight * sum;
-        light_slope += weight * sum_slope;
-      });
+        gas.footprint.for_each(i, [&](std::int32_t spaxel, double weight) {
+          const double* g =
+              g_windows + static_cast<std::size_t>(spaxel) * p.row_columns + line.offset;
+          for (int k = c0; k <= c1; ++k) g_sum[k - c0] += weight * g[k - line.first_bin];
+        });
+        for (int k = c0; k <= c1; ++k) {
+          const double gk = g_sum[k - c0] / width[k - c0];
+          if (share[k - c0] > 0.0) light += gk * share[k - c0];
+          light_slope += gk * share_slope[k - c0];
+        }
+      }
       // A linear grid's one width, as the forward divides by it.
       if (!p.grid.is_log()) {
         light /= p.grid.width(0);
