@@ -140,13 +140,18 @@ double node_dust_factor(const BinnedProductInput& in, const ChunkAxis& axis, int
             static_cast<std::size_t>(k - axis.k0)];
 }
 
-// The axis' bins of the row, out[k - k0]; the band's energy within them is added to
-// light.band_energy bin by bin in order (binned_product sums the chunks' parts in their order).
-void spectrum_row(const BinnedProductInput& in, const ChunkAxis& axis, int node, int velocity_node,
-                  int term, double* out, BasisColumn& light) {
-  const HistogramTile& tile = in.tile;
+// The bins of the axis of node `node`'s template at a velocity node, before dust: its energy in
+// each bin over the bin's width, not continued beyond its ends. A dusty run's `rank` rows of one
+// (node, velocity node) share it (consecutive populated columns), so it is made once for them.
+struct SpectrumBase {
+  std::size_t spectrum = static_cast<std::size_t>(-1);  // column / rank of the row it holds
+  std::vector<double> values;
+};
+
+void spectrum_base(const BinnedProductInput& in, const ChunkAxis& axis, int node, int velocity_node,
+                   double* out) {
   const int k0 = axis.k0, k1 = axis.k1;
-  const double doppler = node_doppler(tile, velocity_node);
+  const double doppler = node_doppler(in.tile, velocity_node);
   int j = 0;
   double f = 0.0;
   locate(in.ssp, axis.vacuum_edge(k0) / doppler, j, f);
@@ -154,10 +159,21 @@ void spectrum_row(const BinnedProductInput& in, const ChunkAxis& axis, int node,
   for (int k = k0; k < k1; ++k) {
     locate(in.ssp, axis.vacuum_edge(k + 1) / doppler, j, f);
     const double c = cumulative_at(in.ssp, node, j, f);
-    out[k - k0] =
-        (c - below) / axis.width(k) * node_dust_factor(in, axis, velocity_node, term, k, doppler);
+    out[k - k0] = (c - below) / axis.width(k);
     below = c;
   }
+}
+
+// The axis' bins of the row, out[k - k0], from its spectrum's base; the band's energy within them
+// is added to light.band_energy bin by bin in order (binned_product sums the chunks' parts in
+// their order).
+void spectrum_row(const BinnedProductInput& in, const ChunkAxis& axis, int node, int velocity_node,
+                  int term, const double* base, double* out, BasisColumn& light) {
+  const HistogramTile& tile = in.tile;
+  const int k0 = axis.k0, k1 = axis.k1;
+  const double doppler = node_doppler(tile, velocity_node);
+  for (int k = k0; k < k1; ++k)
+    out[k - k0] = base[k - k0] * node_dust_factor(in, axis, velocity_node, term, k, doppler);
   light.velocity_kms = tile.velocity.velocity_kms(velocity_node);
   for (int k = std::max(k0, in.band_first_bin); k < std::min(k1, in.band_end_bin); ++k)
     light.band_energy += out[k - k0] * axis.width(k);
@@ -184,16 +200,22 @@ void edge_row(const BinnedProductInput& in, const ChunkAxis& axis, const EdgeWin
                   axis.width(k) * dust_factor(in, axis, term, k, doppler);
 }
 
-// Row `column` of B over the axis' bins (basis_row).
+// Row `column` of B over the axis' bins (basis_row). `base` holds the last spectrum's base made
+// over this axis (or none: SpectrumBase{}).
 void chunk_row(const BinnedProductInput& in, const ChunkAxis& axis, std::size_t column, double* out,
-               BasisColumn& light) {
+               BasisColumn& light, SpectrumBase& base) {
   const HistogramTile& tile = in.tile;
   const std::size_t n_a = static_cast<std::size_t>(tile.dust.rank);
   const int term = static_cast<int>(column % n_a);
   if (column < tile.spectrum_columns()) {
     const auto velocity_node = static_cast<int>(column / n_a % tile.velocity.n);
     const auto node = static_cast<int>(column / n_a / tile.velocity.n);
-    spectrum_row(in, axis, node, velocity_node, term, out, light);
+    if (base.spectrum != column / n_a) {
+      base.values.resize(static_cast<std::size_t>(axis.k1 - axis.k0));
+      spectrum_base(in, axis, node, velocity_node, base.values.data());
+      base.spectrum = column / n_a;
+    }
+    spectrum_row(in, axis, node, velocity_node, term, base.values.data(), out, light);
     return;
   }
   const int e = column < tile.edge_column(1) ? 0 : 1;
@@ -206,7 +228,8 @@ void chunk_row(const BinnedProductInput& in, const ChunkAxis& axis, std::size_t 
 
 void basis_row(const BinnedProductInput& in, std::size_t column, int k0, int k1, double* out,
                BasisColumn& light) {
-  chunk_row(in, ChunkAxis(in, k0, k1, false), column, out, light);
+  SpectrumBase base;
+  chunk_row(in, ChunkAxis(in, k0, k1, false), column, out, light, base);
 }
 
 BasisColumn basis_row(const BinnedProductInput& in, std::size_t column, double* out) {
@@ -309,9 +332,10 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
       row.resize(width);
       Eigen::Map<RowMatrixF> basis(basis_buffer.data(), static_cast<Eigen::Index>(n_pop),
                                    static_cast<Eigen::Index>(width));
+      SpectrumBase base;  // over this chunk's axis
       for (std::size_t p = 0; p < n_pop; ++p) {
         BasisColumn light;  // this chunk's part of the column's band energy
-        chunk_row(in, axis, populated[p], row.data(), light);
+        chunk_row(in, axis, populated[p], row.data(), light, base);
         if (partial) partial[p] = light.band_energy;
         float* to = basis.row(static_cast<Eigen::Index>(p)).data();
         for (std::size_t k = 0; k < width; ++k) to[k] = static_cast<float>(row[k]);  // float B
@@ -427,10 +451,14 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
     const ChunkAxis axis(in, static_cast<int>(k0), static_cast<int>(k1));
     Eigen::Map<RowMatrix> basis(basis_buffer.data(), static_cast<Eigen::Index>(n_used),
                                 static_cast<Eigen::Index>(width));
-#pragma omp parallel for schedule(dynamic, 16)
-    for (std::size_t p = 0; p < n_used; ++p) {
-      BasisColumn light;
-      chunk_row(in, axis, used[p], basis.row(static_cast<Eigen::Index>(p)).data(), light);
+#pragma omp parallel
+    {
+      SpectrumBase base;  // this thread's last spectrum over this chunk's axis
+#pragma omp for schedule(dynamic, 16)
+      for (std::size_t p = 0; p < n_used; ++p) {
+        BasisColumn light;
+        chunk_row(in, axis, used[p], basis.row(static_cast<Eigen::Index>(p)).data(), light, base);
+      }
     }
 #pragma omp parallel
     {
