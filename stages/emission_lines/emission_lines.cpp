@@ -367,6 +367,9 @@ class EmissionLinesStage final : public Stage {
     deposit.one_plus_z = 1.0 + obs.redshift;
     deposit.to_air = obs.telescope.wavelength_medium == "air";
     deposit.grid = obs.simulated_grid();
+    std::vector<double> edges(static_cast<std::size_t>(n_wave) + 1);
+    for (int k = 0; k <= n_wave; ++k) edges[static_cast<std::size_t>(k)] = deposit.grid.edge(k);
+    s.bin_edges = device_put(mesh, edges, 1, Sharding::replicated());
     deposit.halpha_lsun_per_sfr = kHalphaErgPerSPerMsunPerYr / kSolarLuminosityErgPerS;
     deposit.row_columns = total.row_columns;
 
@@ -463,6 +466,7 @@ class EmissionLinesStage final : public Stage {
     shard_map(mesh, [&](const Device& d) {
       LineDeposit on_device = *run_deposit_;
       on_device.ratio_to_halpha = setup_->ratios.local(d).data;
+      on_device.bin_edges = setup_->bin_edges.local(d).data;
       CellLineGradientViews out{};
       if (d.is_cuda()) {
         out = {sums.local(d, 0).data,
@@ -539,6 +543,7 @@ class EmissionLinesStage final : public Stage {
     shard_map(mesh, [&](const Device& d) {
       LineDeposit on_device = deposit;
       on_device.ratio_to_halpha = setup_->ratios.local(d).data;
+      on_device.bin_edges = setup_->bin_edges.local(d).data;
       IFUSIM_DISPATCH(d, accumulate_emission_lines, d, on_device, gas_views(state, d),
                       sums->sums().local(d), moments->sums().local(d));
     });
@@ -579,7 +584,8 @@ class EmissionLinesStage final : public Stage {
   struct Setup {
     LineDeposit deposit;
     LineTotal total;
-    ShardedArray<double> ratios;  // LineRatioGrid::ratio_to_halpha, on every device
+    ShardedArray<double> ratios;     // LineRatioGrid::ratio_to_halpha, on every device
+    ShardedArray<double> bin_edges;  // LineDeposit::bin_edges, on every device
     FixedPointScale line_scale, moment_scale;
   };
   EmissionLineParams params_;

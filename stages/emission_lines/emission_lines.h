@@ -181,8 +181,12 @@ struct LineDeposit {
   double oxygen_min = 0.0, oxygen_step = 0.0;
   int n_oxygen = 0;
   double one_plus_z = 1.0;
-  bool to_air = false;               // the telescope measures air wavelengths
-  WaveGrid grid;                     // the simulated bins (data/wavelength_axis.h)
+  bool to_air = false;  // the telescope measures air wavelengths
+  WaveGrid grid;        // the simulated bins (data/wavelength_axis.h)
+  // grid.edge(k) for k = 0 .. the simulated bins, on the device: the kernels' edges (a
+  // logarithmic grid's edge is a pow, and every line of every cell takes a dozen of them).
+  const double* bin_edges = nullptr;
+  IFUSIM_HD double edge(int k) const { return bin_edges ? bin_edges[k] : grid.edge(k); }
   double halpha_lsun_per_sfr = 0.0;  // L_sun per Msun/yr
   double birth_cloud_av_mag = 0.0;   // added to gas.dust_av (where the dust stage ran)
   double counts_per_unit = 1.0;      // fixed point of the line sums (L_sun / A)

@@ -56,7 +56,7 @@ struct DepositCellLines {
       const bool tail_below = lo >= line.first_bin, tail_above = hi <= last_bin;
       const double per_angstrom = 0.70710678118654752 / sigma;
       const double scale = luminosity / p.grid.width(0) * p.counts_per_unit;
-      double lower_edge = p.grid.edge(k0);
+      double lower_edge = p.edge(k0);
       double below = tail_below ? -0.5 : 0.5 * erf((lower_edge - centre) * per_angstrom);
       // The profile's bins in chunks: each bin's share of the line (the Gaussian's integral over
       // it, an erf at each edge) and its width (a pow at each edge of a logarithmic grid) once,
@@ -66,7 +66,7 @@ struct DepositCellLines {
         const int c1 = c0 + kLineChunkBins - 1 < k1 ? c0 + kLineChunkBins - 1 : k1;
         double density[kLineChunkBins];  // L_sun / A of the bin's share, in fixed-point counts
         for (int k = c0; k <= c1; ++k) {
-          const double upper_edge = p.grid.edge(k + 1);
+          const double upper_edge = p.edge(k + 1);
           const double above =
               k == k1 && tail_above ? 0.5 : 0.5 * erf((upper_edge - centre) * per_angstrom);
           const double share = above - below;
@@ -173,7 +173,7 @@ struct GatherCellLineGradients {
         const double u = (edge - centre) * per_angstrom;
         return 0.56418958354775629 * exp(-u * u) * (-edge * per_angstrom / centre) * centre_slope;
       };
-      double lower_edge = p.grid.edge(k0);
+      double lower_edge = p.edge(k0);
       double below = tail_below ? -0.5 : 0.5 * erf((lower_edge - centre) * per_angstrom);
       double below_slope = tail_below || !slopes ? 0.0 : cdf_slope(lower_edge);
       // sum over bins of share (and its slope) x sum over spaxels of weight x g / width: the
@@ -185,7 +185,7 @@ struct GatherCellLineGradients {
         double share[kLineChunkBins], share_slope[kLineChunkBins], width[kLineChunkBins];
         double g_sum[kLineChunkBins];
         for (int k = c0; k <= c1; ++k) {
-          const double upper_edge = p.grid.edge(k + 1);
+          const double upper_edge = p.edge(k + 1);
           const bool last_tail = k == k1 && tail_above;
           const double above = last_tail ? 0.5 : 0.5 * erf((upper_edge - centre) * per_angstrom);
           const double above_slope = last_tail || !slopes ? 0.0 : cdf_slope(upper_edge);
