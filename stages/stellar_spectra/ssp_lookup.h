@@ -54,9 +54,13 @@ struct WaveBins {
   int n = 0;
   const double* vacuum_edges = nullptr;  // nullptr: the bins are in vacuum already
   double log10_step = 0.0;               // > 0: logarithmic bins (step_angstrom unused)
+  // edge(k) for k = 0 .. n as a table, the same values (a logarithmic grid's edge is a pow, and
+  // the kernels take several a star); nullptr: made from the formula.
+  const double* edges = nullptr;
   IFUSIM_HD bool is_log() const { return log10_step > 0.0; }
   IFUSIM_HD double first_edge() const { return edge(0); }
   IFUSIM_HD double edge(int k) const {
+    if (edges) return edges[k];
     return is_log() ? log_grid_edge(start_angstrom, log10_step, k)
                     : start_angstrom - 0.5 * step_angstrom + k * step_angstrom;
   }

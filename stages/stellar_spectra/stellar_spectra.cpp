@@ -307,9 +307,12 @@ struct SpectralSetup {
   std::shared_ptr<const SspTables> tables;
   std::shared_ptr<const DeviceTables> device_tables;
   OutsideGrid outside = OutsideGrid::clamp;
-  WaveBins bins;  // on the host: vacuum_edges points into bin_vacuum_edges
+  WaveBins bins;  // on the host: vacuum_edges points into bin_vacuum_edges, edges into bin_edges
   std::shared_ptr<const std::vector<double>> bin_vacuum_edges;  // empty: the bins are in vacuum
   std::shared_ptr<const ShardedArray<double>> device_bin_vacuum_edges;
+  // A logarithmic grid's edges (WaveBins::edges; empty for linear bins, whose formula is cheap).
+  std::shared_ptr<const std::vector<double>> bin_edges;
+  std::shared_ptr<const ShardedArray<double>> device_bin_edges;
   double max_vacuum_width_ratio = 1.0;  // of a bin's width in vacuum to its width (step)
   double redshift = 0.0;
   int band_first_bin = 0, band_end_bin = 0;
@@ -330,6 +333,7 @@ struct SpectralSetup {
   WaveBins bins_on(const Device& d) const {
     WaveBins b = bins;
     if (device_bin_vacuum_edges) b.vacuum_edges = device_bin_vacuum_edges->local(d).data;
+    if (device_bin_edges) b.edges = device_bin_edges->local(d).data;
     return b;
   }
 };
@@ -1012,6 +1016,14 @@ class StellarSpectraStage final : public Stage {
     s.bins = observed_bins(obs, state.spaxels.n_wave);
     if (s.bins.n <= 0 || !(s.bins.width(0) > 0))
       throw std::logic_error("stellar_spectra: the observation has no wavelength grid");
+    if (s.bins.is_log()) {
+      std::vector<double> edges(static_cast<std::size_t>(s.bins.n) + 1);
+      for (int k = 0; k <= s.bins.n; ++k) edges[static_cast<std::size_t>(k)] = s.bins.edge(k);
+      s.bin_edges = std::make_shared<const std::vector<double>>(std::move(edges));
+      s.bins.edges = s.bin_edges->data();
+      s.device_bin_edges = std::make_shared<const ShardedArray<double>>(
+          device_put(mesh, *s.bin_edges, 1, Sharding::replicated()));
+    }
     const std::string& medium = obs.axes.wavelength_medium;
     s.bin_vacuum_edges =
         std::make_shared<const std::vector<double>>(bin_vacuum_edges(s.bins, medium));
