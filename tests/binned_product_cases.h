@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "data/buffer.h"
 #include "ssp_fixture.h"
 #include "stages/stellar_spectra/binned_product.h"
 #include "stages/stellar_spectra/dust_expansion.h"
@@ -159,6 +160,26 @@ inline void check_bitwise(const ProductResult& host, const ProductResult& device
     REQUIRE(std::isfinite(device.moments[i]));
     CHECK(std::memcmp(&device.moments[i], &host.moments[i], sizeof(double)) == 0);
   }
+}
+
+// binned_product_on_device on `device`, with its peak memory on the device's backend
+// (DeviceBuffer's counters) held to device_product_bytes, the plan's estimate
+// (stellar_spectra.cpp), given the product's own counts.
+inline ProductResult run_on_device(const Device& device, const ProductCase& c) {
+  const std::size_t before = memory::bytes_in_use(device.backend);
+  memory::reset_peak(device.backend);
+  ProductResult out =
+      run_product(c, [&](auto&&... args) { return binned_product_on_device(device, args...); });
+  const std::size_t peak = memory::peak_bytes(device.backend) - before;
+  const DeviceProductBytes planned = device_product_bytes(
+      static_cast<std::size_t>(c.in.tile.n_spaxels), static_cast<std::size_t>(c.in.bins.n),
+      out.stats.nonzeros, out.stats.populated_columns,
+      basis_chunk_bins(c.in.basis_memory_bytes, c.in.tile.columns()), c.in.device_basis_bytes);
+  INFO("peak " << peak << " bytes; planned: H's rows " << planned.h_rows << ", B's span "
+               << planned.basis_span << ", cube rows " << planned.cube_rows);
+  CHECK(peak >= planned.cube_rows + planned.basis_span);
+  CHECK(peak <= planned.h_rows + planned.basis_span + planned.cube_rows);
+  return out;
 }
 
 }  // namespace ifusim::test

@@ -26,9 +26,7 @@ TEST_CASE("cuda: the binned product on a GPU is bitwise the host's, dense and sp
       for (const std::size_t span_bytes : {kDeviceBasisBytes, 2 * chunk_bytes}) {
         INFO("device span of B: " << span_bytes << " bytes");
         c.in.device_basis_bytes = span_bytes;
-        const test::ProductResult on_gpu = test::run_product(
-            c, [&](auto&&... args) { return binned_product_on_device(device, args...); });
-        test::check_bitwise(host, on_gpu);
+        test::check_bitwise(host, test::run_on_device(device, c));
       }
     }
 }

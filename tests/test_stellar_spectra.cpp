@@ -769,9 +769,7 @@ TEST_CASE("binned product on a device: bitwise the host's, dense and sparse bloc
       for (const std::size_t span_bytes : {kDeviceBasisBytes, 2 * chunk_bytes, std::size_t{1}}) {
         INFO("device span of B: " << span_bytes << " bytes");
         c.in.device_basis_bytes = span_bytes;
-        const test::ProductResult on_device = test::run_product(
-            c, [&](auto&&... args) { return binned_product_on_device(device, args...); });
-        test::check_bitwise(host, on_device);
+        test::check_bitwise(host, test::run_on_device(device, c));
       }
     }
 }
