@@ -28,5 +28,22 @@ IFUSIM_HD inline double add_rn(double a, double b) {
   return a + b;
 #endif
 }
+// The same in float (__fmul_rn / __fadd_rn): the binned product's dense blocks on a GPU, whose
+// float sums must be the host's bits (binned_product.h). The host build is ISO C++ (CMake's
+// CXX_EXTENSIONS OFF), where GCC does not contract across statements (-ffp-contract=off).
+IFUSIM_HD inline float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+IFUSIM_HD inline float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
 
 }  // namespace ifusim

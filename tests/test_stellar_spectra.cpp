@@ -8,6 +8,7 @@
 #include <random>
 
 #include "bench/cube_agreement.h"
+#include "binned_product_cases.h"
 #include "data/wavelength.h"
 #include "helpers.h"
 #include "io/ssp/ssp_library.h"
@@ -745,6 +746,32 @@ TEST_CASE("binned product: dense blocks on several threads at once give the same
     CHECK(std::memcmp(cube.data(), first.data(), n_voxels * sizeof(float)) == 0);
   }
   omp_set_num_threads(threads_before);
+}
+
+// The product on a device (binned_product_on_device: H's rows and B's spans sent to the device,
+// each voxel summed there by MultiplyBasisSpan, kernels.inl) run on a CPU device: the functor's
+// one source through the CPU backend's dispatch (the CUDA suite runs it on a GPU,
+// tests/test_cuda_product.cpp). Bitwise the host's cube rows and light moments, with dense and
+// sparse blocks, a template end's S and P columns, with a dust expansion and without, on a
+// linear and a logarithmic grid; B in several chunks (64 bins: the last one shorter), sent whole,
+// two chunks a span, and one at a time.
+TEST_CASE("binned product on a device: bitwise the host's, dense and sparse blocks, any span",
+          "[spectra][binned]") {
+  auto mesh = make_mesh(Backend::cpu, 1);
+  const Device& device = mesh->device(0);
+  for (const bool log_grid : {false, true})
+    for (const bool dust : {false, true}) {
+      INFO((log_grid ? "logarithmic" : "linear") << " grid, " << (dust ? "" : "no ") << "dust");
+      test::ProductCase c(log_grid, dust);
+      const test::ProductResult host =
+          test::run_product(c, [](auto&&... args) { return binned_product(args...); });
+      const std::size_t chunk_bytes = c.n_populated * 64 * sizeof(float);
+      for (const std::size_t span_bytes : {kDeviceBasisBytes, 2 * chunk_bytes, std::size_t{1}}) {
+        INFO("device span of B: " << span_bytes << " bytes");
+        c.in.device_basis_bytes = span_bytes;
+        test::check_bitwise(host, test::run_on_device(device, c));
+      }
+    }
 }
 
 TEST_CASE("binned spectra: a histogram held in tiles of spaxels gives the same cube",

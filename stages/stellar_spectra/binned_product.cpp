@@ -6,7 +6,9 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
+#include "data/runtime.h"
 #include "stages/common/vector_kernels.h"
 
 namespace ifusim {
@@ -238,23 +240,51 @@ BasisColumn basis_row(const BinnedProductInput& in, std::size_t column, double* 
   return light;
 }
 
-BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
-                                  float* cube_rows, double* light_moments) {
+namespace {
+
+// Steps 1-3 of the product, and B's chunks of bins, shared by the host's product and the
+// device's: the same populated columns, rows of H, row blocks and chunks whichever runs it.
+struct ProductLayout {
+  std::size_t n_rows = 0, n_wave = 0;
+  std::vector<std::size_t> populated;  // column ids, ascending
+  SparseRows h;
+  RowBlocks blocks;
+  std::vector<double> column_velocity;  // each populated column's, km/s
+  BinnedProductStats stats;
+  // B in chunks of wavelength bins (binned_product.h): chunk_bins wide, n_chunks of them, and
+  // each column's band energy summed per chunk that meets the band (band_partial).
+  std::size_t chunk_bins = 0, n_chunks = 0;
+  std::size_t band_first = 0, band_end = 0, first_band_chunk = 0, n_band_chunks = 0;
+  std::vector<double> band_partial;
+  // Where chunk `chunk`'s part of each column's band energy goes (n_populated of them), or null
+  // where the chunk does not meet the band.
+  double* partial(std::size_t chunk) {
+    const std::size_t k0 = chunk * chunk_bins, k1 = std::min(n_wave, k0 + chunk_bins);
+    return k0 < band_end && k1 > band_first
+               ? band_partial.data() + (chunk - first_band_chunk) * populated.size()
+               : nullptr;
+  }
+};
+
+ProductLayout product_layout(const BinnedProductInput& in, const HostHistogram& histogram) {
+  ProductLayout layout;
   const std::size_t n_rows = static_cast<std::size_t>(in.tile.n_spaxels);
   const std::size_t n_columns = in.tile.columns();
   const std::size_t n_wave = static_cast<std::size_t>(in.bins.n);
-  BinnedProductStats stats;
+  layout.n_rows = n_rows;
+  layout.n_wave = n_wave;
+  BinnedProductStats& stats = layout.stats;
 
   // 1. The populated columns, and H over them by rows.
   std::vector<std::int32_t> populated_index(n_columns, -1);
   for (std::uint64_t i : histogram.index) populated_index[i % n_columns] = 0;
-  std::vector<std::size_t> populated;  // column ids, ascending
+  std::vector<std::size_t>& populated = layout.populated;
   for (std::size_t c = 0; c < n_columns; ++c)
     if (populated_index[c] == 0) {
       populated_index[c] = static_cast<std::int32_t>(populated.size());
       populated.push_back(c);
     }
-  SparseRows h;
+  SparseRows& h = layout.h;
   h.offsets.assign(n_rows + 1, 0);
   h.column.reserve(histogram.index.size());
   h.value.reserve(histogram.index.size());
@@ -269,25 +299,95 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
 
   // 2. Light weights: each populated column's velocity here, its energy within the band with B.
   const std::size_t n_pop = populated.size();
-  std::vector<BasisColumn> column_light(n_pop);
 
   // 3. Each row block's columns (ascending) and its kind of product, once: a block takes the
   // dense product where it is filled enough, over all its columns at once.
-  const RowBlocks blocks = row_blocks(
+  layout.blocks = row_blocks(
       n_rows, h.offsets, [&](std::size_t e) { return h.column[e]; }, kDenseFill);
-  const std::size_t n_blocks = blocks.columns.size();
-  const std::vector<std::vector<std::int32_t>>& block_columns = blocks.columns;
-  const std::vector<char>& block_dense = blocks.dense;
-  const std::vector<std::int32_t>& entry_q = blocks.entry_place;
-  for (std::size_t b = 0; b < n_blocks; ++b)
-    if (!block_columns[b].empty()) ++(block_dense[b] ? stats.dense_blocks : stats.sparse_blocks);
+  const RowBlocks& blocks = layout.blocks;
+  for (std::size_t b = 0; b < blocks.columns.size(); ++b)
+    if (!blocks.columns[b].empty()) ++(blocks.dense[b] ? stats.dense_blocks : stats.sparse_blocks);
 
+  layout.column_velocity.assign(n_pop, 0.0);
   for (std::size_t p = 0; p < n_pop; ++p)
     if (populated[p] < in.tile.spectrum_columns()) {
       const auto n_a = static_cast<std::size_t>(in.tile.dust.rank);
-      column_light[p].velocity_kms =
+      layout.column_velocity[p] =
           in.tile.velocity.velocity_kms(static_cast<int>(populated[p] / n_a % in.tile.velocity.n));
     }
+
+  // B's chunks. Their width is set by the tile's columns, not the populated ones, and not by the
+  // thread or device count, so that it is the same for every tile and device count; at most
+  // basis_memory_bytes even if every column is populated, and whole multiples of kChunkBinAlign
+  // bins (the host product's register tile over them).
+  layout.chunk_bins = basis_chunk_bins(in.basis_memory_bytes, n_columns);
+  layout.n_chunks = n_pop == 0 ? 0 : (n_wave + layout.chunk_bins - 1) / layout.chunk_bins;
+  // Each column's band energy is summed per chunk as its rows are made (one pass over B, not a
+  // second over the band), a partial per chunk that meets the band; the partials are added in the
+  // chunks' order (light_moments below), whatever thread or device path made them, so the light
+  // moments are the same bits for any thread count and either path (they differ from one
+  // whole-row sum in the last bits only).
+  layout.band_first = static_cast<std::size_t>(std::max(0, in.band_first_bin));
+  layout.band_end = std::min(n_wave, static_cast<std::size_t>(std::max(0, in.band_end_bin)));
+  layout.first_band_chunk = layout.band_first / layout.chunk_bins;
+  layout.n_band_chunks =
+      layout.band_end > layout.band_first
+          ? (layout.band_end - 1) / layout.chunk_bins + 1 - layout.first_band_chunk
+          : 0;
+  layout.band_partial.assign(layout.n_band_chunks * n_pop, 0.0);
+  return layout;
+}
+
+// Populated column p's row of B over a chunk's bins, in float, into to[0, width) (`base`: the
+// last spectrum's base made over this axis, chunk_row; `row`: a buffer in double), its part of
+// the band energy into partial[p] where partial is not null.
+void make_chunk_rows(const BinnedProductInput& in, const ProductLayout& layout,
+                     const ChunkAxis& axis, std::size_t p, SpectrumBase& base,
+                     std::vector<double>& row, float* to, double* partial) {
+  const auto width = static_cast<std::size_t>(axis.k1 - axis.k0);
+  row.resize(width);
+  BasisColumn light;  // this chunk's part of the column's band energy
+  chunk_row(in, axis, layout.populated[p], row.data(), light, base);
+  if (partial) partial[p] = light.band_energy;
+  for (std::size_t k = 0; k < width; ++k) to[k] = static_cast<float>(row[k]);  // float B
+}
+
+// 5. Light-weighted moments of v per spaxel, from the chunks' band partials (in the chunks'
+// order, fixed).
+void light_moments_of(const ProductLayout& layout, double* light_moments) {
+  const std::size_t n_pop = layout.populated.size();
+  const SparseRows& h = layout.h;
+  std::vector<double> column_energy(n_pop, 0.0);
+  for (std::size_t c = 0; c < layout.n_band_chunks; ++c)  // the chunks' order, fixed
+    for (std::size_t p = 0; p < n_pop; ++p) column_energy[p] += layout.band_partial[c * n_pop + p];
+  const std::vector<double>& column_velocity = layout.column_velocity;
+  for (std::size_t r = 0; r < layout.n_rows; ++r) {
+    double w = 0.0, wv = 0.0, wvv = 0.0;
+    for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {
+      const double light = h.value[e] * column_energy[h.column[e]];
+      const double v = column_velocity[h.column[e]];
+      w += light;
+      wv += light * v;
+      wvv += light * v * v;
+    }
+    light_moments[3 * r] = w;
+    light_moments[3 * r + 1] = wv;
+    light_moments[3 * r + 2] = wvv;
+  }
+}
+
+}  // namespace
+
+BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
+                                  float* cube_rows, double* light_moments) {
+  ProductLayout layout = product_layout(in, histogram);
+  const std::size_t n_rows = layout.n_rows, n_wave = layout.n_wave;
+  const std::size_t n_pop = layout.populated.size();
+  const SparseRows& h = layout.h;
+  const std::size_t n_blocks = layout.blocks.columns.size();
+  const std::vector<std::vector<std::int32_t>>& block_columns = layout.blocks.columns;
+  const std::vector<char>& block_dense = layout.blocks.dense;
+  const std::vector<std::int32_t>& entry_q = layout.blocks.entry_place;
 
   // 4. B in chunks of wavelength bins (bounded memory, binned_product.h), a chunk to a thread at a
   // time: every populated column's values over the chunk's bins, then each block's product over
@@ -295,23 +395,8 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
   // no barrier per chunk). A block's sums still run over all its columns at once, in double, and
   // the float cube takes each voxel's sum once, rounded (data/datacube.h); only Eigen's tiling of
   // the bins can move with the chunks (the last bits of a voxel, where a chunk's end is not where
-  // the whole row's tiles end). The chunks' width is set by the tile's columns, not the populated
-  // ones, and not by the thread or device count, so that it is the same for every tile and device
-  // count (the bits with it); at most basis_memory_bytes even if every column is populated, and
-  // whole multiples of kChunkBinAlign bins (the product's register tile over them).
-  const std::size_t chunk_bins = basis_chunk_bins(in.basis_memory_bytes, n_columns);
-  const std::size_t n_chunks = n_pop == 0 ? 0 : (n_wave + chunk_bins - 1) / chunk_bins;
-  // Each column's band energy is summed per chunk as its rows are made (one pass over B, not a
-  // second over the band), a partial per chunk that meets the band; the partials are added in the
-  // chunks' order below, whatever thread made them, so the light moments are the same bits for
-  // any thread count (they differ from one whole-row sum in the last bits only).
-  const std::size_t band_first = static_cast<std::size_t>(std::max(0, in.band_first_bin));
-  const std::size_t band_end =
-      std::min(n_wave, static_cast<std::size_t>(std::max(0, in.band_end_bin)));
-  const std::size_t first_band_chunk = band_first / chunk_bins;
-  const std::size_t n_band_chunks =
-      band_end > band_first ? (band_end - 1) / chunk_bins + 1 - first_band_chunk : 0;
-  std::vector<double> band_partial(n_band_chunks * n_pop, 0.0);
+  // the whole row's tiles end).
+  const std::size_t chunk_bins = layout.chunk_bins, n_chunks = layout.n_chunks;
 #pragma omp parallel
   {
     // This thread's chunk of B, a row in double, its gathered columns, float product and double
@@ -324,22 +409,15 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
     for (std::size_t chunk = 0; chunk < n_chunks; ++chunk) {
       const std::size_t k0 = chunk * chunk_bins, k1 = std::min(n_wave, k0 + chunk_bins),
                         width = k1 - k0;
-      const bool in_band = k0 < band_end && k1 > band_first;
-      double* partial =
-          in_band ? band_partial.data() + (chunk - first_band_chunk) * n_pop : nullptr;
+      double* partial = layout.partial(chunk);
       const ChunkAxis axis(in, static_cast<int>(k0), static_cast<int>(k1));
       basis_buffer.resize(n_pop * width);
-      row.resize(width);
       Eigen::Map<RowMatrixF> basis(basis_buffer.data(), static_cast<Eigen::Index>(n_pop),
                                    static_cast<Eigen::Index>(width));
       SpectrumBase base;  // over this chunk's axis
-      for (std::size_t p = 0; p < n_pop; ++p) {
-        BasisColumn light;  // this chunk's part of the column's band energy
-        chunk_row(in, axis, populated[p], row.data(), light, base);
-        if (partial) partial[p] = light.band_energy;
-        float* to = basis.row(static_cast<Eigen::Index>(p)).data();
-        for (std::size_t k = 0; k < width; ++k) to[k] = static_cast<float>(row[k]);  // float B
-      }
+      for (std::size_t p = 0; p < n_pop; ++p)
+        make_chunk_rows(in, layout, axis, p, base, row,
+                        basis.row(static_cast<Eigen::Index>(p)).data(), partial);
       for (std::size_t b = 0; b < n_blocks; ++b) {
         const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
         const std::vector<std::int32_t>& columns = block_columns[b];
@@ -381,26 +459,79 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
       }
     }
   }
-  std::vector<double> column_energy(n_pop, 0.0), column_velocity(n_pop);
-  for (std::size_t c = 0; c < n_band_chunks; ++c)  // the chunks' order, fixed
-    for (std::size_t p = 0; p < n_pop; ++p) column_energy[p] += band_partial[c * n_pop + p];
-  for (std::size_t p = 0; p < n_pop; ++p) column_velocity[p] = column_light[p].velocity_kms;
+  light_moments_of(layout, light_moments);
+  return layout.stats;
+}
 
-  // 5. Light-weighted moments of v per spaxel.
-  for (std::size_t r = 0; r < n_rows; ++r) {
-    double w = 0.0, wv = 0.0, wvv = 0.0;
-    for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {
-      const double light = h.value[e] * column_energy[h.column[e]];
-      const double v = column_velocity[h.column[e]];
-      w += light;
-      wv += light * v;
-      wvv += light * v * v;
+BinnedProductStats binned_product_on_device(const Device& device, const BinnedProductInput& in,
+                                            const HostHistogram& histogram, float* cube_rows,
+                                            double* light_moments) {
+  ProductLayout layout = product_layout(in, histogram);
+  const std::size_t n_rows = layout.n_rows, n_wave = layout.n_wave;
+  const std::size_t n_pop = layout.populated.size();
+  const std::size_t chunk_bins = layout.chunk_bins, n_chunks = layout.n_chunks;
+  if (n_chunks > 0) {
+    if (device.is_cuda()) runtime::bind_current_thread(device);
+    // H's rows and each block's kind of product, on the device.
+    const SparseRows& h = layout.h;
+    DeviceBuffer<std::size_t> offsets(device, n_rows + 1);
+    offsets.upload(h.offsets.data(), h.offsets.size());
+    DeviceBuffer<std::int32_t> column(device, h.column.size());
+    column.upload(h.column.data(), h.column.size());
+    DeviceBuffer<double> value(device, h.value.size());
+    value.upload(h.value.data(), h.value.size());
+    const std::vector<std::uint8_t> dense(layout.blocks.dense.begin(), layout.blocks.dense.end());
+    DeviceBuffer<std::uint8_t> dense_on(device, dense.size());
+    dense_on.upload(dense.data(), dense.size());
+    const BasisProductRows rows{offsets.data(),  column.data(), value.data(),
+                                dense_on.data(), n_rows,        kRowsPerBlock};
+    DeviceBuffer<float> cube(device, n_rows * n_wave);
+    cube.zero();
+    // B a span of whole chunks at a time: each chunk's rows made on the host as binned_product
+    // makes them (its ChunkAxis, its band partials), every (chunk, column) of the span a work item
+    // of the host's threads, into the span's rows (row p at p * width, the chunk at its first
+    // bin's place), then sent and multiplied.
+    const std::size_t span_bins =
+        device_span_bins(in.device_basis_bytes, n_pop, chunk_bins, n_wave);
+    const std::size_t span_chunks = span_bins / chunk_bins + (span_bins % chunk_bins ? 1 : 0);
+    DeviceBuffer<float> basis(device, n_pop * span_bins);
+    HostStaging<float> staging(device, n_pop * span_bins);
+    std::vector<std::unique_ptr<ChunkAxis>> axes(span_chunks);
+    for (std::size_t c0 = 0; c0 < n_chunks; c0 += span_chunks) {
+      const std::size_t c1 = std::min(n_chunks, c0 + span_chunks);
+      const std::size_t k_lo = c0 * chunk_bins, k_hi = std::min(n_wave, c1 * chunk_bins);
+      const std::size_t width = k_hi - k_lo;
+#pragma omp parallel for schedule(dynamic, 1)
+      for (std::size_t c = c0; c < c1; ++c) {
+        const std::size_t k0 = c * chunk_bins, k1 = std::min(n_wave, k0 + chunk_bins);
+        axes[c - c0] = std::make_unique<ChunkAxis>(in, static_cast<int>(k0), static_cast<int>(k1));
+      }
+      const std::size_t n_items = (c1 - c0) * n_pop;
+#pragma omp parallel
+      {
+        std::vector<double> row;
+        // This thread's last spectrum's base, over chunk base_chunk's axis.
+        SpectrumBase base;
+        std::size_t base_chunk = n_chunks;
+#pragma omp for schedule(dynamic, 16)
+        for (std::size_t item = 0; item < n_items; ++item) {
+          const std::size_t c = c0 + item / n_pop, p = item % n_pop;
+          if (c != base_chunk) {
+            base = SpectrumBase{};
+            base_chunk = c;
+          }
+          make_chunk_rows(in, layout, *axes[c - c0], p, base, row,
+                          staging.data() + p * width + (c * chunk_bins - k_lo), layout.partial(c));
+        }
+      }
+      basis.upload(staging.data(), n_pop * width);
+      IFUSIM_DISPATCH(device, multiply_basis_span, device, rows, basis.data(), width,
+                      cube.data() + k_lo, n_wave);
     }
-    light_moments[3 * r] = w;
-    light_moments[3 * r + 1] = wv;
-    light_moments[3 * r + 2] = wvv;
+    cube.download(cube_rows, n_rows * n_wave);
   }
-  return stats;
+  light_moments_of(layout, light_moments);
+  return layout.stats;
 }
 
 void binned_product_transpose(const BinnedProductInput& in, const TileEntries& entries,

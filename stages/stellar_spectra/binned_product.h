@@ -46,6 +46,15 @@ inline std::size_t basis_chunk_bins(std::size_t memory_bytes, std::size_t n_colu
   return std::max<std::size_t>(1, memory_bytes / align_bytes) * kChunkBinAlign;
 }
 
+// The product on a device (binned_product_on_device): B's rows are made on the host chunk by
+// chunk as binned_product makes them and sent to the device a span of whole chunks at a time, each
+// span at most this many bytes of float B (one chunk where a chunk is larger), in the device's
+// memory and in a pinned host copy. The voxels do not depend on the spans (each is one sum over
+// its row's entries), so the bound is the device's memory alone: at 512 MiB a MUSE field's
+// 1065 populated columns (1e5 stars) take B whole, a MUSE-WFM run's tens of thousands a few
+// spans.
+inline constexpr std::size_t kDeviceBasisBytes = std::size_t(512) << 20;
+
 struct BinnedProductInput {
   SspView ssp;  // host view of the template tables
   WaveBins bins;
@@ -54,6 +63,8 @@ struct BinnedProductInput {
   int band_first_bin = 0, band_end_bin = 0;  // bins whose energy weighs the light moments
   // B's chunk and each thread's gather held at once: basis_chunk_bytes of the whole field.
   std::size_t basis_memory_bytes = kMinBasisChunkBytes;
+  // binned_product_on_device: B's span on the device (and its pinned host copy) at most.
+  std::size_t device_basis_bytes = kDeviceBasisBytes;
 };
 
 struct BinnedProductStats {
@@ -75,6 +86,46 @@ struct HostHistogram {
 // spaxel, w in L_sun within the band) into light_moments.
 BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
                                   float* cube_rows, double* light_moments);
+
+// The same product with the voxels made on `device` (a GPU, or a CPU device in the tests: the
+// one kernel source, MultiplyBasisSpan in kernels.inl): the host makes the populated columns, H's
+// rows, the row blocks and their kinds, B's rows (in the same chunks of bins) and the light
+// moments exactly as binned_product does; the device holds H's rows, a span of B and the tile's
+// cube rows, and sums each voxel as the host's dense or sparse product sums it, operation for
+// operation. The cube rows and the moments are bitwise binned_product's (for a finite B;
+// tests/test_stellar_spectra.cpp and tests/test_cuda.cpp hold the two together). cube_rows must
+// hold zeros, as for binned_product; it is overwritten with the product.
+BinnedProductStats binned_product_on_device(const Device& device, const BinnedProductInput& in,
+                                            const HostHistogram& histogram, float* cube_rows,
+                                            double* light_moments);
+// The bins of B's span on the device: as many whole chunks of chunk_bins as fit
+// device_basis_bytes of float B over n_populated rows (at least one), at most n_wave.
+inline std::size_t device_span_bins(std::size_t device_basis_bytes, std::size_t n_populated,
+                                    std::size_t chunk_bins, std::size_t n_wave) {
+  const std::size_t chunk_bytes =
+      std::max<std::size_t>(1, n_populated) * chunk_bins * sizeof(float);
+  return std::min(n_wave, std::max<std::size_t>(1, device_basis_bytes / chunk_bytes) * chunk_bins);
+}
+// Bytes binned_product_on_device holds on the device at most: H's rows (offsets, and a column
+// index and a mass an entry), B's span (its pinned host copy is as large) and the tile's float
+// cube rows.
+struct DeviceProductBytes {
+  std::size_t h_rows = 0, basis_span = 0, cube_rows = 0;
+};
+inline DeviceProductBytes device_product_bytes(std::size_t n_rows, std::size_t n_wave,
+                                               std::size_t nonzeros, std::size_t n_populated,
+                                               std::size_t chunk_bins,
+                                               std::size_t device_basis_bytes) {
+  DeviceProductBytes bytes;
+  bytes.h_rows = (n_rows + 1) * sizeof(std::size_t) +
+                 nonzeros * (sizeof(std::int32_t) + sizeof(double)) +
+                 (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  bytes.basis_span = n_populated *
+                     device_span_bins(device_basis_bytes, n_populated, chunk_bins, n_wave) *
+                     sizeof(float);
+  bytes.cube_rows = n_rows * n_wave * sizeof(float);
+  return bytes;
+}
 
 // Reverse mode (docs/gradients.md): the entries of a tile whose dL/dH is wanted (those the stars
 // make), by rows (compressed sparse rows: entries offsets[r] .. offsets[r + 1] of column, each

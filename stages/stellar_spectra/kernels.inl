@@ -342,6 +342,56 @@ void mark_histogram_entries(const Device& device, const SspView& ssp, const Wave
   parallel_for(device, stars.n, MarkHistogramEntries{ssp, bins, stars, tile, marks.data});
 }
 
+// The binned product's voxels (binned_product_on_device, binned_product.h): one work item a
+// (row, bin) of a span of B's bins, the bins of a row consecutive, so that a GPU warp's threads
+// read consecutive floats of each of B's rows and the same entries of H. Each voxel is the host's
+// sum (binned_product.cpp), operation for operation, every product and sum rounded on its own
+// (mul_rn, add_rn: never fused into an FMA):
+// - a dense block's row: the float sum over the block's columns in ascending order of
+//   float(h) * B (multiply_rows). The host's dense tile of H holds 0 where the row has no entry;
+//   those terms are skipped here. Skipping them gives the same bits: for a finite B, 0 * B is
+//   +-0; the sum starts at +0 and never becomes -0 (a sum of two values is -0 in round-to-nearest
+//   only when both are -0, and x + (-x) is +0), and s + (+-0) is s for any s that is not -0. The
+//   row's entries are in ascending order of column, the block's columns' order.
+// - a sparse block's row: the double sum of h * double(B) over the row's entries in their order
+//   (add_scaled_rows).
+// Either sum is then added to the voxel in double and rounded to float once, as the host adds a
+// block's product into cube rows that hold zeros. A row without entries is left as it is (the
+// host's sum over nothing is +0, which leaves +0 the same).
+struct MultiplyBasisSpan {
+  BasisProductRows rows;
+  const float* basis;  // n_populated x width, row-major
+  std::size_t width;
+  float* cube_rows;  // the span's first bin of row 0; row r at r * cube_stride
+  std::size_t cube_stride;
+  IFUSIM_HD void operator()(std::size_t item) const {
+    const std::size_t r = item / width, k = item % width;
+    const std::size_t e0 = rows.offsets[r], e1 = rows.offsets[r + 1];
+    if (e0 == e1) return;
+    float* out = cube_rows + r * cube_stride + k;
+    if (rows.dense[r / rows.rows_per_block]) {
+      float sum = 0.0f;
+      for (std::size_t e = e0; e < e1; ++e)
+        sum = add_rn(sum, mul_rn(static_cast<float>(rows.value[e]),
+                                 basis[static_cast<std::size_t>(rows.column[e]) * width + k]));
+      *out = static_cast<float>(add_rn(static_cast<double>(*out), static_cast<double>(sum)));
+    } else {
+      double sum = 0.0;
+      for (std::size_t e = e0; e < e1; ++e)
+        sum = add_rn(sum, mul_rn(rows.value[e],
+                                 static_cast<double>(
+                                     basis[static_cast<std::size_t>(rows.column[e]) * width + k])));
+      *out = static_cast<float>(add_rn(static_cast<double>(*out), sum));
+    }
+  }
+};
+
+void multiply_basis_span(const Device& device, const BasisProductRows& rows, const float* basis,
+                         std::size_t width, float* cube_rows, std::size_t cube_stride) {
+  parallel_for(device, rows.n_rows * width,
+               MultiplyBasisSpan{rows, basis, width, cube_rows, cube_stride});
+}
+
 // The gather: each star's sums over its entries of (entry's slope) x dL/dH, in double, in the
 // entries' fixed order, added to what earlier tiles gave it (one thread a star: no atomics, the
 // same bits for any device count).

@@ -512,9 +512,16 @@ class BinnedSpectra final : public PartialResult {
       in.basis_memory_bytes = basis_chunk_bytes(static_cast<std::size_t>(n_spaxels),
                                                 static_cast<std::size_t>(setup_.bins.n));
       const std::size_t first = static_cast<std::size_t>(tile_.first_spaxel);
+      // On a GPU mesh the voxels are summed on its first device (the reduced histogram is whole
+      // on the host; logical devices share their GPU), the same bits as the host's product; on
+      // the CPU backend the host's own (its vectorised loops are faster there).
+      const Device& product_device = state.mesh.device(0);
+      float* rows = cube.data.data() + first * setup_.bins.n;
+      double* moments = light_moments.data() + 3 * first;
       const BinnedProductStats stats =
-          binned_product(in, histogram, cube.data.data() + first * setup_.bins.n,
-                         light_moments.data() + 3 * first);
+          product_device.is_cuda()
+              ? binned_product_on_device(product_device, in, histogram, rows, moments)
+              : binned_product(in, histogram, rows, moments);
       totals.populated_columns += stats.populated_columns;
       totals.nonzeros += stats.nonzeros;
       totals.dense_blocks += stats.dense_blocks;
@@ -700,9 +707,10 @@ class StellarSpectraStage final : public Stage {
     const auto tile_rows = dense_tile_spaxels(params_.histogram_memory_gb, row_bytes, n_spaxels);
     // The smoothing lengths are not known before the stars are read: a footprint of one spaxel
     // (the run's choice, made with them, can only move a smoothed field from sparse to dense).
-    if (histogram_storage(params_, static_cast<double>(c.n_stars), 1.0, tile,
-                          row_bytes * n_spaxels) == HistogramStorage::sparse ||
-        (streamed && tile_rows < n_spaxels)) {
+    const bool sparse = histogram_storage(params_, static_cast<double>(c.n_stars), 1.0, tile,
+                                          row_bytes * n_spaxels) == HistogramStorage::sparse ||
+                        (streamed && tile_rows < n_spaxels);
+    if (sparse) {
       // The entries of the stars held, in the memory of the devices that own them (the largest
       // space's share); merged on the host, at most one per histogram element, twice while a
       // streamed block is merged in.
@@ -723,12 +731,34 @@ class StellarSpectraStage final : public Stage {
       out.push_back({"histogram tile, reduced (host)",
                      static_cast<std::size_t>(tile_rows * row_bytes), false, ""});
     }
-    // Each thread's chunk of B and its gather of a block's columns (binned_product.h), float.
-    const std::size_t chunk =
-        std::min<std::size_t>(basis_chunk_bytes(c.n_spaxels, static_cast<std::size_t>(c.n_wave)),
-                              tile.columns() * static_cast<std::size_t>(c.n_wave) * sizeof(float));
-    out.push_back({"basis B: each thread's chunk and gather (host, at most)",
-                   2 * chunk * static_cast<std::size_t>(omp_get_max_threads()), false, ""});
+    const auto n_wave = static_cast<std::size_t>(c.n_wave);
+    if (!c.mesh->device(0).is_cuda()) {
+      // Each thread's chunk of B and its gather of a block's columns (binned_product.h), float.
+      const std::size_t chunk = std::min<std::size_t>(basis_chunk_bytes(c.n_spaxels, n_wave),
+                                                      tile.columns() * n_wave * sizeof(float));
+      out.push_back({"basis B: each thread's chunk and gather (host, at most)",
+                     2 * chunk * static_cast<std::size_t>(omp_get_max_threads()), false, ""});
+      return out;
+    }
+    // A GPU mesh sums the product's voxels on its first GPU (binned_product_on_device): a tile's
+    // rows of H (at most every entry the stars make, at most every element of the tile), B's span
+    // (every column populated, at most) and the tile's float cube rows; B's span also in pinned
+    // host memory. Counted here for every GPU, an upper bound.
+    const std::size_t rows = sparse ? c.n_spaxels : static_cast<std::size_t>(tile_rows);
+    const auto nonzeros = static_cast<std::size_t>(
+        std::min(entries_per_star(tile) * static_cast<double>(c.n_stars),
+                 static_cast<double>(tile.columns()) * static_cast<double>(rows)));
+    const DeviceProductBytes product = device_product_bytes(
+        rows, n_wave, nonzeros, std::min(tile.columns(), nonzeros),
+        basis_chunk_bins(basis_chunk_bytes(c.n_spaxels, n_wave), tile.columns()),
+        kDeviceBasisBytes);
+    out.push_back({"binned product on the first GPU: the tile's cube rows (float)",
+                   product.cube_rows, true, ""});
+    out.push_back({"binned product on the first GPU: H's rows", product.h_rows, true, ""});
+    out.push_back({"binned product on the first GPU: a span of basis B (float)", product.basis_span,
+                   true, ""});
+    out.push_back(
+        {"basis B: the span sent to the GPU (pinned host)", product.basis_span, false, ""});
     return out;
   }
 

@@ -201,6 +201,20 @@ struct HistogramTile {
   }
 };
 
+// The binned product on a device (binned_product_on_device, binned_product.h): the tile's H over
+// its populated columns by rows (compressed sparse rows: row r's entries offsets[r] ..
+// offsets[r + 1], its columns ascending, each an index into the populated columns, which are
+// B's rows), and whether each block of rows_per_block rows takes the host's dense product (float
+// sums) or its sparse one (double sums). In the device's memory.
+struct BasisProductRows {
+  const std::size_t* offsets = nullptr;  // n_rows + 1
+  const std::int32_t* column = nullptr;
+  const double* value = nullptr;        // M_sun
+  const std::uint8_t* dense = nullptr;  // a flag a block of rows
+  std::size_t n_rows = 0;
+  std::size_t rows_per_block = 1;
+};
+
 // One device's sparse histogram: sorted unique indices (row * columns + column) and their
 // fixed-point sums.
 using SparseHistogramShard = KeyedSums;
@@ -237,6 +251,9 @@ IFUSIM_DECLARE_BACKENDS(
     void mark_histogram_entries(const Device& device, const ifusim::SspView& ssp,
                                 const ifusim::WaveBins& bins, const ifusim::StarViews& stars,
                                 const ifusim::HistogramTile& tile, Span<std::int64_t> marks);
+    void multiply_basis_span(const Device& device, const ifusim::BasisProductRows& rows,
+                             const float* basis, std::size_t width, float* cube_rows,
+                             std::size_t cube_stride);
     void gather_star_gradients(const Device& device, const ifusim::SspView& ssp,
                                const ifusim::WaveBins& bins, const ifusim::StarViews& stars,
                                const ifusim::HistogramTile& tile, const double* dl_dh,
