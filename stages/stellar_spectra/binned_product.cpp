@@ -41,30 +41,43 @@ struct RowBlocks {
   std::vector<std::int32_t> entry_place;  // meaningful in dense blocks only
 };
 
+// Columns are indices below n_columns. Each thread marks the columns it has met in a block (a
+// table over the columns, cleared after the block), so that only the block's distinct columns are
+// sorted, not one per entry, and each entry's place is looked up, not searched.
 template <class ColumnOf>
 RowBlocks row_blocks(std::size_t n_rows, const std::vector<std::size_t>& offsets,
-                     ColumnOf&& column_of, double dense_fill) {
+                     std::size_t n_columns, ColumnOf&& column_of, double dense_fill) {
   const std::size_t n_blocks = (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;
   RowBlocks blocks;
   blocks.columns.resize(n_blocks);
   blocks.dense.assign(n_blocks, 0);
   blocks.entry_place.assign(offsets[n_rows], 0);
-#pragma omp parallel for schedule(dynamic, 1)
-  for (std::size_t b = 0; b < n_blocks; ++b) {
-    const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
-    std::vector<std::int32_t>& columns = blocks.columns[b];
-    columns.reserve(offsets[r1] - offsets[r0]);
-    for (std::size_t e = offsets[r0]; e < offsets[r1]; ++e) columns.push_back(column_of(e));
-    std::sort(columns.begin(), columns.end());
-    columns.erase(std::unique(columns.begin(), columns.end()), columns.end());
-    columns.shrink_to_fit();
-    const std::size_t nnz = offsets[r1] - offsets[r0], cols = columns.size();
-    blocks.dense[b] = cols >= 16 && static_cast<double>(nnz) >=
-                                        dense_fill * static_cast<double>((r1 - r0) * cols);
-    if (blocks.dense[b])
-      for (std::size_t e = offsets[r0]; e < offsets[r1]; ++e)
-        blocks.entry_place[e] = static_cast<std::int32_t>(
-            std::lower_bound(columns.begin(), columns.end(), column_of(e)) - columns.begin());
+#pragma omp parallel
+  {
+    std::vector<std::int32_t> place(n_columns, -1);  // in the block being made; -1: not in it
+#pragma omp for schedule(dynamic, 1)
+    for (std::size_t b = 0; b < n_blocks; ++b) {
+      const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
+      std::vector<std::int32_t>& columns = blocks.columns[b];
+      for (std::size_t e = offsets[r0]; e < offsets[r1]; ++e) {
+        const std::int32_t c = column_of(e);
+        if (place[static_cast<std::size_t>(c)] < 0) {
+          place[static_cast<std::size_t>(c)] = 0;
+          columns.push_back(c);
+        }
+      }
+      std::sort(columns.begin(), columns.end());
+      columns.shrink_to_fit();
+      for (std::size_t q = 0; q < columns.size(); ++q)
+        place[static_cast<std::size_t>(columns[q])] = static_cast<std::int32_t>(q);
+      const std::size_t nnz = offsets[r1] - offsets[r0], cols = columns.size();
+      blocks.dense[b] = cols >= 16 && static_cast<double>(nnz) >=
+                                          dense_fill * static_cast<double>((r1 - r0) * cols);
+      if (blocks.dense[b])
+        for (std::size_t e = offsets[r0]; e < offsets[r1]; ++e)
+          blocks.entry_place[e] = place[static_cast<std::size_t>(column_of(e))];
+      for (const std::int32_t c : columns) place[static_cast<std::size_t>(c)] = -1;
+    }
   }
   return blocks;
 }
@@ -303,7 +316,7 @@ ProductLayout product_layout(const BinnedProductInput& in, const HostHistogram& 
   // 3. Each row block's columns (ascending) and its kind of product, once: a block takes the
   // dense product where it is filled enough, over all its columns at once.
   layout.blocks = row_blocks(
-      n_rows, h.offsets, [&](std::size_t e) { return h.column[e]; }, kDenseFill);
+      n_rows, h.offsets, n_pop, [&](std::size_t e) { return h.column[e]; }, kDenseFill);
   const RowBlocks& blocks = layout.blocks;
   for (std::size_t b = 0; b < blocks.columns.size(); ++b)
     if (!blocks.columns[b].empty()) ++(blocks.dense[b] ? stats.dense_blocks : stats.sparse_blocks);
@@ -559,7 +572,7 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
   // forward product's rule: dense (one GEMM of the block's cotangent rows by its columns of B)
   // where its entries fill enough of (rows x columns), one dot product per entry otherwise.
   const RowBlocks blocks = row_blocks(
-      n_rows, entries.offsets, [&](std::size_t e) { return used_index[entries.column[e]]; },
+      n_rows, entries.offsets, n_used, [&](std::size_t e) { return used_index[entries.column[e]]; },
       kTransposeDenseFill);
   const std::size_t n_blocks = blocks.columns.size();
   const std::vector<std::vector<std::int32_t>>& block_columns = blocks.columns;
