@@ -185,9 +185,9 @@ inline ProductResult run_on_device(const Device& device, const ProductCase& c) {
 // The transpose's case (binned_product_transpose against binned_product_transpose_on_device): the
 // product case's H as the entries (its dense first and last blocks are dense for the transpose
 // too, its sparse ones sparse), cotangent rows of seeded values in [-1, 1), and dL/dH holding
-// a seeded value in every 7th element beforehand (the transpose adds to them). With `windows`, the entries' places are
-// spread over a longer array (3 free elements before each row's, one more at the start), as the
-// stage's row windows place them; without, each at row * columns + column.
+// a seeded value in every 7th element beforehand (the transpose adds to them). With `windows`, the
+// entries' places are spread over a longer array (3 free elements before each row's, one more at
+// the start), as the stage's row windows place them; without, each at row * columns + column.
 struct TransposeCase {
   TileEntries entries;
   std::vector<double> cotangent, dl_dh;

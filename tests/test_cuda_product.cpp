@@ -2,7 +2,10 @@
 // stages/stellar_spectra/kernels.inl compiled by nvcc) against the host's product: bitwise the same
 // cube rows and light moments, on the cases the CPU suite runs through the CPU backend
 // (tests/binned_product_cases.h): an FMA nvcc contracted, a float sum in another order, or a
-// skipped entry that the host counts would each change the last bits of some voxel.
+// skipped entry that the host counts would each change the last bits of some voxel. The same for
+// the product's transpose (binned_product_transpose_on_device, TransposeDotLanes and
+// FinishTransposeDots): bitwise the host's dL/dH, whose eight lanes, tree and tail an FMA or
+// another order would change.
 #include <catch2/catch.hpp>
 
 #include "binned_product_cases.h"
@@ -31,7 +34,7 @@ TEST_CASE("cuda: the binned product on a GPU is bitwise the host's, dense and sp
     }
 }
 
-TEST_CASE("cuda: the binned product's transpose on a GPU is bitwise the host's", "[cuda]") {
+TEST_CASE("cuda: the binned product transposed on a GPU is bitwise the host's", "[cuda]") {
   auto mesh = make_mesh(Backend::cuda, 2);
   const Device& device = mesh->device(0);
   REQUIRE(device.is_cuda());
