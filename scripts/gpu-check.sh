@@ -102,7 +102,7 @@ for i in $(seq 1 "$repeats"); do
   step "CUDA suite, run $i of $repeats" 120 "$bin/ifusim_cuda_tests" --durations yes
 done
 if command -v compute-sanitizer > /dev/null; then
-  small='cuda: sharded arrays round-trip through GPU memory,cuda: global_max_abs*,cuda: sum_by_key*,cuda: skeleton image*,cuda: the binned product on a GPU*'
+  small='cuda: sharded arrays round-trip through GPU memory,cuda: global_max_abs*,cuda: sum_by_key*,cuda: skeleton image*,cuda: the binned product on a GPU*,cuda: the binned product transposed on a GPU*'
   step "compute-sanitizer memcheck" 240 compute-sanitizer --tool memcheck --error-exitcode 1 "$bin/ifusim_cuda_tests" "$small"
   step "compute-sanitizer racecheck" 240 compute-sanitizer --tool racecheck --error-exitcode 1 "$bin/ifusim_cuda_tests" "cuda: sharded arrays*,cuda: sum_by_key*"
 else

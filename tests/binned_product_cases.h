@@ -182,4 +182,111 @@ inline ProductResult run_on_device(const Device& device, const ProductCase& c) {
   return out;
 }
 
+// The transpose's case (binned_product_transpose against binned_product_transpose_on_device): the
+// product case's H as the entries (its dense first and last blocks are dense for the transpose
+// too, its sparse ones sparse), cotangent rows of seeded values in [-1, 1), and dL/dH holding
+// a seeded value in every 7th element beforehand (the transpose adds to them). With `windows`, the
+// entries' places are spread over a longer array (3 free elements before each row's, one more at
+// the start), as the stage's row windows place them; without, each at row * columns + column.
+struct TransposeCase {
+  TileEntries entries;
+  std::vector<double> cotangent, dl_dh;
+
+  TransposeCase(const ProductCase& c, bool windows) {
+    const auto n_rows = static_cast<std::size_t>(c.in.tile.n_spaxels);
+    const std::size_t n_columns = c.in.tile.columns();
+    entries.offsets.assign(n_rows + 1, 0);
+    for (const std::uint64_t i : c.histogram.index) {  // ascending: by rows, columns ascending
+      ++entries.offsets[i / n_columns + 1];
+      entries.column.push_back(static_cast<std::uint32_t>(i % n_columns));
+    }
+    for (std::size_t r = 0; r < n_rows; ++r) entries.offsets[r + 1] += entries.offsets[r];
+    if (windows)
+      for (std::size_t r = 0; r < n_rows; ++r)
+        for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e)
+          entries.place.push_back(1 + e + 3 * r);
+    std::uint64_t state = windows ? 31 : 37;
+    auto uniform = [&state] {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      return static_cast<double>(state >> 11) / 9007199254740992.0;
+    };
+    cotangent.resize(c.n_voxels());
+    for (double& g : cotangent) g = 2.0 * uniform() - 1.0;
+    dl_dh.resize(windows ? entries.column.size() + 3 * n_rows + 1 : n_rows * n_columns);
+    // Zero but every 7th element: a value held beforehand would hide the dots' last bits.
+    for (std::size_t i = 0; i < dl_dh.size(); ++i) dl_dh[i] = i % 7 ? 0.0 : 2.0 * uniform() - 1.0;
+  }
+
+  template <class Transpose>
+  std::vector<double> run(const ProductCase& c, Transpose&& transpose) const {
+    std::vector<double> out = dl_dh;
+    transpose(c.in, entries, cotangent.data(), out.data());
+    return out;
+  }
+};
+
+// The host's dL/dH is finite, and its entries changed from what they held; the device's is the
+// same bits, element by element (the entries' and the others, which neither may touch).
+inline void check_transpose_bitwise(const TransposeCase& t, const std::vector<double>& host,
+                                    const std::vector<double>& device) {
+  REQUIRE(host.size() == t.dl_dh.size());
+  REQUIRE(device.size() == host.size());
+  std::size_t changed = 0;
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    REQUIRE(std::isfinite(host[i]));
+    changed += host[i] != t.dl_dh[i];
+  }
+  INFO(changed << " of " << t.entries.column.size() << " entries changed by the host's transpose");
+  REQUIRE(changed > t.entries.column.size() / 2);
+  std::size_t differ = 0, first_differ = host.size();
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    REQUIRE_FALSE(std::isnan(device[i]));
+    if (std::memcmp(&device[i], &host[i], sizeof(double)) != 0 && differ++ == 0) first_differ = i;
+  }
+  INFO("first differing element " << first_differ << " (host "
+                                  << (first_differ < host.size() ? host[first_differ] : 0.0)
+                                  << ", device "
+                                  << (first_differ < host.size() ? device[first_differ] : 0.0)
+                                  << ")");
+  CHECK(differ == 0);
+}
+
+// binned_product_transpose_on_device on `device`, its peak memory on the device's backend held
+// to device_transpose_bytes.
+inline std::vector<double> run_transpose_on_device(const Device& device, const ProductCase& c,
+                                                   const TransposeCase& t) {
+  const std::size_t before = memory::bytes_in_use(device.backend);
+  memory::reset_peak(device.backend);
+  std::vector<double> out =
+      t.run(c, [&](auto&&... args) { binned_product_transpose_on_device(device, args...); });
+  const std::size_t peak = memory::peak_bytes(device.backend) - before;
+  const DeviceTransposeBytes planned = device_transpose_bytes(
+      static_cast<std::size_t>(c.in.tile.n_spaxels), static_cast<std::size_t>(c.in.bins.n),
+      t.entries.column.size(), c.n_populated,
+      transpose_chunk_bins(c.in.basis_memory_bytes, c.in.transpose_chunk_bytes, c.n_populated));
+  INFO("peak " << peak << " bytes; planned: cotangent rows " << planned.cotangent_rows
+               << ", entries " << planned.entries << ", lanes " << planned.lanes << ", B's chunk "
+               << planned.basis_chunk);
+  CHECK(peak == planned.cotangent_rows + planned.entries + planned.lanes + planned.basis_chunk);
+  return out;
+}
+
+// The transpose's chunk widths the tests take (bins): one chunk (the default bound), and chunks
+// of 104 (whole eights), 100 (4 left over a chunk) and 3 (every product past the lanes) bins,
+// set through basis_memory_bytes over the case's used (= populated) columns.
+inline std::vector<std::size_t> transpose_test_chunks() {
+  return {0, 104, 100, 3};
+}
+inline void set_transpose_chunk(ProductCase& c, std::size_t chunk_bins) {
+  if (chunk_bins == 0) {
+    c.in.basis_memory_bytes = 64 * c.in.tile.columns() * sizeof(float);
+    c.in.transpose_chunk_bytes = kTransposeChunkBytes;
+    return;
+  }
+  c.in.basis_memory_bytes = chunk_bins * c.n_populated * sizeof(double);
+  c.in.transpose_chunk_bytes = 1;
+  REQUIRE(transpose_chunk_bins(c.in.basis_memory_bytes, c.in.transpose_chunk_bytes,
+                               c.n_populated) == chunk_bins);
+}
+
 }  // namespace ifusim::test

@@ -774,6 +774,28 @@ TEST_CASE("binned product on a device: bitwise the host's, dense and sparse bloc
     }
 }
 
+TEST_CASE("binned product's transpose on a device: bitwise the host's, any chunks and places",
+          "[spectra][binned][vjp]") {
+  auto mesh = make_mesh(Backend::cpu, 1);
+  const Device& device = mesh->device(0);
+  for (const bool log_grid : {false, true})
+    for (const bool dust : {false, true}) {
+      INFO((log_grid ? "logarithmic" : "linear") << " grid, " << (dust ? "" : "no ") << "dust");
+      test::ProductCase c(log_grid, dust);
+      for (const bool windows : {false, true}) {
+        INFO((windows ? "entries at places in row windows" : "entries at row * columns + column"));
+        const test::TransposeCase t(c, windows);
+        for (const std::size_t chunk : test::transpose_test_chunks()) {
+          INFO("chunks of " << chunk << " bins (0: the default bound, one chunk)");
+          test::set_transpose_chunk(c, chunk);
+          const std::vector<double> host =
+              t.run(c, [](auto&&... args) { binned_product_transpose(args...); });
+          test::check_transpose_bitwise(t, host, test::run_transpose_on_device(device, c, t));
+        }
+      }
+    }
+}
+
 TEST_CASE("binned spectra: a histogram held in tiles of spaxels gives the same cube",
           "[spectra][binned]") {
   auto grid = std::make_shared<const SspGrid>(test::synthetic_ssp_grid());

@@ -27,7 +27,6 @@ constexpr double kDenseFill = 0.25;
 // The transpose's dense blocks: one dot product per entry (two loads a multiply-add) is several
 // times slower a flop than the GEMM, so the GEMM pays from a lower fill.
 constexpr double kTransposeDenseFill = 0.1;
-constexpr std::size_t kTransposeChunkBytes = std::size_t(8) << 20;
 
 // The rows of a tile's entries in blocks of kRowsPerBlock (offsets: each row's first entry, and
 // the end): each block's columns (ascending, column_of(entry) for its entries), whether it takes
@@ -547,6 +546,44 @@ BinnedProductStats binned_product_on_device(const Device& device, const BinnedPr
   return layout.stats;
 }
 
+namespace {
+
+// The transpose's step 1, shared by the host's and the device's: the columns any entry uses
+// (ascending), and each column's index among them (-1 where unused).
+struct UsedColumns {
+  std::vector<std::size_t> used;
+  std::vector<std::int32_t> index;
+};
+UsedColumns used_columns(const TileEntries& entries, std::size_t n_columns) {
+  UsedColumns out;
+  out.index.assign(n_columns, -1);
+  for (std::uint32_t c : entries.column) out.index[c] = 0;
+  for (std::size_t c = 0; c < n_columns; ++c)
+    if (out.index[c] == 0) {
+      out.index[c] = static_cast<std::int32_t>(out.used.size());
+      out.used.push_back(c);
+    }
+  return out;
+}
+
+// Chunk [k0, k0 + width)'s rows of B over the used columns, in double, row p at out + p * width,
+// made by the host's threads (a row to a thread at a time).
+void make_transpose_chunk(const BinnedProductInput& in, const std::vector<std::size_t>& used,
+                          std::size_t k0, std::size_t width, double* out) {
+  const ChunkAxis axis(in, static_cast<int>(k0), static_cast<int>(k0 + width));
+#pragma omp parallel
+  {
+    SpectrumBase base;  // this thread's last spectrum over this chunk's axis
+#pragma omp for schedule(dynamic, 16)
+    for (std::size_t p = 0; p < used.size(); ++p) {
+      BasisColumn light;
+      chunk_row(in, axis, used[p], out + p * width, light, base);
+    }
+  }
+}
+
+}  // namespace
+
 void binned_product_transpose(const BinnedProductInput& in, const TileEntries& entries,
                               const double* cotangent_rows, double* dl_dh) {
   const std::size_t n_rows = static_cast<std::size_t>(in.tile.n_spaxels);
@@ -554,14 +591,9 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
   const std::size_t n_wave = static_cast<std::size_t>(in.bins.n);
 
   // 1. The columns any entry uses (ascending), each entry's index among them.
-  std::vector<std::int32_t> used_index(n_columns, -1);
-  for (std::uint32_t c : entries.column) used_index[c] = 0;
-  std::vector<std::size_t> used;
-  for (std::size_t c = 0; c < n_columns; ++c)
-    if (used_index[c] == 0) {
-      used_index[c] = static_cast<std::int32_t>(used.size());
-      used.push_back(c);
-    }
+  const UsedColumns used_set = used_columns(entries, n_columns);
+  const std::vector<std::size_t>& used = used_set.used;
+  const std::vector<std::int32_t>& used_index = used_set.index;
   const std::size_t n_used = used.size();
   if (n_used == 0) return;
   auto place = [&](std::size_t r, std::size_t e) {
@@ -587,23 +619,12 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
   // transpose's time, so the chunks here are wider, up to kTransposeChunkBytes of B's used rows
   // (MUSE at 1e6 stars: 1319 rows x 3721 bins, 39 MB, in 5 chunks). The widths follow the used
   // columns, the same for any device count.
-  const std::size_t chunk_bins = std::max<std::size_t>(
-      1, std::max(in.basis_memory_bytes, kTransposeChunkBytes) / (n_used * sizeof(double)));
+  const std::size_t chunk_bins =
+      transpose_chunk_bins(in.basis_memory_bytes, in.transpose_chunk_bytes, n_used);
   std::vector<double> basis_buffer(n_used * std::min(chunk_bins, n_wave));
   for (std::size_t k0 = 0; k0 < n_wave; k0 += chunk_bins) {
     const std::size_t k1 = std::min(n_wave, k0 + chunk_bins), width = k1 - k0;
-    const ChunkAxis axis(in, static_cast<int>(k0), static_cast<int>(k1));
-    Eigen::Map<RowMatrix> basis(basis_buffer.data(), static_cast<Eigen::Index>(n_used),
-                                static_cast<Eigen::Index>(width));
-#pragma omp parallel
-    {
-      SpectrumBase base;  // this thread's last spectrum over this chunk's axis
-#pragma omp for schedule(dynamic, 16)
-      for (std::size_t p = 0; p < n_used; ++p) {
-        BasisColumn light;
-        chunk_row(in, axis, used[p], basis.row(static_cast<Eigen::Index>(p)).data(), light, base);
-      }
-    }
+    make_transpose_chunk(in, used, k0, width, basis_buffer.data());
 #pragma omp parallel
     {
       std::vector<double> product_buffer;
@@ -636,6 +657,70 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
       }
     }
   }
+}
+
+void binned_product_transpose_on_device(const Device& device, const BinnedProductInput& in,
+                                        const TileEntries& entries, const double* cotangent_rows,
+                                        double* dl_dh) {
+  const std::size_t n_rows = static_cast<std::size_t>(in.tile.n_spaxels);
+  const std::size_t n_columns = in.tile.columns();
+  const std::size_t n_wave = static_cast<std::size_t>(in.bins.n);
+  const UsedColumns used = used_columns(entries, n_columns);
+  const std::size_t n_used = used.used.size();
+  if (n_used == 0) return;
+  const std::size_t n_entries = entries.column.size();
+  if (device.is_cuda()) runtime::bind_current_thread(device);
+
+  // Each entry's row, its row of B's chunks and its dL/dH so far (the caller's, at its place),
+  // on the device with the tile's cotangent rows: these stay for every chunk.
+  std::vector<std::uint32_t> entry_row(n_entries);
+  std::vector<std::int32_t> entry_basis_row(n_entries);
+  std::vector<double> sums(n_entries);
+  auto place = [&](std::size_t r, std::size_t e) {
+    return entries.place.empty() ? r * n_columns + entries.column[e] : entries.place[e];
+  };
+#pragma omp parallel for schedule(static)
+  for (std::size_t r = 0; r < n_rows; ++r)
+    for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e) {
+      entry_row[e] = static_cast<std::uint32_t>(r);
+      entry_basis_row[e] = used.index[entries.column[e]];
+      sums[e] = dl_dh[place(r, e)];
+    }
+  DeviceBuffer<std::uint32_t> row_on(device, n_entries);
+  row_on.upload(entry_row.data(), n_entries);
+  DeviceBuffer<std::int32_t> basis_row_on(device, n_entries);
+  basis_row_on.upload(entry_basis_row.data(), n_entries);
+  DeviceBuffer<double> sums_on(device, n_entries);
+  sums_on.upload(sums.data(), n_entries);
+  DeviceBuffer<double> cotangent(device, n_rows * n_wave);
+  cotangent.upload(cotangent_rows, n_rows * n_wave);
+  const std::size_t batch = std::min(n_entries, kDeviceTransposeBatchEntries);
+  DeviceBuffer<double> lanes(device, 8 * batch);
+
+  // 2. B's chunks as the host's transpose makes them (the same widths, the same values), each
+  // made on the host into pinned memory, sent, and its dots added to every entry on the device;
+  // the chunks in order, so that each entry's dL/dH takes them in the host's order.
+  const std::size_t chunk_bins =
+      transpose_chunk_bins(in.basis_memory_bytes, in.transpose_chunk_bytes, n_used);
+  const std::size_t max_width = std::min(chunk_bins, n_wave);
+  DeviceBuffer<double> basis(device, n_used * max_width);
+  HostStaging<double> staging(device, n_used * max_width);
+  for (std::size_t k0 = 0; k0 < n_wave; k0 += chunk_bins) {
+    const std::size_t width = std::min(n_wave, k0 + chunk_bins) - k0;
+    make_transpose_chunk(in, used.used, k0, width, staging.data());
+    basis.upload(staging.data(), n_used * width);
+    const TransposeDots dots{row_on.data(),  basis_row_on.data(), cotangent.data() + k0,
+                             n_wave,         basis.data(),        width,
+                             sums_on.data(), lanes.data()};
+    for (std::size_t first = 0; first < n_entries; first += batch)
+      IFUSIM_DISPATCH(device, add_transpose_dots, device, dots, first,
+                      std::min(batch, n_entries - first));
+  }
+  sums_on.download(sums.data(), n_entries);
+#pragma omp parallel for schedule(static)
+  for (std::size_t r = 0; r < n_rows; ++r)
+    for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e)
+      dl_dh[place(r, e)] = sums[e];
 }
 
 }  // namespace ifusim

@@ -55,6 +55,16 @@ inline std::size_t basis_chunk_bins(std::size_t memory_bytes, std::size_t n_colu
 // spans.
 inline constexpr std::size_t kDeviceBasisBytes = std::size_t(512) << 20;
 
+// The transpose's chunks of B (binned_product_transpose, double over the columns its entries use):
+// wider than the forward's, at least this many bytes (binned_product.cpp says why).
+inline constexpr std::size_t kTransposeChunkBytes = std::size_t(8) << 20;
+// Its chunks' bins: max(basis_memory_bytes, transpose_chunk_bytes) of double B over n_used rows.
+inline std::size_t transpose_chunk_bins(std::size_t basis_memory_bytes,
+                                        std::size_t transpose_chunk_bytes, std::size_t n_used) {
+  return std::max<std::size_t>(1, std::max(basis_memory_bytes, transpose_chunk_bytes) /
+                                      (std::max<std::size_t>(1, n_used) * sizeof(double)));
+}
+
 struct BinnedProductInput {
   SspView ssp;  // host view of the template tables
   WaveBins bins;
@@ -65,6 +75,10 @@ struct BinnedProductInput {
   std::size_t basis_memory_bytes = kMinBasisChunkBytes;
   // binned_product_on_device: B's span on the device (and its pinned host copy) at most.
   std::size_t device_basis_bytes = kDeviceBasisBytes;
+  // binned_product_transpose: B's chunks in double over the used columns take at most
+  // max(basis_memory_bytes, transpose_chunk_bytes) (kTransposeChunkBytes; smaller in the tests,
+  // for several chunks).
+  std::size_t transpose_chunk_bytes = kTransposeChunkBytes;
 };
 
 struct BinnedProductStats {
@@ -145,6 +159,38 @@ struct TileEntries {
 // block's sums are made the same way whatever the thread count, so dL/dH is bitwise reproducible.
 void binned_product_transpose(const BinnedProductInput& in, const TileEntries& entries,
                               const double* cotangent_rows, double* dl_dh);
+
+// The same transpose with the dot products made on `device` (a GPU, or a CPU device in the tests:
+// the one kernel source, TransposeDotLanes and FinishTransposeDots in kernels.inl): the host
+// makes B's chunks (the same used columns, chunk widths and values) and sends them one at a time;
+// the device holds the tile's cotangent rows (sent once), each entry's row, its row of B's chunk
+// and its dL/dH so far (the caller's value at its place, to which each chunk's dot is added in
+// the chunks' order), and sums every entry's dot as multiply_by_transpose sums one element: eight
+// lanes (q mod 8), the fixed tree, the last depth mod 8 products in order, no FMA. dl_dh is
+// bitwise binned_product_transpose's (for finite B and cotangents; tests/test_stellar_spectra.cpp
+// and tests/test_cuda_product.cpp). Entries' places must be distinct, as the stage's are.
+void binned_product_transpose_on_device(const Device& device, const BinnedProductInput& in,
+                                        const TileEntries& entries, const double* cotangent_rows,
+                                        double* dl_dh);
+// The entries whose lanes the device holds at once (8 doubles an entry): the entries are taken
+// in batches of at most this many per chunk (a MUSE-WFM tile's tens of millions in a few).
+inline constexpr std::size_t kDeviceTransposeBatchEntries = std::size_t(1) << 21;
+// Bytes binned_product_transpose_on_device holds on the device at most: the tile's cotangent rows
+// (double), each entry's row, row of B and dL/dH, a batch's lanes, and B's chunk in double (its
+// pinned host copy is as large).
+struct DeviceTransposeBytes {
+  std::size_t cotangent_rows = 0, entries = 0, lanes = 0, basis_chunk = 0;
+};
+inline DeviceTransposeBytes device_transpose_bytes(std::size_t n_rows, std::size_t n_wave,
+                                                   std::size_t n_entries, std::size_t n_used,
+                                                   std::size_t chunk_bins) {
+  DeviceTransposeBytes bytes;
+  bytes.cotangent_rows = n_rows * n_wave * sizeof(double);
+  bytes.entries = n_entries * (2 * sizeof(std::uint32_t) + sizeof(double));
+  bytes.lanes = std::min(n_entries, kDeviceTransposeBatchEntries) * 8 * sizeof(double);
+  bytes.basis_chunk = n_used * std::min(chunk_bins, n_wave) * sizeof(double);
+  return bytes;
+}
 
 // Row `column` of B (the tile's column layout, HistogramTile). A spectrum column (node, j, a):
 // the node's template for unit initial mass, shifted by (1 + z) e^(u_j), resampled onto the

@@ -392,6 +392,54 @@ void multiply_basis_span(const Device& device, const BasisProductRows& rows, con
                MultiplyBasisSpan{rows, basis, width, cube_rows, cube_stride});
 }
 
+// The binned product's transpose (binned_product_transpose_on_device, binned_product.h): each
+// entry's dot product of its cotangent row with its row of B over a chunk of bins, summed as
+// multiply_by_transpose (stages/common/vector_kernels.cpp) sums one element, for both kinds of
+// block: lane l takes q = l, l + 8, ... below the chunk's whole eights, from +0, each product and
+// sum rounded on its own (mul_rn, add_rn: never fused into an FMA); the lanes are added in the
+// tree ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)), then the last width mod 8 products in
+// order, and the dot is added to the entry's dL/dH so far (the host's dl_dh[place] += dot, a
+// chunk at a time in the chunks' order). Two passes: one work item an (entry, lane), the eight
+// lanes of an entry consecutive, so that a GPU warp reads 64 consecutive bytes of each of four
+// rows of B (and of one cotangent row, the entries of a row being consecutive) at each step; then
+// one an entry for the tree.
+struct TransposeDotLanes {
+  TransposeDots dots;
+  std::size_t first_entry;
+  IFUSIM_HD void operator()(std::size_t item) const {
+    const std::size_t e = first_entry + item / 8, lane = item % 8;
+    const std::size_t whole = dots.width / 8 * 8;
+    const double* g =
+        dots.cotangent + static_cast<std::size_t>(dots.row[e]) * dots.cotangent_stride;
+    const double* b = dots.basis + static_cast<std::size_t>(dots.basis_row[e]) * dots.width;
+    double sum = 0.0;
+    for (std::size_t q = lane; q < whole; q += 8) sum = add_rn(sum, mul_rn(g[q], b[q]));
+    dots.lanes[item] = sum;
+  }
+};
+struct FinishTransposeDots {
+  TransposeDots dots;
+  std::size_t first_entry;
+  IFUSIM_HD void operator()(std::size_t i) const {
+    const std::size_t e = first_entry + i;
+    const double* s = dots.lanes + 8 * i;
+    double dot = add_rn(add_rn(add_rn(s[0], s[1]), add_rn(s[2], s[3])),
+                        add_rn(add_rn(s[4], s[5]), add_rn(s[6], s[7])));
+    const double* g =
+        dots.cotangent + static_cast<std::size_t>(dots.row[e]) * dots.cotangent_stride;
+    const double* b = dots.basis + static_cast<std::size_t>(dots.basis_row[e]) * dots.width;
+    for (std::size_t q = dots.width / 8 * 8; q < dots.width; ++q)
+      dot = add_rn(dot, mul_rn(g[q], b[q]));
+    dots.sums[e] = add_rn(dots.sums[e], dot);
+  }
+};
+
+void add_transpose_dots(const Device& device, const TransposeDots& dots, std::size_t first_entry,
+                        std::size_t n_entries) {
+  parallel_for(device, 8 * n_entries, TransposeDotLanes{dots, first_entry});
+  parallel_for(device, n_entries, FinishTransposeDots{dots, first_entry});
+}
+
 // The gather: each star's sums over its entries of (entry's slope) x dL/dH, in double, in the
 // entries' fixed order, added to what earlier tiles gave it (one thread a star: no atomics, the
 // same bits for any device count).

@@ -877,9 +877,16 @@ class StellarSpectraStage final : public Stage {
       in.band_first_bin = setup.band_first_bin;
       in.band_end_bin = setup.band_end_bin;
       in.basis_memory_bytes = basis_chunk_bytes(static_cast<std::size_t>(n_spaxels), n_wave);
-      binned_product_transpose(in, entries,
-                               reduced.data.data() + static_cast<std::size_t>(first) * n_wave,
-                               dl_dh.data());
+      // On a GPU mesh the dot products are made on its first device, as the forward's voxels
+      // are (the entries and the cotangent are whole on the host), the same bits as the host's
+      // transpose; on the CPU backend the host's own (its vectorised GEMM blocks are faster).
+      const Device& product_device = mesh.device(0);
+      const double* cotangent_rows = reduced.data.data() + static_cast<std::size_t>(first) * n_wave;
+      if (product_device.is_cuda())
+        binned_product_transpose_on_device(product_device, in, entries, cotangent_rows,
+                                           dl_dh.data());
+      else
+        binned_product_transpose(in, entries, cotangent_rows, dl_dh.data());
       // 3. Each star's sums, on its device: a GPU gets its copy of dL/dH; a cpu device reads the
       // host's (the same memory).
       ShardedArray<double> dl_dh_on;

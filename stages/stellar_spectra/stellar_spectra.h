@@ -215,6 +215,22 @@ struct BasisProductRows {
   std::size_t rows_per_block = 1;
 };
 
+// The binned product's transpose on a device (binned_product_transpose_on_device,
+// binned_product.h), one chunk of B's bins: each entry's row of the tile and its row of the chunk
+// (its column among the used ones), the chunk's first bin of the tile's cotangent rows (row r at
+// r * cotangent_stride) and the chunk of B (n_used x width, row-major, double), each entry's
+// dL/dH so far, and eight lane sums an entry of the batch. In the device's memory.
+struct TransposeDots {
+  const std::uint32_t* row = nullptr;
+  const std::int32_t* basis_row = nullptr;
+  const double* cotangent = nullptr;
+  std::size_t cotangent_stride = 0;
+  const double* basis = nullptr;
+  std::size_t width = 0;
+  double* sums = nullptr;
+  double* lanes = nullptr;  // 8 an entry of the batch, the batch's first entry at lanes[0]
+};
+
 // One device's sparse histogram: sorted unique indices (row * columns + column) and their
 // fixed-point sums.
 using SparseHistogramShard = KeyedSums;
@@ -254,6 +270,8 @@ IFUSIM_DECLARE_BACKENDS(
     void multiply_basis_span(const Device& device, const ifusim::BasisProductRows& rows,
                              const float* basis, std::size_t width, float* cube_rows,
                              std::size_t cube_stride);
+    void add_transpose_dots(const Device& device, const ifusim::TransposeDots& dots,
+                            std::size_t first_entry, std::size_t n_entries);
     void gather_star_gradients(const Device& device, const ifusim::SspView& ssp,
                                const ifusim::WaveBins& bins, const ifusim::StarViews& stars,
                                const ifusim::HistogramTile& tile, const double* dl_dh,
