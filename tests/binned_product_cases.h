@@ -289,4 +289,45 @@ inline void set_transpose_chunk(ProductCase& c, std::size_t chunk_bins) {
                                c.n_populated) == chunk_bins);
 }
 
+// The device paths on `device` (a CPU device: the functors through the CPU backend's dispatch; a
+// GPU in the CUDA suite) against the host's, both grids, with and without dust: the product with
+// B sent whole, two chunks a span and (one_chunk_spans) a chunk at a time; the transpose at each
+// of transpose_test_chunks() with both kinds of places.
+inline void check_device_product(const Device& device, bool one_chunk_spans) {
+  for (const bool log_grid : {false, true})
+    for (const bool dust : {false, true}) {
+      INFO((log_grid ? "logarithmic" : "linear") << " grid, " << (dust ? "" : "no ") << "dust");
+      ProductCase c(log_grid, dust);
+      const ProductResult host =
+          run_product(c, [](auto&&... args) { return binned_product(args...); });
+      const std::size_t chunk_bytes = c.n_populated * 64 * sizeof(float);
+      std::vector<std::size_t> spans{kDeviceBasisBytes, 2 * chunk_bytes};
+      if (one_chunk_spans) spans.push_back(1);
+      for (const std::size_t span_bytes : spans) {
+        INFO("device span of B: " << span_bytes << " bytes");
+        c.in.device_basis_bytes = span_bytes;
+        check_bitwise(host, run_on_device(device, c));
+      }
+    }
+}
+
+inline void check_device_transpose(const Device& device) {
+  for (const bool log_grid : {false, true})
+    for (const bool dust : {false, true}) {
+      INFO((log_grid ? "logarithmic" : "linear") << " grid, " << (dust ? "" : "no ") << "dust");
+      ProductCase c(log_grid, dust);
+      for (const bool windows : {false, true}) {
+        INFO((windows ? "entries at places in row windows" : "entries at row * columns + column"));
+        const TransposeCase t(c, windows);
+        for (const std::size_t chunk : transpose_test_chunks()) {
+          INFO("chunks of " << chunk << " bins (0: the default bound, one chunk)");
+          set_transpose_chunk(c, chunk);
+          const std::vector<double> host =
+              t.run(c, [](auto&&... args) { binned_product_transpose(args...); });
+          check_transpose_bitwise(t, host, run_transpose_on_device(device, c, t));
+        }
+      }
+    }
+}
+
 }  // namespace ifusim::test

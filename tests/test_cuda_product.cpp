@@ -17,41 +17,12 @@ TEST_CASE("cuda: the binned product on a GPU is bitwise the host's, dense and sp
           "[cuda]") {
   // Two logical devices on the GPU: the product runs on the first, as BinnedSpectra::reduce does.
   auto mesh = make_mesh(Backend::cuda, 2);
-  const Device& device = mesh->device(0);
-  REQUIRE(device.is_cuda());
-  for (const bool log_grid : {false, true})
-    for (const bool dust : {false, true}) {
-      INFO((log_grid ? "logarithmic" : "linear") << " grid, " << (dust ? "" : "no ") << "dust");
-      test::ProductCase c(log_grid, dust);
-      const test::ProductResult host =
-          test::run_product(c, [](auto&&... args) { return binned_product(args...); });
-      const std::size_t chunk_bytes = c.n_populated * 64 * sizeof(float);
-      for (const std::size_t span_bytes : {kDeviceBasisBytes, 2 * chunk_bytes}) {
-        INFO("device span of B: " << span_bytes << " bytes");
-        c.in.device_basis_bytes = span_bytes;
-        test::check_bitwise(host, test::run_on_device(device, c));
-      }
-    }
+  REQUIRE(mesh->device(0).is_cuda());
+  test::check_device_product(mesh->device(0), false);
 }
 
 TEST_CASE("cuda: the binned product transposed on a GPU is bitwise the host's", "[cuda]") {
   auto mesh = make_mesh(Backend::cuda, 2);
-  const Device& device = mesh->device(0);
-  REQUIRE(device.is_cuda());
-  for (const bool log_grid : {false, true})
-    for (const bool dust : {false, true}) {
-      INFO((log_grid ? "logarithmic" : "linear") << " grid, " << (dust ? "" : "no ") << "dust");
-      test::ProductCase c(log_grid, dust);
-      for (const bool windows : {false, true}) {
-        INFO((windows ? "entries at places in row windows" : "entries at row * columns + column"));
-        const test::TransposeCase t(c, windows);
-        for (const std::size_t chunk : test::transpose_test_chunks()) {
-          INFO("chunks of " << chunk << " bins (0: the default bound, one chunk)");
-          test::set_transpose_chunk(c, chunk);
-          const std::vector<double> host =
-              t.run(c, [](auto&&... args) { binned_product_transpose(args...); });
-          test::check_transpose_bitwise(t, host, test::run_transpose_on_device(device, c, t));
-        }
-      }
-    }
+  REQUIRE(mesh->device(0).is_cuda());
+  test::check_device_transpose(mesh->device(0));
 }

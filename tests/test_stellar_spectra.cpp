@@ -758,42 +758,13 @@ TEST_CASE("binned product: dense blocks on several threads at once give the same
 TEST_CASE("binned product on a device: bitwise the host's, dense and sparse blocks, any span",
           "[spectra][binned]") {
   auto mesh = make_mesh(Backend::cpu, 1);
-  const Device& device = mesh->device(0);
-  for (const bool log_grid : {false, true})
-    for (const bool dust : {false, true}) {
-      INFO((log_grid ? "logarithmic" : "linear") << " grid, " << (dust ? "" : "no ") << "dust");
-      test::ProductCase c(log_grid, dust);
-      const test::ProductResult host =
-          test::run_product(c, [](auto&&... args) { return binned_product(args...); });
-      const std::size_t chunk_bytes = c.n_populated * 64 * sizeof(float);
-      for (const std::size_t span_bytes : {kDeviceBasisBytes, 2 * chunk_bytes, std::size_t{1}}) {
-        INFO("device span of B: " << span_bytes << " bytes");
-        c.in.device_basis_bytes = span_bytes;
-        test::check_bitwise(host, test::run_on_device(device, c));
-      }
-    }
+  test::check_device_product(mesh->device(0), true);
 }
 
 TEST_CASE("binned product's transpose on a device: bitwise the host's, any chunks and places",
           "[spectra][binned][vjp]") {
   auto mesh = make_mesh(Backend::cpu, 1);
-  const Device& device = mesh->device(0);
-  for (const bool log_grid : {false, true})
-    for (const bool dust : {false, true}) {
-      INFO((log_grid ? "logarithmic" : "linear") << " grid, " << (dust ? "" : "no ") << "dust");
-      test::ProductCase c(log_grid, dust);
-      for (const bool windows : {false, true}) {
-        INFO((windows ? "entries at places in row windows" : "entries at row * columns + column"));
-        const test::TransposeCase t(c, windows);
-        for (const std::size_t chunk : test::transpose_test_chunks()) {
-          INFO("chunks of " << chunk << " bins (0: the default bound, one chunk)");
-          test::set_transpose_chunk(c, chunk);
-          const std::vector<double> host =
-              t.run(c, [](auto&&... args) { binned_product_transpose(args...); });
-          test::check_transpose_bitwise(t, host, test::run_transpose_on_device(device, c, t));
-        }
-      }
-    }
+  test::check_device_transpose(mesh->device(0));
 }
 
 TEST_CASE("binned spectra: a histogram held in tiles of spaxels gives the same cube",
