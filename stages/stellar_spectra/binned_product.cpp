@@ -254,6 +254,35 @@ BasisColumn basis_row(const BinnedProductInput& in, std::size_t column, double* 
 
 namespace {
 
+// The columns of n_columns that the items name (column_of(item), each below n_columns),
+// ascending, and each column's index among them (-1 where none names it): the forward's
+// populated columns, the transpose's used ones.
+struct UsedColumns {
+  std::vector<std::size_t> used;
+  std::vector<std::int32_t> index;
+};
+template <class Items, class ColumnOf>
+UsedColumns used_columns(std::size_t n_columns, const Items& items, ColumnOf&& column_of) {
+  UsedColumns out;
+  out.index.assign(n_columns, -1);
+  for (const auto& item : items) out.index[column_of(item)] = 0;
+  for (std::size_t c = 0; c < n_columns; ++c)
+    if (out.index[c] == 0) {
+      out.index[c] = static_cast<std::int32_t>(out.used.size());
+      out.used.push_back(c);
+    }
+  return out;
+}
+UsedColumns used_columns(const TileEntries& entries, std::size_t n_columns) {
+  return used_columns(n_columns, entries.column, [](std::uint32_t c) { return c; });
+}
+
+// Where entry e of row r of `entries` has its dL/dH (TileEntries::place).
+std::size_t entry_place(const TileEntries& entries, std::size_t n_columns, std::size_t r,
+                        std::size_t e) {
+  return entries.place.empty() ? r * n_columns + entries.column[e] : entries.place[e];
+}
+
 // Steps 1-3 of the product, and B's chunks of bins, shared by the host's product and the
 // device's: the same populated columns, rows of H, row blocks and chunks whichever runs it.
 struct ProductLayout {
@@ -288,14 +317,11 @@ ProductLayout product_layout(const BinnedProductInput& in, const HostHistogram& 
   BinnedProductStats& stats = layout.stats;
 
   // 1. The populated columns, and H over them by rows.
-  std::vector<std::int32_t> populated_index(n_columns, -1);
-  for (std::uint64_t i : histogram.index) populated_index[i % n_columns] = 0;
+  UsedColumns populated_set =
+      used_columns(n_columns, histogram.index, [&](std::uint64_t i) { return i % n_columns; });
+  const std::vector<std::int32_t>& populated_index = populated_set.index;
   std::vector<std::size_t>& populated = layout.populated;
-  for (std::size_t c = 0; c < n_columns; ++c)
-    if (populated_index[c] == 0) {
-      populated_index[c] = static_cast<std::int32_t>(populated.size());
-      populated.push_back(c);
-    }
+  populated = std::move(populated_set.used);
   SparseRows& h = layout.h;
   h.offsets.assign(n_rows + 1, 0);
   h.column.reserve(histogram.index.size());
@@ -404,10 +430,9 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
   // 4. B in chunks of wavelength bins (bounded memory, binned_product.h), a chunk to a thread at a
   // time: every populated column's values over the chunk's bins, then each block's product over
   // them into those bins of the cube's rows (the threads' bins never overlap: one parallel loop,
-  // no barrier per chunk). A block's sums still run over all its columns at once, in double, and
-  // the float cube takes each voxel's sum once, rounded (data/datacube.h); only Eigen's tiling of
-  // the bins can move with the chunks (the last bits of a voxel, where a chunk's end is not where
-  // the whole row's tiles end).
+  // no barrier per chunk). Each voxel is one sum over its block's columns in their order (a dense
+  // block's in float, multiply_rows; a sparse one's in double, add_scaled_rows), rounded into the
+  // float cube once (data/datacube.h): the chunks do not change its bits.
   const std::size_t chunk_bins = layout.chunk_bins, n_chunks = layout.n_chunks;
 #pragma omp parallel
   {
@@ -548,24 +573,6 @@ BinnedProductStats binned_product_on_device(const Device& device, const BinnedPr
 
 namespace {
 
-// The transpose's step 1, shared by the host's and the device's: the columns any entry uses
-// (ascending), and each column's index among them (-1 where unused).
-struct UsedColumns {
-  std::vector<std::size_t> used;
-  std::vector<std::int32_t> index;
-};
-UsedColumns used_columns(const TileEntries& entries, std::size_t n_columns) {
-  UsedColumns out;
-  out.index.assign(n_columns, -1);
-  for (std::uint32_t c : entries.column) out.index[c] = 0;
-  for (std::size_t c = 0; c < n_columns; ++c)
-    if (out.index[c] == 0) {
-      out.index[c] = static_cast<std::int32_t>(out.used.size());
-      out.used.push_back(c);
-    }
-  return out;
-}
-
 // Chunk [k0, k0 + width)'s rows of B over the used columns, in double, row p at out + p * width,
 // made by the host's threads (a row to a thread at a time).
 void make_transpose_chunk(const BinnedProductInput& in, const std::vector<std::size_t>& used,
@@ -596,9 +603,7 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
   const std::vector<std::int32_t>& used_index = used_set.index;
   const std::size_t n_used = used.size();
   if (n_used == 0) return;
-  auto place = [&](std::size_t r, std::size_t e) {
-    return entries.place.empty() ? r * n_columns + entries.column[e] : entries.place[e];
-  };
+  auto place = [&](std::size_t r, std::size_t e) { return entry_place(entries, n_columns, r, e); };
 
   // 2. Each row block's columns (indices into `used`, ascending) and its kind of product, by the
   // forward product's rule: dense (one GEMM of the block's cotangent rows by its columns of B)
@@ -676,9 +681,7 @@ void binned_product_transpose_on_device(const Device& device, const BinnedProduc
   std::vector<std::uint32_t> entry_row(n_entries);
   std::vector<std::int32_t> entry_basis_row(n_entries);
   std::vector<double> sums(n_entries);
-  auto place = [&](std::size_t r, std::size_t e) {
-    return entries.place.empty() ? r * n_columns + entries.column[e] : entries.place[e];
-  };
+  auto place = [&](std::size_t r, std::size_t e) { return entry_place(entries, n_columns, r, e); };
 #pragma omp parallel for schedule(static)
   for (std::size_t r = 0; r < n_rows; ++r)
     for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e) {
