@@ -107,8 +107,8 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
 // moments exactly as binned_product does; the device holds H's rows, a span of B and the tile's
 // cube rows, and sums each voxel as the host's dense or sparse product sums it, operation for
 // operation. The cube rows and the moments are bitwise binned_product's (for a finite B;
-// tests/test_stellar_spectra.cpp and tests/test_cuda.cpp hold the two together). cube_rows must
-// hold zeros, as for binned_product; it is overwritten with the product.
+// tests/test_stellar_spectra.cpp and tests/test_cuda_product.cpp hold the two together). cube_rows
+// must hold zeros, as for binned_product; it is overwritten with the product.
 BinnedProductStats binned_product_on_device(const Device& device, const BinnedProductInput& in,
                                             const HostHistogram& histogram, float* cube_rows,
                                             double* light_moments);

@@ -409,9 +409,7 @@ struct TransposeDotLanes {
   IFUSIM_HD void operator()(std::size_t item) const {
     const std::size_t e = first_entry + item / 8, lane = item % 8;
     const std::size_t whole = dots.width / 8 * 8;
-    const double* g =
-        dots.cotangent + static_cast<std::size_t>(dots.row[e]) * dots.cotangent_stride;
-    const double* b = dots.basis + static_cast<std::size_t>(dots.basis_row[e]) * dots.width;
+    const double *g = dots.g_of(e), *b = dots.b_of(e);
     double sum = 0.0;
     for (std::size_t q = lane; q < whole; q += 8) sum = add_rn(sum, mul_rn(g[q], b[q]));
     dots.lanes[item] = sum;
@@ -425,9 +423,7 @@ struct FinishTransposeDots {
     const double* s = dots.lanes + 8 * i;
     double dot = add_rn(add_rn(add_rn(s[0], s[1]), add_rn(s[2], s[3])),
                         add_rn(add_rn(s[4], s[5]), add_rn(s[6], s[7])));
-    const double* g =
-        dots.cotangent + static_cast<std::size_t>(dots.row[e]) * dots.cotangent_stride;
-    const double* b = dots.basis + static_cast<std::size_t>(dots.basis_row[e]) * dots.width;
+    const double *g = dots.g_of(e), *b = dots.b_of(e);
     for (std::size_t q = dots.width / 8 * 8; q < dots.width; ++q)
       dot = add_rn(dot, mul_rn(g[q], b[q]));
     dots.sums[e] = add_rn(dots.sums[e], dot);

@@ -229,6 +229,13 @@ struct TransposeDots {
   std::size_t width = 0;
   double* sums = nullptr;
   double* lanes = nullptr;  // 8 an entry of the batch, the batch's first entry at lanes[0]
+  // Entry e's cotangent row and row of B over the chunk.
+  IFUSIM_HD const double* g_of(std::size_t e) const {
+    return cotangent + static_cast<std::size_t>(row[e]) * cotangent_stride;
+  }
+  IFUSIM_HD const double* b_of(std::size_t e) const {
+    return basis + static_cast<std::size_t>(basis_row[e]) * width;
+  }
 };
 
 // One device's sparse histogram: sorted unique indices (row * columns + column) and their
