@@ -759,7 +759,10 @@ ParticleGradients ForwardSession::backward(std::vector<double> cotangent) {
   ParticleGradients gradients;
   for (std::size_t i = h.setup.reduction; i-- > 0;) {
     const RunStage& r = stages[i];
-    if (!r.stage->particle_adjoint(*h.state, reduced, gradients))
+    const auto start = std::chrono::steady_clock::now();
+    const bool has_adjoint = r.stage->particle_adjoint(*h.state, reduced, gradients);
+    if (has_adjoint) log_adjoint_seconds(r.entry->name, start);
+    if (!has_adjoint)
       throw ConfigError(r.path + ": the stage \"" + r.entry->name +
                         "\" has no adjoint (it is not differentiable; docs/gradients.md lists "
                         "those that are): take it out of the run to differentiate it");

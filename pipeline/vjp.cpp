@@ -1,5 +1,8 @@
 #include "pipeline/vjp.h"
 
+#include <spdlog/spdlog.h>
+
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -23,14 +26,22 @@ void check_size(const CubeCotangent& c, const char* what) {
 
 }  // namespace
 
+void log_adjoint_seconds(const std::string& stage, std::chrono::steady_clock::time_point start) {
+  spdlog::info("adjoint {:<16} {:8.3f} s", stage,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
 CubeCotangent cube_stages_vjp(const std::vector<const Stage*>& cube_stages, const RunState& state,
                               CubeCotangent cotangent) {
   check_size(cotangent, "cotangent");
   if (state.cube && !(state.cube->shape == cotangent.shape))
     throw std::invalid_argument("gradient: the cotangent is " + to_string(cotangent.shape) +
                                 ", the run's cube " + to_string(state.cube->shape));
-  for (auto it = cube_stages.rbegin(); it != cube_stages.rend(); ++it)
+  for (auto it = cube_stages.rbegin(); it != cube_stages.rend(); ++it) {
+    const auto start = std::chrono::steady_clock::now();
     if (!(*it)->adjoint(state, cotangent)) refuse(**it, "adjoint");
+    log_adjoint_seconds((*it)->name(), start);
+  }
   return cotangent;
 }
 

@@ -3,6 +3,8 @@
 // the cotangent of the final cube, dL/d voxel, taken back through every cube stage's adjoint, last
 // stage first, to the cotangent of the reduced cube the reduction (psum) made, where the particle
 // stages' adjoints take over.
+#include <chrono>
+#include <string>
 #include <vector>
 
 #include "data/cotangent.h"
@@ -23,5 +25,8 @@ CubeCotangent cube_stages_vjp(const std::vector<const Stage*>& cube_stages, cons
 // against (<J x, y> = <x, J^T y>, tests/test_adjoints.cpp); std::invalid_argument as above.
 CubeCotangent cube_stages_jvp(const std::vector<const Stage*>& cube_stages, const RunState& state,
                               CubeCotangent tangent);
+
+// Logs (info) a stage's adjoint's seconds since `start`, as the forward run logs each stage's.
+void log_adjoint_seconds(const std::string& stage, std::chrono::steady_clock::time_point start);
 
 }  // namespace ifusim

@@ -5,6 +5,7 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
 
@@ -414,11 +415,21 @@ void light_moments_of(const ProductLayout& layout, double* light_moments) {
   }
 }
 
+// The seconds since `t`, and `t` moved to now: ProductSeconds' parts, one after another.
+double lap(std::chrono::steady_clock::time_point& t) {
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - t).count();
+  t = now;
+  return seconds;
+}
+
 }  // namespace
 
 BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
                                   float* cube_rows, double* light_moments) {
+  auto clock = std::chrono::steady_clock::now();
   ProductLayout layout = product_layout(in, histogram);
+  layout.stats.seconds.layout = lap(clock);
   const std::size_t n_rows = layout.n_rows, n_wave = layout.n_wave;
   const std::size_t n_pop = layout.populated.size();
   const SparseRows& h = layout.h;
@@ -496,14 +507,19 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
       }
     }
   }
+  layout.stats.seconds.basis = lap(clock);
   light_moments_of(layout, light_moments);
+  layout.stats.seconds.layout += lap(clock);
   return layout.stats;
 }
 
 BinnedProductStats binned_product_on_device(const Device& device, const BinnedProductInput& in,
                                             const HostHistogram& histogram, float* cube_rows,
                                             double* light_moments) {
+  auto clock = std::chrono::steady_clock::now();
   ProductLayout layout = product_layout(in, histogram);
+  ProductSeconds& seconds = layout.stats.seconds;
+  seconds.layout = lap(clock);
   const std::size_t n_rows = layout.n_rows, n_wave = layout.n_wave;
   const std::size_t n_pop = layout.populated.size();
   const std::size_t chunk_bins = layout.chunk_bins, n_chunks = layout.n_chunks;
@@ -524,6 +540,7 @@ BinnedProductStats binned_product_on_device(const Device& device, const BinnedPr
                                 dense_on.data(), n_rows,        kRowsPerBlock};
     DeviceBuffer<float> cube(device, n_rows * n_wave);
     cube.zero();
+    seconds.transfer += lap(clock);
     // B a span of whole chunks at a time: each chunk's rows made on the host as binned_product
     // makes them (its ChunkAxis, its band partials), every (chunk, column) of the span a work item
     // of the host's threads, into the span's rows (row p at p * width, the chunk at its first
@@ -561,13 +578,18 @@ BinnedProductStats binned_product_on_device(const Device& device, const BinnedPr
                           staging.data() + p * width + (c * chunk_bins - k_lo), layout.partial(c));
         }
       }
+      seconds.basis += lap(clock);
       basis.upload(staging.data(), n_pop * width);
+      seconds.transfer += lap(clock);
       IFUSIM_DISPATCH(device, multiply_basis_span, device, rows, basis.data(), width,
                       cube.data() + k_lo, n_wave);
+      seconds.sums += lap(clock);
     }
     cube.download(cube_rows, n_rows * n_wave);
+    seconds.sums += lap(clock);
   }
   light_moments_of(layout, light_moments);
+  seconds.layout += lap(clock);
   return layout.stats;
 }
 
@@ -591,8 +613,10 @@ void make_transpose_chunk(const BinnedProductInput& in, const std::vector<std::s
 
 }  // namespace
 
-void binned_product_transpose(const BinnedProductInput& in, const TileEntries& entries,
-                              const double* cotangent_rows, double* dl_dh) {
+ProductSeconds binned_product_transpose(const BinnedProductInput& in, const TileEntries& entries,
+                                        const double* cotangent_rows, double* dl_dh) {
+  ProductSeconds seconds;
+  auto clock = std::chrono::steady_clock::now();
   const std::size_t n_rows = static_cast<std::size_t>(in.tile.n_spaxels);
   const std::size_t n_columns = in.tile.columns();
   const std::size_t n_wave = static_cast<std::size_t>(in.bins.n);
@@ -602,7 +626,7 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
   const std::vector<std::size_t>& used = used_set.used;
   const std::vector<std::int32_t>& used_index = used_set.index;
   const std::size_t n_used = used.size();
-  if (n_used == 0) return;
+  if (n_used == 0) return seconds;
   auto place = [&](std::size_t r, std::size_t e) { return entry_place(entries, n_columns, r, e); };
 
   // 2. Each row block's columns (indices into `used`, ascending) and its kind of product, by the
@@ -627,9 +651,11 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
   const std::size_t chunk_bins =
       transpose_chunk_bins(in.basis_memory_bytes, in.transpose_chunk_bytes, n_used);
   std::vector<double> basis_buffer(n_used * std::min(chunk_bins, n_wave));
+  seconds.layout = lap(clock);
   for (std::size_t k0 = 0; k0 < n_wave; k0 += chunk_bins) {
     const std::size_t k1 = std::min(n_wave, k0 + chunk_bins), width = k1 - k0;
     make_transpose_chunk(in, used, k0, width, basis_buffer.data());
+    seconds.basis += lap(clock);
 #pragma omp parallel
     {
       std::vector<double> product_buffer;
@@ -661,18 +687,23 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
         }
       }
     }
+    seconds.sums += lap(clock);
   }
+  return seconds;
 }
 
-void binned_product_transpose_on_device(const Device& device, const BinnedProductInput& in,
-                                        const TileEntries& entries, const double* cotangent_rows,
-                                        double* dl_dh) {
+ProductSeconds binned_product_transpose_on_device(const Device& device,
+                                                  const BinnedProductInput& in,
+                                                  const TileEntries& entries,
+                                                  const double* cotangent_rows, double* dl_dh) {
+  ProductSeconds seconds;
+  auto clock = std::chrono::steady_clock::now();
   const std::size_t n_rows = static_cast<std::size_t>(in.tile.n_spaxels);
   const std::size_t n_columns = in.tile.columns();
   const std::size_t n_wave = static_cast<std::size_t>(in.bins.n);
   const UsedColumns used = used_columns(entries, n_columns);
   const std::size_t n_used = used.used.size();
-  if (n_used == 0) return;
+  if (n_used == 0) return seconds;
   const std::size_t n_entries = entries.column.size();
   if (device.is_cuda()) runtime::bind_current_thread(device);
 
@@ -689,6 +720,7 @@ void binned_product_transpose_on_device(const Device& device, const BinnedProduc
       entry_basis_row[e] = used.index[entries.column[e]];
       sums[e] = dl_dh[place(r, e)];
     }
+  seconds.layout = lap(clock);
   DeviceBuffer<std::uint32_t> row_on(device, n_entries);
   row_on.upload(entry_row.data(), n_entries);
   DeviceBuffer<std::int32_t> basis_row_on(device, n_entries);
@@ -708,22 +740,29 @@ void binned_product_transpose_on_device(const Device& device, const BinnedProduc
   const std::size_t max_width = std::min(chunk_bins, n_wave);
   DeviceBuffer<double> basis(device, n_used * max_width);
   HostStaging<double> staging(device, n_used * max_width);
+  seconds.transfer = lap(clock);
   for (std::size_t k0 = 0; k0 < n_wave; k0 += chunk_bins) {
     const std::size_t width = std::min(n_wave, k0 + chunk_bins) - k0;
     make_transpose_chunk(in, used.used, k0, width, staging.data());
+    seconds.basis += lap(clock);
     basis.upload(staging.data(), n_used * width);
+    seconds.transfer += lap(clock);
     const TransposeDots dots{row_on.data(),  basis_row_on.data(), cotangent.data() + k0,
                              n_wave,         basis.data(),        width,
                              sums_on.data(), lanes.data()};
     for (std::size_t first = 0; first < n_entries; first += batch)
       IFUSIM_DISPATCH(device, add_transpose_dots, device, dots, first,
                       std::min(batch, n_entries - first));
+    seconds.sums += lap(clock);
   }
   sums_on.download(sums.data(), n_entries);
+  seconds.sums += lap(clock);
 #pragma omp parallel for schedule(static)
   for (std::size_t r = 0; r < n_rows; ++r)
     for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e)
       dl_dh[place(r, e)] = sums[e];
+  seconds.layout += lap(clock);
+  return seconds;
 }
 
 }  // namespace ifusim

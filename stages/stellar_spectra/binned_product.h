@@ -81,10 +81,27 @@ struct BinnedProductInput {
   std::size_t transpose_chunk_bytes = kTransposeChunkBytes;
 };
 
+// Where a product's (or its transpose's) time went, on the host's clock: H's rows and the row
+// blocks (layout), B's rows (basis; the host's forward product sums its voxels there too, chunk by
+// chunk), sending B, H and the cotangent rows to a device (transfer), and the sums (sums; on a
+// device, with their copy back). The stage logs them at debug level: what to move to a GPU next
+// (docs/gpu.md).
+struct ProductSeconds {
+  double layout = 0.0, basis = 0.0, transfer = 0.0, sums = 0.0;
+  ProductSeconds& operator+=(const ProductSeconds& o) {
+    layout += o.layout;
+    basis += o.basis;
+    transfer += o.transfer;
+    sums += o.sums;
+    return *this;
+  }
+};
+
 struct BinnedProductStats {
   std::size_t populated_columns = 0;  // of tile.columns()
   std::size_t nonzeros = 0;           // of H
   std::size_t dense_blocks = 0, sparse_blocks = 0;
+  ProductSeconds seconds;
 };
 
 // The reduced histogram of one tile on the host: its non-zero entries, sorted by index
@@ -157,8 +174,8 @@ struct TileEntries {
 // dL/d(the tile's cube rows), in double); other elements of dl_dh are not touched. B is made
 // in chunks of bins as the forward product makes it; the chunks are taken in order and each row
 // block's sums are made the same way whatever the thread count, so dL/dH is bitwise reproducible.
-void binned_product_transpose(const BinnedProductInput& in, const TileEntries& entries,
-                              const double* cotangent_rows, double* dl_dh);
+ProductSeconds binned_product_transpose(const BinnedProductInput& in, const TileEntries& entries,
+                                        const double* cotangent_rows, double* dl_dh);
 
 // The same transpose with the dot products made on `device` (a GPU, or a CPU device in the tests:
 // the one kernel source, TransposeDotLanes and FinishTransposeDots in kernels.inl): the host
@@ -169,9 +186,10 @@ void binned_product_transpose(const BinnedProductInput& in, const TileEntries& e
 // lanes (q mod 8), the fixed tree, the last depth mod 8 products in order, no FMA. dl_dh is
 // bitwise binned_product_transpose's (for finite B and cotangents; tests/test_stellar_spectra.cpp
 // and tests/test_cuda_product.cpp). Entries' places must be distinct, as the stage's are.
-void binned_product_transpose_on_device(const Device& device, const BinnedProductInput& in,
-                                        const TileEntries& entries, const double* cotangent_rows,
-                                        double* dl_dh);
+ProductSeconds binned_product_transpose_on_device(const Device& device,
+                                                  const BinnedProductInput& in,
+                                                  const TileEntries& entries,
+                                                  const double* cotangent_rows, double* dl_dh);
 // The entries whose lanes the device holds at once (8 doubles an entry): the entries are taken
 // in batches of at most this many per chunk (a MUSE-WFM tile's tens of millions in a few).
 inline constexpr std::size_t kDeviceTransposeBatchEntries = std::size_t(1) << 21;

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -498,8 +499,18 @@ class BinnedSpectra final : public PartialResult {
     std::vector<double> light_moments(3 * cube.shape.n_spaxels(), 0.0);
     const std::int32_t n_spaxels = static_cast<std::int32_t>(cube.shape.n_spaxels());
     BinnedProductStats totals;
+    // The gathers' and the later tiles' deposits' seconds, beside the product's (debug log).
+    double gather_seconds = 0.0, deposit_seconds = 0.0;
+    using Clock = std::chrono::steady_clock;
+    auto seconds_since = [](Clock::time_point t) {
+      return std::chrono::duration<double>(Clock::now() - t).count();
+    };
+    std::size_t n_tiles = 0;
     while (true) {
+      auto t = Clock::now();
       const HostHistogram histogram = gather(state.mesh);
+      gather_seconds += seconds_since(t);
+      ++n_tiles;
       // The cube once the first tile is gathered (and freed): not held beside the tile.
       if (cube.data.empty()) cube.data = large_vector<float>(cube.shape.n_voxels());
       BinnedProductInput in;
@@ -526,20 +537,28 @@ class BinnedSpectra final : public PartialResult {
       totals.nonzeros += stats.nonzeros;
       totals.dense_blocks += stats.dense_blocks;
       totals.sparse_blocks += stats.sparse_blocks;
+      totals.seconds += stats.seconds;
       tile_.first_spaxel += tile_.n_spaxels;
       if (tile_.first_spaxel >= n_spaxels) break;
       tile_.n_spaxels = std::min(tile_spaxels_, n_spaxels - tile_.first_spaxel);
       // Each further tile is deposited from the stars again: the run holds them all.
       if (state.stars_are_a_block())
         throw std::logic_error("stellar_spectra: histogram tiles of a streamed galaxy");
+      t = Clock::now();
       deposit(state);
+      deposit_seconds += seconds_since(t);
     }
+    const ProductSeconds& seconds = totals.seconds;
     spdlog::debug(
-        "binned spectra ({} histogram): {} velocity nodes, dust rank {}, {} populated columns, "
-        "{} non-zeros, {} dense and {} sparse blocks",
-        storage_ == HistogramStorage::sparse ? "sparse" : "dense", tile_.velocity.n,
+        "binned spectra ({} histogram, {} tiles): {} velocity nodes, dust rank {}, {} populated "
+        "columns, {} non-zeros, {} dense and {} sparse blocks; seconds: gather {:.3f}, later "
+        "tiles' deposits {:.3f}, product {} (layout {:.3f}, B's rows {:.3f}, transfers {:.3f}, "
+        "sums {:.3f})",
+        storage_ == HistogramStorage::sparse ? "sparse" : "dense", n_tiles, tile_.velocity.n,
         tile_.dust.rank, totals.populated_columns, totals.nonzeros, totals.dense_blocks,
-        totals.sparse_blocks);
+        totals.sparse_blocks, gather_seconds, deposit_seconds,
+        state.mesh.device(0).is_cuda() ? "on the first GPU" : "on the host", seconds.layout,
+        seconds.basis, seconds.transfer, seconds.sums);
     velocity_moment_maps(light_moments, "light", "light-weighted", "the stars", state.maps);
     add_to_cube(state, cube.shape, cube.unit, std::move(cube.data));
   }
@@ -843,7 +862,19 @@ class StellarSpectraStage final : public Stage {
                                smoothed ? position->data() + 3 * first + 1 : nullptr,
                                3};
     };
+    // Where the adjoint's time goes (debug log): marking the entries, dL/dH = G B^T, the stars'
+    // sums.
+    using Clock = std::chrono::steady_clock;
+    auto lap = [](Clock::time_point& t) {
+      const auto now = Clock::now();
+      const double seconds = std::chrono::duration<double>(now - t).count();
+      t = now;
+      return seconds;
+    };
+    double mark_seconds = 0.0, gather_seconds = 0.0;
+    ProductSeconds transpose_seconds;
     for (std::int32_t first = 0; first < n_spaxels; first += tile_spaxels) {
+      auto clock = Clock::now();
       tile.first_spaxel = first;
       tile.n_spaxels = std::min(tile_spaxels, n_spaxels - first);
       // The tile's entries lie in the rows' windows, as in the forward's dense histogram.
@@ -866,6 +897,7 @@ class StellarSpectraStage final : public Stage {
       psum(mesh, marks);
       const TileEntries entries = marked_entries(marks, tile, windows);
       marks = {};
+      mark_seconds += lap(clock);
       // 2. dL/dH over them, at their places in the windows.
       if (entries.column.empty()) continue;
       std::vector<double> dl_dh = large_vector<double>(windows.entries(tile), 0.0);
@@ -882,11 +914,12 @@ class StellarSpectraStage final : public Stage {
       // transpose; on the CPU backend the host's own (its vectorised GEMM blocks are faster).
       const Device& product_device = mesh.device(0);
       const double* cotangent_rows = reduced.data.data() + static_cast<std::size_t>(first) * n_wave;
-      if (product_device.is_cuda())
-        binned_product_transpose_on_device(product_device, in, entries, cotangent_rows,
-                                           dl_dh.data());
-      else
-        binned_product_transpose(in, entries, cotangent_rows, dl_dh.data());
+      transpose_seconds +=
+          product_device.is_cuda()
+              ? binned_product_transpose_on_device(product_device, in, entries, cotangent_rows,
+                                                   dl_dh.data())
+              : binned_product_transpose(in, entries, cotangent_rows, dl_dh.data());
+      clock = Clock::now();
       // 3. Each star's sums, on its device: a GPU gets its copy of dL/dH; a cpu device reads the
       // host's (the same memory).
       ShardedArray<double> dl_dh_on;
@@ -899,7 +932,14 @@ class StellarSpectraStage final : public Stage {
           IFUSIM_DISPATCH(d, gather_star_gradients, d, ssp, bins, sv, t, g, out);
         });
       });
+      gather_seconds += lap(clock);
     }
+    spdlog::debug(
+        "stellar_spectra adjoint: seconds: marking the entries {:.3f}, dL/dH = G B^T {} (layout "
+        "{:.3f}, B's rows {:.3f}, transfers {:.3f}, sums {:.3f}), the stars' sums {:.3f}",
+        mark_seconds, mesh.device(0).is_cuda() ? "on the first GPU" : "on the host",
+        transpose_seconds.layout, transpose_seconds.basis, transpose_seconds.transfer,
+        transpose_seconds.sums, gather_seconds);
     // 4. A GPU's sums, shard by shard, a component plane at a time.
     if (any_cuda) {
       std::vector<GradientPlane> planes = {
