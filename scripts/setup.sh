@@ -7,6 +7,7 @@ packages=(
   build-essential cmake pkg-config
   libhdf5-dev nlohmann-json3-dev libeigen3-dev catch2
   libcfitsio-dev libcli11-dev libspdlog-dev libfmt-dev libpng-dev libnanoflann-dev
+  libfftw3-dev                          # the Moffat PSF's FFTs (stages/psf)
   python3-astropy python3-numpy python3-h5py
   python3-dev pybind11-dev python3-venv python3-pip   # the Python package (python/, pyproject.toml)
   python3-pytest python3-matplotlib python3-tqdm      # its tests and examples/quickstart.py

@@ -1,11 +1,15 @@
 #include "stages/psf/psf.h"
 
-#include <unsupported/Eigen/FFT>
+#include <fftw3.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <complex>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <new>
 #include <stdexcept>
 #include <type_traits>
 
@@ -112,7 +116,7 @@ int psf_margin_spaxels(const PsfParams& params, double spaxel_arcsec) {
 
 namespace {
 
-// The smallest size >= n whose only prime factors are 2, 3 and 5 (fast for kissfft).
+// The smallest size >= n whose only prime factors are 2, 3 and 5 (FFTW's fastest sizes).
 int fft_size(int n) {
   for (int m = std::max(n, 1);; ++m) {
     int r = m;
@@ -124,47 +128,132 @@ int fft_size(int n) {
 
 using Complex = std::complex<double>;
 
-// In-place 2-D FFT of a py x px row-major array. Forward: only the first `rows_in` rows may be
-// non-zero (the rest stay zero through the row pass). Inverse: only the first `rows_out` rows
-// are wanted (the row pass skips the others). The inverse divides by px py.
-void fft2(Eigen::FFT<double>& fft, std::vector<Complex>& a, int px, int py, bool inverse, int rows,
-          std::vector<Complex>& in, std::vector<Complex>& out) {
-  auto rows_pass = [&] {
-    for (int y = 0; y < rows; ++y) {
-      Complex* row = a.data() + static_cast<std::size_t>(y) * px;
-      std::copy(row, row + px, in.begin());
-      if (inverse)
-        fft.inv(out.data(), in.data(), px);
-      else
-        fft.fwd(out.data(), in.data(), px);
-      std::copy(out.begin(), out.begin() + px, row);
-    }
-  };
-  auto columns_pass = [&] {
-    for (int x = 0; x < px; ++x) {
-      for (int y = 0; y < py; ++y) in[y] = a[static_cast<std::size_t>(y) * px + x];
-      if (inverse)
-        fft.inv(out.data(), in.data(), py);
-      else
-        fft.fwd(out.data(), in.data(), py);
-      for (int y = 0; y < py; ++y) a[static_cast<std::size_t>(y) * px + x] = out[y];
-    }
-  };
-  if (inverse) {
-    columns_pass();
-    rows_pass();
-  } else {
-    rows_pass();
-    columns_pass();
+// A py x px row-major complex plane in FFTW's aligned memory (fftw_malloc: every plane the
+// plans below execute on has the alignment of the one they were made on).
+class FftPlane {
+ public:
+  explicit FftPlane(std::size_t area)
+      : data_(static_cast<Complex*>(fftw_malloc(area * sizeof(Complex)))), area_(area) {
+    if (!data_) throw std::bad_alloc();
+    std::fill(data_, data_ + area_, Complex(0.0));
   }
+  FftPlane(const FftPlane&) = delete;
+  FftPlane& operator=(const FftPlane&) = delete;
+  ~FftPlane() { fftw_free(data_); }
+  Complex* data() { return data_; }
+  Complex& operator[](std::size_t i) { return data_[i]; }
+  const Complex& operator[](std::size_t i) const { return data_[i]; }
+  // FFTW's complex is two doubles, as std::complex<double> is (FFTW's manual, section 4.1.1).
+  fftw_complex* fftw() { return reinterpret_cast<fftw_complex*>(data_); }
+
+ private:
+  Complex* data_;
+  std::size_t area_;
+};
+
+// The 2-D FFT of a py x px plane (row-major) as two passes of contiguous 1-D transforms (FFTW,
+// Frigo & Johnson 2005, Proc. IEEE 93, 216) with a transpose between them. forward() transforms
+// the plane's first `rows` rows (the others must be zero), transposes it into `spectrum` (px x
+// py: its row x is the plane's column x) and transforms the spectrum's rows; the spectrum stays
+// transposed (a kernel's is made the same way, so the product of two is taken there). inverse()
+// undoes that and gives back only the first `rows` rows (the rest of the plane is not touched).
+// The plans are made once, with FFTW_ESTIMATE (FFTW_MEASURE picks its algorithm by timing, so
+// the bits could change from run to run), under a lock (FFTW's planner is not thread-safe), then
+// executed by any thread on its own planes (fftw_execute_dft is thread-safe). ESTIMATE's plan for
+// strided column transforms was slow (2.7 ms a pass over a 384 x 384 plane, against 0.3 ms for
+// contiguous rows and the transpose), hence the transposes. The inverse is unscaled: it
+// multiplies by px py.
+class PlaneFft {
+ public:
+  PlaneFft(int px, int py, int rows) : px_(px), py_(py), rows_(rows) {
+    FftPlane probe(static_cast<std::size_t>(px) * py);
+    const std::lock_guard<std::mutex> lock(planner_mutex());
+    for (int i : {0, 1}) {
+      const int sign = i == 0 ? FFTW_FORWARD : FFTW_BACKWARD;
+      row_plans_[i] = fftw_plan_many_dft(1, &px, rows, probe.fftw(), nullptr, 1, px, probe.fftw(),
+                                         nullptr, 1, px, sign, FFTW_ESTIMATE);
+      column_plans_[i] = fftw_plan_many_dft(1, &py, px, probe.fftw(), nullptr, 1, py, probe.fftw(),
+                                            nullptr, 1, py, sign, FFTW_ESTIMATE);
+      if (!row_plans_[i] || !column_plans_[i]) throw std::runtime_error("psf: FFTW made no plan");
+    }
+  }
+  PlaneFft(const PlaneFft&) = delete;
+  PlaneFft& operator=(const PlaneFft&) = delete;
+  ~PlaneFft() {
+    const std::lock_guard<std::mutex> lock(planner_mutex());
+    for (fftw_plan p : {row_plans_[0], row_plans_[1], column_plans_[0], column_plans_[1]})
+      fftw_destroy_plan(p);
+  }
+  void forward(FftPlane& plane, FftPlane& spectrum) const {
+    fftw_execute_dft(row_plans_[0], plane.fftw(), plane.fftw());
+    // spectrum[x][y] = plane[y][x] (in tiles, so that both stay in cache), zero for y >= rows.
+    for (int y0 = 0; y0 < rows_; y0 += kTile)
+      for (int x0 = 0; x0 < px_; x0 += kTile) {
+        const int y1 = std::min(rows_, y0 + kTile), x1 = std::min(px_, x0 + kTile);
+        for (int x = x0; x < x1; ++x)
+          for (int y = y0; y < y1; ++y)
+            spectrum[static_cast<std::size_t>(x) * py_ + y] =
+                plane[static_cast<std::size_t>(y) * px_ + x];
+      }
+    for (int x = 0; x < px_; ++x)
+      std::fill(spectrum.data() + static_cast<std::size_t>(x) * py_ + rows_,
+                spectrum.data() + static_cast<std::size_t>(x + 1) * py_, Complex(0.0));
+    fftw_execute_dft(column_plans_[0], spectrum.fftw(), spectrum.fftw());
+  }
+  void inverse(FftPlane& spectrum, FftPlane& plane) const {
+    fftw_execute_dft(column_plans_[1], spectrum.fftw(), spectrum.fftw());
+    for (int y0 = 0; y0 < rows_; y0 += kTile)
+      for (int x0 = 0; x0 < px_; x0 += kTile) {
+        const int y1 = std::min(rows_, y0 + kTile), x1 = std::min(px_, x0 + kTile);
+        for (int y = y0; y < y1; ++y)
+          for (int x = x0; x < x1; ++x)
+            plane[static_cast<std::size_t>(y) * px_ + x] =
+                spectrum[static_cast<std::size_t>(x) * py_ + y];
+      }
+    fftw_execute_dft(row_plans_[1], plane.fftw(), plane.fftw());
+  }
+
+ private:
+  static constexpr int kTile = 32;
+  static std::mutex& planner_mutex() {
+    static std::mutex m;
+    return m;
+  }
+  int px_, py_, rows_;
+  fftw_plan row_plans_[2] = {nullptr, nullptr}, column_plans_[2] = {nullptr, nullptr};
+};
+
+// The Moffat's planes are taken this many pairs at a time (16 consecutive wavelengths): a
+// spaxel's values of a batch are consecutive in the spaxel-major cube, a cache line of floats,
+// so that gathering the planes and scattering them back reads and writes whole lines, not a line
+// for each value (one pair at a time, those strided passes were 40% of the PSF's time).
+constexpr int kMoffatPairsPerBatch = 8;
+
+// The FFT's padded plane for a Moffat of `fwhm_arcsec` and `beta` on an nx x ny field: the
+// kernel (its radius capped by the field), px x py (at least n + radius along each axis, so that
+// the circular convolution has no wrap-around inside the field).
+struct MoffatPlane {
+  Kernel2D kernel;
+  int rx = 0, ry = 0, px = 0, py = 0;
+  std::size_t area() const { return static_cast<std::size_t>(px) * py; }
+};
+MoffatPlane moffat_plane(const PsfParams& params, double fwhm_arcsec, double beta,
+                         double spaxel_arcsec, int nx, int ny) {
+  MoffatPlane m;
+  m.kernel = moffat_pixel_kernel(params, fwhm_arcsec, beta, spaxel_arcsec, std::max(nx, ny) - 1);
+  m.rx = std::min(m.kernel.radius, nx - 1);
+  m.ry = std::min(m.kernel.radius, ny - 1);
+  m.px = fft_size(nx + m.rx);
+  m.py = fft_size(ny + m.ry);
+  return m;
 }
 
 // The Moffat is not separable and its kernel is wide (14 FWHM at beta = 2.5), so a direct sum
-// costs n_spaxels x n_taps per plane: it is done as out = K * in / K.sum with FFTs, zero-padded to
-// at least n + radius along each axis so that the circular convolution has no wrap-around inside
-// the cube. Two real planes go through one complex transform (the kernel is real: the real part is
-// one plane's result, the imaginary part the other's). Each pair of planes is independent, so the
-// result does not depend on the thread count. Rounding: ~1e-16 of a plane's largest value (so far
+// costs n_spaxels x n_taps per plane: it is done as out = K * in / K.sum with FFTs, zero-padded
+// (moffat_plane). Two real planes go through one complex transform (the kernel is real: the real
+// part is one plane's result, the imaginary part the other's). Each pair of planes is
+// independent, so the result does not depend on the thread count. In place: a batch's planes
+// are read whole before any is written back. Rounding: ~1e-16 of a plane's largest value (so far
 // from all sources a voxel may come out as, e.g., -1e-17 of the peak rather than 0).
 //
 // With `transpose`, the adjoint (docs/gradients.md): the correlation with the same taps, i.e. the
@@ -173,54 +262,62 @@ template <class T>
 void apply_moffat(const PsfParams& params, double fwhm_arcsec, double beta, double spaxel_arcsec,
                   const CubeShape& shape, std::vector<T>& data, bool transpose) {
   const int nx = shape.nx, ny = shape.ny, n_wave = shape.n_wave;
-  const Kernel2D kernel =
-      moffat_pixel_kernel(params, fwhm_arcsec, beta, spaxel_arcsec, std::max(nx, ny) - 1);
-  const int rx = std::min(kernel.radius, nx - 1), ry = std::min(kernel.radius, ny - 1);
-  const double inv_norm = 1.0 / kernel.sum;  // the whole kernel's total is 1
-  const int px = fft_size(nx + rx), py = fft_size(ny + ry);
-  const std::size_t area = static_cast<std::size_t>(px) * py;
-  std::vector<Complex> kernel_ft(area, 0.0);
-  for (int dy = -ry; dy <= ry; ++dy)
-    for (int dx = -rx; dx <= rx; ++dx)
-      kernel_ft[static_cast<std::size_t>((dy + py) % py) * px + (dx + px) % px] =
-          transpose ? kernel.at(-dx, -dy) : kernel.at(dx, dy);
-  {
-    Eigen::FFT<double> fft;
-    std::vector<Complex> in(std::max(px, py)), out(std::max(px, py));
-    fft2(fft, kernel_ft, px, py, false, py, in, out);
-  }
+  const MoffatPlane m = moffat_plane(params, fwhm_arcsec, beta, spaxel_arcsec, nx, ny);
+  const int px = m.px, py = m.py;
+  const std::size_t area = m.area();
+  // The kernel's transform, with the convolution's normalisation (the whole kernel's total is 1)
+  // and the inverse's 1 / (px py) folded in.
+  const double scale = 1.0 / (m.kernel.sum * static_cast<double>(area));
+  FftPlane kernel_plane(area), kernel_ft(area);
+  for (int dy = -m.ry; dy <= m.ry; ++dy)
+    for (int dx = -m.rx; dx <= m.rx; ++dx)
+      kernel_plane[static_cast<std::size_t>((dy + py) % py) * px + (dx + px) % px] =
+          scale * (transpose ? m.kernel.at(-dx, -dy) : m.kernel.at(dx, dy));
+  PlaneFft(px, py, py).forward(kernel_plane, kernel_ft);
 
-  std::vector<T> result = large_vector<T>(data.size());
+  const PlaneFft fft(px, py, ny);
   const int pairs = (n_wave + 1) / 2;
+  const int batches = (pairs + kMoffatPairsPerBatch - 1) / kMoffatPairsPerBatch;
+  const std::size_t n_spaxels = static_cast<std::size_t>(nx) * ny;
 #pragma omp parallel
   {
-    Eigen::FFT<double> fft;  // caches its plans: one per thread
-    std::vector<Complex> plane(area), in(std::max(px, py)), out(std::max(px, py));
+    std::vector<std::unique_ptr<FftPlane>> planes;
+    for (int i = 0; i < kMoffatPairsPerBatch; ++i)
+      planes.push_back(std::make_unique<FftPlane>(area));
+    FftPlane spectrum(area);
 #pragma omp for schedule(static)
-    for (int p = 0; p < pairs; ++p) {
-      const int k0 = 2 * p;
-      const bool two = k0 + 1 < n_wave;
-      std::fill(plane.begin(), plane.end(), Complex(0.0));
-      for (int y = 0; y < ny; ++y)
-        for (int x = 0; x < nx; ++x) {
-          const std::size_t s = static_cast<std::size_t>(y) * nx + x;
-          const T* src = data.data() + s * n_wave + k0;
-          plane[static_cast<std::size_t>(y) * px + x] =
-              Complex(src[0] * inv_norm, two ? src[1] * inv_norm : 0.0);
+    for (int b = 0; b < batches; ++b) {
+      const int k_begin = 2 * kMoffatPairsPerBatch * b;
+      const int k_end = std::min(n_wave, k_begin + 2 * kMoffatPairsPerBatch);
+      const int n_pairs = (k_end - k_begin + 1) / 2;
+      // The field's rows' padding is zero (the last batch's inverse left values there; the rows
+      // below the field are never read).
+      for (int i = 0; i < n_pairs; ++i)
+        for (int y = 0; y < ny; ++y)
+          std::fill(planes[i]->data() + static_cast<std::size_t>(y) * px + nx,
+                    planes[i]->data() + static_cast<std::size_t>(y + 1) * px, Complex(0.0));
+      for (std::size_t s = 0; s < n_spaxels; ++s) {
+        const std::size_t at = (s / nx) * px + s % nx;
+        const T* src = data.data() + s * n_wave;
+        for (int k = k_begin; k < k_end; k += 2)
+          (*planes[(k - k_begin) / 2])[at] = Complex(src[k], k + 1 < k_end ? src[k + 1] : 0.0);
+      }
+      for (int i = 0; i < n_pairs; ++i) {
+        fft.forward(*planes[i], spectrum);
+        for (std::size_t j = 0; j < area; ++j) spectrum[j] *= kernel_ft[j];
+        fft.inverse(spectrum, *planes[i]);
+      }
+      for (std::size_t s = 0; s < n_spaxels; ++s) {
+        const std::size_t at = (s / nx) * px + s % nx;
+        T* dst = data.data() + s * n_wave;
+        for (int k = k_begin; k < k_end; k += 2) {
+          const Complex v = (*planes[(k - k_begin) / 2])[at];
+          dst[k] = static_cast<T>(v.real());
+          if (k + 1 < k_end) dst[k + 1] = static_cast<T>(v.imag());
         }
-      fft2(fft, plane, px, py, false, ny, in, out);
-      for (std::size_t i = 0; i < area; ++i) plane[i] *= kernel_ft[i];
-      fft2(fft, plane, px, py, true, ny, in, out);
-      for (int y = 0; y < ny; ++y)
-        for (int x = 0; x < nx; ++x) {
-          const std::size_t s = static_cast<std::size_t>(y) * nx + x;
-          const Complex v = plane[static_cast<std::size_t>(y) * px + x];
-          result[s * n_wave + k0] = static_cast<T>(v.real());
-          if (two) result[s * n_wave + k0 + 1] = static_cast<T>(v.imag());
-        }
+      }
     }
   }
-  data = std::move(result);
 }
 
 double gaussian_sigma_spaxels(double fwhm_arcsec, double spaxel_arcsec) {
@@ -365,11 +462,25 @@ class PsfStage final : public Stage {
     return {{"cube_psf", "", "every wavelength plane convolved with the PSF"}};
   }
   std::vector<MemoryItem> memory_estimate(const PlanContext& c) const override {
-    // The Gaussian convolves in place (buffers of ~1 MB per thread); the Moffat's FFTs write a
-    // second cube.
+    // The Gaussian convolves in place (buffers of ~1 MB per thread); so does the Moffat, with its
+    // FFT planes, for the widest kernel. A FWHM or
+    // beta that varies with wavelength also gathers each group of planes into one buffer (at most
+    // the cube).
     if (params_.shape == PsfParams::Shape::gaussian) return {};
-    return {
-        {"convolved cube (float, host; with the cube)", c.n_voxels() * sizeof(float), false, ""}};
+    const double spaxel_arcsec = c.observation.axes.spaxel_arcsec;
+    if (!(spaxel_arcsec > 0.0) || c.n_spaxels == 0) return {};  // run() says why
+    const int side = static_cast<int>(std::llround(std::sqrt(static_cast<double>(c.n_spaxels))));
+    const MoffatPlane widest = moffat_plane(params_, params_.fwhm_arcsec.max(), params_.beta.min(),
+                                            spaxel_arcsec, side, side);
+    // A thread's planes and its spectrum, and the kernel's plane and spectrum.
+    const auto planes =
+        static_cast<std::size_t>(omp_get_max_threads() * (kMoffatPairsPerBatch + 1) + 2);
+    std::vector<MemoryItem> items = {
+        {"Moffat FFT planes (host)", planes * widest.area() * sizeof(Complex), false, ""}};
+    if (!params_.fwhm_arcsec.constant() || !params_.beta.constant())
+      items.push_back({"a group of planes of one (FWHM, beta) (float, host; with the cube)",
+                       c.n_voxels() * sizeof(float), false, ""});
+    return items;
   }
 
   CubeMargin margin(const Observation& obs) const override {
