@@ -802,6 +802,15 @@ class StellarSpectraStage final : public Stage {
     SpectralSetup& setup = run_setup_;
     const CubeShape& shape = setup.shape;
     reduced.require_shape(shape, "stellar_spectra");
+    // Where the adjoint's time goes (debug log, below).
+    using Clock = std::chrono::steady_clock;
+    auto clock = Clock::now();
+    auto lap = [](Clock::time_point& t) {
+      const auto now = Clock::now();
+      const double seconds = std::chrono::duration<double>(now - t).count();
+      t = now;
+      return seconds;
+    };
     const Mesh& mesh = state.mesh;
     const Stars& stars = state.data.stars;
     HistogramTile tile = binned_spectra(state, setup)->first_tile();
@@ -862,23 +871,15 @@ class StellarSpectraStage final : public Stage {
                                smoothed ? position->data() + 3 * first + 1 : nullptr,
                                3};
     };
-    // Where the adjoint's time goes (debug log): marking the entries, dL/dH = G B^T, the stars'
-    // sums.
-    using Clock = std::chrono::steady_clock;
-    auto lap = [](Clock::time_point& t) {
-      const auto now = Clock::now();
-      const double seconds = std::chrono::duration<double>(now - t).count();
-      t = now;
-      return seconds;
-    };
-    double mark_seconds = 0.0, gather_seconds = 0.0;
+    double mark_seconds = 0.0, gather_seconds = 0.0, window_seconds = 0.0;
     ProductSeconds transpose_seconds;
+    const double setup_seconds = lap(clock);
     for (std::int32_t first = 0; first < n_spaxels; first += tile_spaxels) {
-      auto clock = Clock::now();
       tile.first_spaxel = first;
       tile.n_spaxels = std::min(tile_spaxels, n_spaxels - first);
       // The tile's entries lie in the rows' windows, as in the forward's dense histogram.
       const RowWindows windows = row_windows(mesh, setup, stars, tile);
+      window_seconds += lap(clock);
       auto on_device = [&](const Device& d, auto&& kernel) {
         HistogramTile t = tile;
         if (dust) t.dust.phi = setup.device_dust_phi->local(d).data;
@@ -914,6 +915,7 @@ class StellarSpectraStage final : public Stage {
       // transpose; on the CPU backend the host's own (its vectorised GEMM blocks are faster).
       const Device& product_device = mesh.device(0);
       const double* cotangent_rows = reduced.data.data() + static_cast<std::size_t>(first) * n_wave;
+      transpose_seconds.layout += lap(clock);  // dL/dH's array
       transpose_seconds +=
           product_device.is_cuda()
               ? binned_product_transpose_on_device(product_device, in, entries, cotangent_rows,
@@ -934,12 +936,6 @@ class StellarSpectraStage final : public Stage {
       });
       gather_seconds += lap(clock);
     }
-    spdlog::debug(
-        "stellar_spectra adjoint: seconds: marking the entries {:.3f}, dL/dH = G B^T {} (layout "
-        "{:.3f}, B's rows {:.3f}, transfers {:.3f}, sums {:.3f}), the stars' sums {:.3f}",
-        mark_seconds, mesh.device(0).is_cuda() ? "on the first GPU" : "on the host",
-        transpose_seconds.layout, transpose_seconds.basis, transpose_seconds.transfer,
-        transpose_seconds.sums, gather_seconds);
     // 4. A GPU's sums, shard by shard, a component plane at a time.
     if (any_cuda) {
       std::vector<GradientPlane> planes = {
@@ -951,6 +947,14 @@ class StellarSpectraStage final : public Stage {
       }
       add_device_sums(sums, planes);
     }
+    spdlog::debug(
+        "stellar_spectra adjoint: seconds: the gradients' arrays {:.3f}, the rows' windows "
+        "{:.3f}, marking the entries {:.3f}, dL/dH = G B^T {} (layout {:.3f}, B's rows {:.3f}, "
+        "transfers {:.3f}, sums {:.3f}), the stars' sums {:.3f}, a GPU's sums to the host {:.3f}",
+        setup_seconds, window_seconds, mark_seconds,
+        mesh.device(0).is_cuda() ? "on the first GPU" : "on the host", transpose_seconds.layout,
+        transpose_seconds.basis, transpose_seconds.transfer, transpose_seconds.sums, gather_seconds,
+        lap(clock));
     return true;
   }
 
