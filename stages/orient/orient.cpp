@@ -164,10 +164,13 @@ class OrientStage final : public Stage {
       std::vector<double>& g = it->second;
       if (g.size() % 3 != 0)
         throw std::logic_error(std::string("orient: gradient ") + name + " is not 3 components");
-      for (std::size_t i = 0; i < g.size(); i += 3) {
-        const double out[3] = {g[i], g[i + 1], g[i + 2]};
-        for (int c = 0; c < 3; ++c)
-          g[i + c] = r[c] * out[0] + r[3 + c] * out[1] + r[6 + c] * out[2];
+      // Each particle on its own, in parallel (1e8 stars: 0.45 s on one thread).
+      const auto n = static_cast<std::ptrdiff_t>(g.size() / 3);
+#pragma omp parallel for schedule(static)
+      for (std::ptrdiff_t p = 0; p < n; ++p) {
+        double* v = g.data() + 3 * p;
+        const double out[3] = {v[0], v[1], v[2]};
+        for (int c = 0; c < 3; ++c) v[c] = r[c] * out[0] + r[3 + c] * out[1] + r[6 + c] * out[2];
       }
     }
     return true;
