@@ -672,12 +672,20 @@ TEST_CASE("add_scaled_rows: bitwise one axpy after another, any shape", "[spectr
 // 8), adds the lanes in one tree, then the last depth mod 8 products in order: bitwise that,
 // written out here one element at a time, for any shape (leftover rows, columns and depths),
 // strides and row list of b, and within double rounding of the long-double product.
-TEST_CASE("multiply_by_transpose: bitwise its eight-lane sum, any shape, strides and rows",
-          "[spectra][binned]") {
+TEST_CASE(
+    "multiply_by_transpose and dots_with_row: bitwise the eight-lane sum, any shape, strides and "
+    "rows",
+    "[spectra][binned]") {
   std::mt19937_64 rng(43);
   std::uniform_real_distribution<double> value(-1.0, 1.0);
   for (const auto& [rows, depth, columns] : std::vector<std::array<std::size_t, 3>>{
-           {1, 1, 1}, {4, 8, 4}, {5, 13, 7}, {32, 750, 41}, {3, 7, 2}, {9, 1031, 130}}) {
+           {1, 1, 1},
+           {4, 8, 4},
+           {5, 13, 7},
+           {32, 750, 41},
+           {3, 7, 2},
+           {9, 1031, 130},
+           {1, 750, 9}}) {  // the last: a sparse block's row, four entries at a time
     INFO(rows << " x " << depth << " x " << columns);
     const std::size_t a_stride = depth + 3, b_stride = depth + 5, b_count = columns + 11;
     std::vector<double> a(rows * a_stride), b(b_count * b_stride);
@@ -707,6 +715,16 @@ TEST_CASE("multiply_by_transpose: bitwise its eight-lane sum, any shape, strides
           REQUIRE(std::memcmp(&got, &want, sizeof got) == 0);
           CHECK(std::abs(static_cast<long double>(got) - exact) <= 1e-14L * depth);
         }
+      // dots_with_row: a column of c, its rows of a against one row of b, the same bits.
+      std::vector<const double*> a_rows(rows);
+      for (std::size_t r = 0; r < rows; ++r) a_rows[r] = a.data() + r * a_stride;
+      std::vector<double> dots(rows, std::nan(""));
+      for (std::size_t j = 0; j < columns; ++j) {
+        dots_with_row(a_rows.data(), rows, b.data() + (listed ? b_rows[j] : j) * b_stride, depth,
+                      dots.data());
+        for (std::size_t r = 0; r < rows; ++r)
+          REQUIRE(std::memcmp(&dots[r], &c[r * columns + j], sizeof(double)) == 0);
+      }
     }
   }
 }

@@ -49,5 +49,12 @@ void multiply_rows(const float* a, std::size_t rows, std::size_t depth, const fl
 void multiply_by_transpose(const double* a, std::size_t a_stride, std::size_t rows,
                            std::size_t depth, const double* b, std::size_t b_stride,
                            const std::int32_t* b_rows, std::size_t columns, double* c);
+// out[i] = the dot of a_rows[i][0, depth) with b[0, depth), i < count, each summed as
+// multiply_by_transpose sums one element (a_rows[i] its row of a, b its row of b): bitwise that
+// element. For the transpose's sparse blocks, whose entries are taken by their row of B (one
+// row of B against the cotangent rows of the block's entries in its column, which stay in cache),
+// four at a time (four chains of sums, b read once for them). out must overlap none of the rows.
+void dots_with_row(const double* const* a_rows, std::size_t count, const double* b,
+                   std::size_t depth, double* out);
 
 }  // namespace ifusim
