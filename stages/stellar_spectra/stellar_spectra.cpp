@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include "core/config_error.h"
@@ -813,7 +814,9 @@ class StellarSpectraStage final : public Stage {
     };
     const Mesh& mesh = state.mesh;
     const Stars& stars = state.data.stars;
-    HistogramTile tile = binned_spectra(state, setup)->first_tile();
+    if (!binned_first_tile_)
+      throw std::logic_error("stellar_spectra: particle_adjoint without the forward's histogram");
+    HistogramTile tile = *binned_first_tile_;
     const std::size_t columns = tile.columns();
     const auto n_spaxels = static_cast<std::int32_t>(shape.n_spaxels());
     const std::size_t n_wave = static_cast<std::size_t>(shape.n_wave);
@@ -1004,6 +1007,7 @@ class StellarSpectraStage final : public Stage {
     } else {
       BinnedSpectra* binned =
           first_block ? &binned_.declare(state, binned_spectra(state, setup)) : binned_.get(state);
+      if (first_block) binned_first_tile_ = binned->first_tile();
       binned->deposit(state);
     }
 
@@ -1165,6 +1169,9 @@ class StellarSpectraStage final : public Stage {
   PartialHandle<PartialArray> cube_;           // exact: the cube
   PartialHandle<PartialArray> light_moments_;  // exact: the light-weighted moments
   PartialHandle<BinnedSpectra> binned_;        // binned: the histogram (cube and light moments)
+  // binned: its first tile as made (velocity nodes, dust terms, storage), for the adjoint, which
+  // made it again before (and the dust's expansion with it: a tenth of a second with dust).
+  std::optional<HistogramTile> binned_first_tile_;
   PartialHandle<PartialArray> mass_moments_;
 };
 
