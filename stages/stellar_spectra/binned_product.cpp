@@ -652,19 +652,26 @@ ProductSeconds binned_product_transpose(const BinnedProductInput& in, const Tile
     std::uint32_t row;
     std::int32_t basis_row;
   };
+  // And where each of the block's entries (in their own order) lies in that list: the dots are
+  // then added into dL/dH in the entries' order (in the list's, each add was a cache miss).
   std::vector<std::vector<ColumnEntry>> by_column(n_blocks);
+  std::vector<std::vector<std::uint32_t>> place_in_list(n_blocks);
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::size_t b = 0; b < n_blocks; ++b) {
     if (block_dense[b] || block_columns[b].empty()) continue;
     const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
+    const std::size_t e_first = entries.offsets[r0];
     std::vector<ColumnEntry>& list = by_column[b];
-    list.reserve(entries.offsets[r1] - entries.offsets[r0]);
+    list.reserve(entries.offsets[r1] - e_first);
     for (std::size_t r = r0; r < r1; ++r)
       for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e)
         list.push_back({e, static_cast<std::uint32_t>(r), used_index[entries.column[e]]});
     std::stable_sort(list.begin(), list.end(), [](const ColumnEntry& x, const ColumnEntry& y) {
       return x.basis_row < y.basis_row;
     });
+    place_in_list[b].resize(list.size());
+    for (std::size_t k = 0; k < list.size(); ++k)
+      place_in_list[b][list[k].entry - e_first] = static_cast<std::uint32_t>(k);
   }
 
   // 3. B in chunks of bins (double: the cotangent and dL/dH are double), each chunk's rows made
@@ -708,19 +715,21 @@ ProductSeconds binned_product_transpose(const BinnedProductInput& in, const Tile
           // Each row of B against its entries' cotangent rows (dots_with_row: each dot the bits
           // of multiply_by_transpose's element).
           const std::vector<ColumnEntry>& list = by_column[b];
+          product_buffer.resize(list.size());
           for (std::size_t i = 0; i < list.size();) {
             std::size_t j = i;
             cotangent_of.clear();
             for (; j < list.size() && list[j].basis_row == list[i].basis_row; ++j)
               cotangent_of.push_back(g + (list[j].row - r0) * n_wave);
-            product_buffer.resize(j - i);
             dots_with_row(cotangent_of.data(), j - i,
                           basis_buffer.data() + static_cast<std::size_t>(list[i].basis_row) * width,
-                          width, product_buffer.data());
-            for (std::size_t k = i; k < j; ++k)
-              dl_dh[place(list[k].row, list[k].entry)] += product_buffer[k - i];
+                          width, product_buffer.data() + i);
             i = j;
           }
+          const std::size_t e_first = entries.offsets[r0];
+          for (std::size_t r = r0; r < r1; ++r)
+            for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e)
+              dl_dh[place(r, e)] += product_buffer[place_in_list[b][e - e_first]];
         }
       }
     }
