@@ -678,14 +678,13 @@ TEST_CASE(
     "[spectra][binned]") {
   std::mt19937_64 rng(43);
   std::uniform_real_distribution<double> value(-1.0, 1.0);
-  for (const auto& [rows, depth, columns] : std::vector<std::array<std::size_t, 3>>{
-           {1, 1, 1},
-           {4, 8, 4},
-           {5, 13, 7},
-           {32, 750, 41},
-           {3, 7, 2},
-           {9, 1031, 130},
-           {1, 750, 9}}) {  // the last: a sparse block's row, four entries at a time
+  for (const auto& [rows, depth, columns] : std::vector<std::array<std::size_t, 3>>{{1, 1, 1},
+                                                                                    {4, 8, 4},
+                                                                                    {5, 13, 7},
+                                                                                    {32, 750, 41},
+                                                                                    {3, 7, 2},
+                                                                                    {9, 1031, 130},
+                                                                                    {1, 750, 9}}) {
     INFO(rows << " x " << depth << " x " << columns);
     const std::size_t a_stride = depth + 3, b_stride = depth + 5, b_count = columns + 11;
     std::vector<double> a(rows * a_stride), b(b_count * b_stride);

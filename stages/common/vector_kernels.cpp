@@ -163,29 +163,11 @@ IFUSIM_VECTOR_CLONES void multiply_by_transpose(const double* __restrict a, std:
         for (int k = 0; k < 4; ++k)
           c[(r + i) * columns + j + k] = finish_dot(sum[i][k], ar[i], bj[k], whole, depth);
     }
-  // The columns left on the row groups, then every column on the rows left (a sparse block's
-  // entries, a row at a time): four columns at once where four are left, each with its own lanes
-  // (four independent chains of sums: one alone waits on each add), then one at a time. Each
-  // element's lanes take the same products in the same order either way.
-  for (std::size_t r = 0; r < rows; ++r) {
-    const double* ar = a + r * a_stride;
-    std::size_t j = r < row_groups ? column_groups : 0;
-    for (; j + 4 <= columns; j += 4) {
-      const double* bj[4] = {b_row(j), b_row(j + 1), b_row(j + 2), b_row(j + 3)};
-      Lanes sum[4] = {};
-      for (std::size_t q = 0; q < whole; q += kDotLanes) {
-        Lanes av;
-        std::memcpy(&av, ar + q, sizeof(Lanes));
-        for (int k = 0; k < 4; ++k) {
-          Lanes bv;
-          std::memcpy(&bv, bj[k] + q, sizeof(Lanes));
-          sum[k] += av * bv;
-        }
-      }
-      for (int k = 0; k < 4; ++k)
-        c[r * columns + j + k] = finish_dot(sum[k], ar, bj[k], whole, depth);
-    }
-    for (; j < columns; ++j) {
+  // The columns left on the row groups, then every column on the rows left: one element at a
+  // time, the same lanes.
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t j = r < row_groups ? column_groups : 0; j < columns; ++j) {
+      const double* ar = a + r * a_stride;
       const double* bj = b_row(j);
       Lanes sum = {};
       for (std::size_t q = 0; q < whole; q += kDotLanes) {
@@ -196,7 +178,6 @@ IFUSIM_VECTOR_CLONES void multiply_by_transpose(const double* __restrict a, std:
       }
       c[r * columns + j] = finish_dot(sum, ar, bj, whole, depth);
     }
-  }
 }
 
 IFUSIM_VECTOR_CLONES void dots_with_row(const double* const* __restrict a_rows, std::size_t count,

@@ -635,7 +635,8 @@ ProductSeconds binned_product_transpose(const BinnedProductInput& in, const Tile
 
   // 2. Each row block's columns (indices into `used`, ascending) and its kind of product, by the
   // forward product's rule: dense (one GEMM of the block's cotangent rows by its columns of B)
-  // where its entries fill enough of (rows x columns), one dot product per entry otherwise.
+  // where its entries fill enough of (rows x columns), one dot product per entry otherwise (its
+  // entries taken by their row of B, below).
   const RowBlocks blocks = row_blocks(
       n_rows, entries.offsets, n_used, [&](std::size_t e) { return used_index[entries.column[e]]; },
       kTransposeDenseFill);
