@@ -537,10 +537,10 @@ TEST_CASE(
 }
 
 TEST_CASE("psf: the Moffat by FFT equals the direct zero-padded 2-D sum", "[post]") {
-  // 3 planes: one pair through one complex FFT, and one plane alone. Tolerance: FFT rounding,
-  // 1e-12 of the plane's largest value.
+  // 37 planes: two whole batches of 16 (8 pairs, each pair through one complex FFT), then two
+  // pairs and one plane alone. Tolerance: FFT rounding, 1e-12 of the plane's largest value.
   const Observation obs = observation(0.03);
-  const int nx = 11, ny = 7, n_wave = 3;
+  const int nx = 11, ny = 7, n_wave = 37;
   const Cube in = make_cube(nx, ny, n_wave, [](int ix, int iy, int k) {
     return 1.0 + (ix * 7 + iy * 3 + k) % 5 + (ix == 10 && iy == 0 ? 100.0 * (k + 1) : 0.0);
   });
