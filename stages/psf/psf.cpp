@@ -186,15 +186,8 @@ class PlaneFft {
   }
   void forward(FftPlane& plane, FftPlane& spectrum) const {
     fftw_execute_dft(row_plans_[0], plane.fftw(), plane.fftw());
-    // spectrum[x][y] = plane[y][x] (in tiles, so that both stay in cache), zero for y >= rows.
-    for (int y0 = 0; y0 < rows_; y0 += kTile)
-      for (int x0 = 0; x0 < px_; x0 += kTile) {
-        const int y1 = std::min(rows_, y0 + kTile), x1 = std::min(px_, x0 + kTile);
-        for (int x = x0; x < x1; ++x)
-          for (int y = y0; y < y1; ++y)
-            spectrum[static_cast<std::size_t>(x) * py_ + y] =
-                plane[static_cast<std::size_t>(y) * px_ + x];
-      }
+    // spectrum[x][y] = plane[y][x], zero for y >= rows.
+    copy_transposed(plane.data(), px_, spectrum.data(), py_, rows_, px_);
     for (int x = 0; x < px_; ++x)
       std::fill(spectrum.data() + static_cast<std::size_t>(x) * py_ + rows_,
                 spectrum.data() + static_cast<std::size_t>(x + 1) * py_, Complex(0.0));
@@ -202,19 +195,25 @@ class PlaneFft {
   }
   void inverse(FftPlane& spectrum, FftPlane& plane) const {
     fftw_execute_dft(column_plans_[1], spectrum.fftw(), spectrum.fftw());
-    for (int y0 = 0; y0 < rows_; y0 += kTile)
-      for (int x0 = 0; x0 < px_; x0 += kTile) {
-        const int y1 = std::min(rows_, y0 + kTile), x1 = std::min(px_, x0 + kTile);
-        for (int y = y0; y < y1; ++y)
-          for (int x = x0; x < x1; ++x)
-            plane[static_cast<std::size_t>(y) * px_ + x] =
-                spectrum[static_cast<std::size_t>(x) * py_ + y];
-      }
+    copy_transposed(spectrum.data(), py_, plane.data(), px_, px_, rows_);  // the first rows only
     fftw_execute_dft(row_plans_[1], plane.fftw(), plane.fftw());
   }
 
  private:
-  static constexpr int kTile = 32;
+  // to[c][r] = from[r][c] for r < n_rows, c < n_cols (row strides given), in tiles of 32 x 32, so
+  // that both stay in cache.
+  static void copy_transposed(const Complex* from, std::size_t from_stride, Complex* to,
+                              std::size_t to_stride, int n_rows, int n_cols) {
+    constexpr int kTile = 32;
+    for (int r0 = 0; r0 < n_rows; r0 += kTile)
+      for (int c0 = 0; c0 < n_cols; c0 += kTile) {
+        const int r1 = std::min(n_rows, r0 + kTile), c1 = std::min(n_cols, c0 + kTile);
+        for (int c = c0; c < c1; ++c)
+          for (int r = r0; r < r1; ++r)
+            to[static_cast<std::size_t>(c) * to_stride + r] =
+                from[static_cast<std::size_t>(r) * from_stride + c];
+      }
+  }
   static std::mutex& planner_mutex() {
     static std::mutex m;
     return m;
