@@ -760,12 +760,11 @@ ParticleGradients ForwardSession::backward(std::vector<double> cotangent) {
   for (std::size_t i = h.setup.reduction; i-- > 0;) {
     const RunStage& r = stages[i];
     const auto start = std::chrono::steady_clock::now();
-    const bool has_adjoint = r.stage->particle_adjoint(*h.state, reduced, gradients);
-    if (has_adjoint) log_adjoint_seconds(r.entry->name, start);
-    if (!has_adjoint)
+    if (!r.stage->particle_adjoint(*h.state, reduced, gradients))
       throw ConfigError(r.path + ": the stage \"" + r.entry->name +
                         "\" has no adjoint (it is not differentiable; docs/gradients.md lists "
                         "those that are): take it out of the run to differentiate it");
+    log_adjoint_seconds(r.entry->name, start);
   }
   return gradients;
 }

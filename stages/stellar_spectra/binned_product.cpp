@@ -419,21 +419,13 @@ void light_moments_of(const ProductLayout& layout, double* light_moments) {
   }
 }
 
-// The seconds since `t`, and `t` moved to now: ProductSeconds' parts, one after another.
-double lap(std::chrono::steady_clock::time_point& t) {
-  const auto now = std::chrono::steady_clock::now();
-  const double seconds = std::chrono::duration<double>(now - t).count();
-  t = now;
-  return seconds;
-}
-
 }  // namespace
 
 BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
                                   float* cube_rows, double* light_moments) {
   auto clock = std::chrono::steady_clock::now();
   ProductLayout layout = product_layout(in, histogram);
-  layout.stats.seconds.layout = lap(clock);
+  layout.stats.seconds.layout = lap_seconds(clock);
   const std::size_t n_rows = layout.n_rows, n_wave = layout.n_wave;
   const std::size_t n_pop = layout.populated.size();
   const SparseRows& h = layout.h;
@@ -511,9 +503,9 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
       }
     }
   }
-  layout.stats.seconds.basis = lap(clock);
+  layout.stats.seconds.basis = lap_seconds(clock);
   light_moments_of(layout, light_moments);
-  layout.stats.seconds.layout += lap(clock);
+  layout.stats.seconds.layout += lap_seconds(clock);
   return layout.stats;
 }
 
@@ -523,7 +515,7 @@ BinnedProductStats binned_product_on_device(const Device& device, const BinnedPr
   auto clock = std::chrono::steady_clock::now();
   ProductLayout layout = product_layout(in, histogram);
   ProductSeconds& seconds = layout.stats.seconds;
-  seconds.layout = lap(clock);
+  seconds.layout = lap_seconds(clock);
   const std::size_t n_rows = layout.n_rows, n_wave = layout.n_wave;
   const std::size_t n_pop = layout.populated.size();
   const std::size_t chunk_bins = layout.chunk_bins, n_chunks = layout.n_chunks;
@@ -544,7 +536,7 @@ BinnedProductStats binned_product_on_device(const Device& device, const BinnedPr
                                 dense_on.data(), n_rows,        kRowsPerBlock};
     DeviceBuffer<float> cube(device, n_rows * n_wave);
     cube.zero();
-    seconds.transfer += lap(clock);
+    seconds.transfer += lap_seconds(clock);
     // B a span of whole chunks at a time: each chunk's rows made on the host as binned_product
     // makes them (its ChunkAxis, its band partials), every (chunk, column) of the span a work item
     // of the host's threads, into the span's rows (row p at p * width, the chunk at its first
@@ -582,18 +574,18 @@ BinnedProductStats binned_product_on_device(const Device& device, const BinnedPr
                           staging.data() + p * width + (c * chunk_bins - k_lo), layout.partial(c));
         }
       }
-      seconds.basis += lap(clock);
+      seconds.basis += lap_seconds(clock);
       basis.upload(staging.data(), n_pop * width);
-      seconds.transfer += lap(clock);
+      seconds.transfer += lap_seconds(clock);
       IFUSIM_DISPATCH(device, multiply_basis_span, device, rows, basis.data(), width,
                       cube.data() + k_lo, n_wave);
-      seconds.sums += lap(clock);
+      seconds.sums += lap_seconds(clock);
     }
     cube.download(cube_rows, n_rows * n_wave);
-    seconds.sums += lap(clock);
+    seconds.sums += lap_seconds(clock);
   }
   light_moments_of(layout, light_moments);
-  seconds.layout += lap(clock);
+  seconds.layout += lap_seconds(clock);
   return layout.stats;
 }
 
@@ -653,10 +645,7 @@ ProductSeconds binned_product_transpose(const BinnedProductInput& in, const Tile
     std::uint32_t row;
     std::int32_t basis_row;
   };
-  // And where each of the block's entries (in their own order) lies in that list: the dots are
-  // then added into dL/dH in the entries' order (in the list's, each add was a cache miss).
   std::vector<std::vector<ColumnEntry>> by_column(n_blocks);
-  std::vector<std::vector<std::uint32_t>> place_in_list(n_blocks);
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::size_t b = 0; b < n_blocks; ++b) {
     if (block_dense[b] || block_columns[b].empty()) continue;
@@ -670,9 +659,6 @@ ProductSeconds binned_product_transpose(const BinnedProductInput& in, const Tile
     std::stable_sort(list.begin(), list.end(), [](const ColumnEntry& x, const ColumnEntry& y) {
       return x.basis_row < y.basis_row;
     });
-    place_in_list[b].resize(list.size());
-    for (std::size_t k = 0; k < list.size(); ++k)
-      place_in_list[b][list[k].entry - e_first] = static_cast<std::uint32_t>(k);
   }
 
   // 3. B in chunks of bins (double: the cotangent and dL/dH are double), each chunk's rows made
@@ -686,14 +672,14 @@ ProductSeconds binned_product_transpose(const BinnedProductInput& in, const Tile
   const std::size_t chunk_bins =
       transpose_chunk_bins(in.basis_memory_bytes, in.transpose_chunk_bytes, n_used);
   std::vector<double> basis_buffer(n_used * std::min(chunk_bins, n_wave));
-  seconds.layout = lap(clock);
+  seconds.layout = lap_seconds(clock);
   for (std::size_t k0 = 0; k0 < n_wave; k0 += chunk_bins) {
     const std::size_t k1 = std::min(n_wave, k0 + chunk_bins), width = k1 - k0;
     make_transpose_chunk(in, used, k0, width, basis_buffer.data());
-    seconds.basis += lap(clock);
+    seconds.basis += lap_seconds(clock);
 #pragma omp parallel
     {
-      std::vector<double> product_buffer;
+      std::vector<double> product_buffer, dots;
       std::vector<const double*> cotangent_of;  // a sparse block's entries' cotangent rows
 #pragma omp for schedule(dynamic, 1)
       for (std::size_t b = 0; b < n_blocks; ++b) {
@@ -714,27 +700,32 @@ ProductSeconds binned_product_transpose(const BinnedProductInput& in, const Tile
               dl_dh[place(r, e)] += product_buffer[(r - r0) * cols + entry_q[e]];
         } else {
           // Each row of B against its entries' cotangent rows (dots_with_row: each dot the bits
-          // of multiply_by_transpose's element).
+          // of multiply_by_transpose's element), each dot put at its entry's place in the block,
+          // then added into dL/dH in the entries' order (in the list's, each add was a cache
+          // miss).
           const std::vector<ColumnEntry>& list = by_column[b];
+          const std::size_t e_first = entries.offsets[r0];
           product_buffer.resize(list.size());
           for (std::size_t i = 0; i < list.size();) {
             std::size_t j = i;
             cotangent_of.clear();
             for (; j < list.size() && list[j].basis_row == list[i].basis_row; ++j)
               cotangent_of.push_back(g + (list[j].row - r0) * n_wave);
+            dots.resize(j - i);
             dots_with_row(cotangent_of.data(), j - i,
                           basis_buffer.data() + static_cast<std::size_t>(list[i].basis_row) * width,
-                          width, product_buffer.data() + i);
+                          width, dots.data());
+            for (std::size_t k = i; k < j; ++k)
+              product_buffer[list[k].entry - e_first] = dots[k - i];
             i = j;
           }
-          const std::size_t e_first = entries.offsets[r0];
           for (std::size_t r = r0; r < r1; ++r)
             for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e)
-              dl_dh[place(r, e)] += product_buffer[place_in_list[b][e - e_first]];
+              dl_dh[place(r, e)] += product_buffer[e - e_first];
         }
       }
     }
-    seconds.sums += lap(clock);
+    seconds.sums += lap_seconds(clock);
   }
   return seconds;
 }
@@ -767,7 +758,7 @@ ProductSeconds binned_product_transpose_on_device(const Device& device,
       entry_basis_row[e] = used.index[entries.column[e]];
       sums[e] = dl_dh[place(r, e)];
     }
-  seconds.layout = lap(clock);
+  seconds.layout = lap_seconds(clock);
   DeviceBuffer<std::uint32_t> row_on(device, n_entries);
   row_on.upload(entry_row.data(), n_entries);
   DeviceBuffer<std::int32_t> basis_row_on(device, n_entries);
@@ -787,28 +778,28 @@ ProductSeconds binned_product_transpose_on_device(const Device& device,
   const std::size_t max_width = std::min(chunk_bins, n_wave);
   DeviceBuffer<double> basis(device, n_used * max_width);
   HostStaging<double> staging(device, n_used * max_width);
-  seconds.transfer = lap(clock);
+  seconds.transfer = lap_seconds(clock);
   for (std::size_t k0 = 0; k0 < n_wave; k0 += chunk_bins) {
     const std::size_t width = std::min(n_wave, k0 + chunk_bins) - k0;
     make_transpose_chunk(in, used.used, k0, width, staging.data());
-    seconds.basis += lap(clock);
+    seconds.basis += lap_seconds(clock);
     basis.upload(staging.data(), n_used * width);
-    seconds.transfer += lap(clock);
+    seconds.transfer += lap_seconds(clock);
     const TransposeDots dots{row_on.data(),  basis_row_on.data(), cotangent.data() + k0,
                              n_wave,         basis.data(),        width,
                              sums_on.data(), lanes.data()};
     for (std::size_t first = 0; first < n_entries; first += batch)
       IFUSIM_DISPATCH(device, add_transpose_dots, device, dots, first,
                       std::min(batch, n_entries - first));
-    seconds.sums += lap(clock);
+    seconds.sums += lap_seconds(clock);
   }
   sums_on.download(sums.data(), n_entries);
-  seconds.sums += lap(clock);
+  seconds.sums += lap_seconds(clock);
 #pragma omp parallel for schedule(static)
   for (std::size_t r = 0; r < n_rows; ++r)
     for (std::size_t e = entries.offsets[r]; e < entries.offsets[r + 1]; ++e)
       dl_dh[place(r, e)] = sums[e];
-  seconds.layout += lap(clock);
+  seconds.layout += lap_seconds(clock);
   return seconds;
 }
 

@@ -6,6 +6,7 @@
 // sparsely filled field costs what its stars cost. Row blocks are independent and each is computed
 // the same way whatever the number of threads or devices, so the cube is bitwise reproducible.
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -96,6 +97,15 @@ struct ProductSeconds {
     return *this;
   }
 };
+
+// The seconds since `t`, and `t` moved to now: ProductSeconds' parts (and the stage's own), one
+// after another.
+inline double lap_seconds(std::chrono::steady_clock::time_point& t) {
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - t).count();
+  t = now;
+  return seconds;
+}
 
 struct BinnedProductStats {
   std::size_t populated_columns = 0;  // of tile.columns()

@@ -502,15 +502,11 @@ class BinnedSpectra final : public PartialResult {
     BinnedProductStats totals;
     // The gathers' and the later tiles' deposits' seconds, beside the product's (debug log).
     double gather_seconds = 0.0, deposit_seconds = 0.0;
-    using Clock = std::chrono::steady_clock;
-    auto seconds_since = [](Clock::time_point t) {
-      return std::chrono::duration<double>(Clock::now() - t).count();
-    };
     std::size_t n_tiles = 0;
     while (true) {
-      auto t = Clock::now();
+      auto clock = std::chrono::steady_clock::now();
       const HostHistogram histogram = gather(state.mesh);
-      gather_seconds += seconds_since(t);
+      gather_seconds += lap_seconds(clock);
       ++n_tiles;
       // The cube once the first tile is gathered (and freed): not held beside the tile.
       if (cube.data.empty()) cube.data = large_vector<float>(cube.shape.n_voxels());
@@ -545,9 +541,9 @@ class BinnedSpectra final : public PartialResult {
       // Each further tile is deposited from the stars again: the run holds them all.
       if (state.stars_are_a_block())
         throw std::logic_error("stellar_spectra: histogram tiles of a streamed galaxy");
-      t = Clock::now();
+      clock = std::chrono::steady_clock::now();
       deposit(state);
-      deposit_seconds += seconds_since(t);
+      deposit_seconds += lap_seconds(clock);
     }
     const ProductSeconds& seconds = totals.seconds;
     spdlog::debug(
@@ -804,14 +800,7 @@ class StellarSpectraStage final : public Stage {
     const CubeShape& shape = setup.shape;
     reduced.require_shape(shape, "stellar_spectra");
     // Where the adjoint's time goes (debug log, below).
-    using Clock = std::chrono::steady_clock;
-    auto clock = Clock::now();
-    auto lap = [](Clock::time_point& t) {
-      const auto now = Clock::now();
-      const double seconds = std::chrono::duration<double>(now - t).count();
-      t = now;
-      return seconds;
-    };
+    auto clock = std::chrono::steady_clock::now();
     const Mesh& mesh = state.mesh;
     const Stars& stars = state.data.stars;
     if (!binned_first_tile_)
@@ -876,13 +865,13 @@ class StellarSpectraStage final : public Stage {
     };
     double mark_seconds = 0.0, gather_seconds = 0.0, window_seconds = 0.0;
     ProductSeconds transpose_seconds;
-    const double setup_seconds = lap(clock);
+    const double setup_seconds = lap_seconds(clock);
     for (std::int32_t first = 0; first < n_spaxels; first += tile_spaxels) {
       tile.first_spaxel = first;
       tile.n_spaxels = std::min(tile_spaxels, n_spaxels - first);
       // The tile's entries lie in the rows' windows, as in the forward's dense histogram.
       const RowWindows windows = row_windows(mesh, setup, stars, tile);
-      window_seconds += lap(clock);
+      window_seconds += lap_seconds(clock);
       auto on_device = [&](const Device& d, auto&& kernel) {
         HistogramTile t = tile;
         if (dust) t.dust.phi = setup.device_dust_phi->local(d).data;
@@ -901,7 +890,7 @@ class StellarSpectraStage final : public Stage {
       psum(mesh, marks);
       const TileEntries entries = marked_entries(marks, tile, windows);
       marks = {};
-      mark_seconds += lap(clock);
+      mark_seconds += lap_seconds(clock);
       // 2. dL/dH over them, at their places in the windows.
       if (entries.column.empty()) continue;
       std::vector<double> dl_dh = large_vector<double>(windows.entries(tile), 0.0);
@@ -918,13 +907,13 @@ class StellarSpectraStage final : public Stage {
       // transpose; on the CPU backend the host's own (its vectorised GEMM blocks are faster).
       const Device& product_device = mesh.device(0);
       const double* cotangent_rows = reduced.data.data() + static_cast<std::size_t>(first) * n_wave;
-      transpose_seconds.layout += lap(clock);  // dL/dH's array
+      transpose_seconds.layout += lap_seconds(clock);  // dL/dH's array
       transpose_seconds +=
           product_device.is_cuda()
               ? binned_product_transpose_on_device(product_device, in, entries, cotangent_rows,
                                                    dl_dh.data())
               : binned_product_transpose(in, entries, cotangent_rows, dl_dh.data());
-      clock = Clock::now();
+      clock = std::chrono::steady_clock::now();
       // 3. Each star's sums, on its device: a GPU gets its copy of dL/dH; a cpu device reads the
       // host's (the same memory).
       ShardedArray<double> dl_dh_on;
@@ -937,7 +926,7 @@ class StellarSpectraStage final : public Stage {
           IFUSIM_DISPATCH(d, gather_star_gradients, d, ssp, bins, sv, t, g, out);
         });
       });
-      gather_seconds += lap(clock);
+      gather_seconds += lap_seconds(clock);
     }
     // 4. A GPU's sums, shard by shard, a component plane at a time.
     if (any_cuda) {
@@ -957,7 +946,7 @@ class StellarSpectraStage final : public Stage {
         setup_seconds, window_seconds, mark_seconds,
         mesh.device(0).is_cuda() ? "on the first GPU" : "on the host", transpose_seconds.layout,
         transpose_seconds.basis, transpose_seconds.transfer, transpose_seconds.sums, gather_seconds,
-        lap(clock));
+        lap_seconds(clock));
     return true;
   }
 
@@ -1169,8 +1158,8 @@ class StellarSpectraStage final : public Stage {
   PartialHandle<PartialArray> cube_;           // exact: the cube
   PartialHandle<PartialArray> light_moments_;  // exact: the light-weighted moments
   PartialHandle<BinnedSpectra> binned_;        // binned: the histogram (cube and light moments)
-  // binned: its first tile as made (velocity nodes, dust terms, storage), for the adjoint, which
-  // made it again before (and the dust's expansion with it: a tenth of a second with dust).
+  // binned: its first tile as made (velocity nodes, dust terms, storage), for the adjoint (making
+  // it again would make the dust's expansion again too: a tenth of a second with dust).
   std::optional<HistogramTile> binned_first_tile_;
   PartialHandle<PartialArray> mass_moments_;
 };
