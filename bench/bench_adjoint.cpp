@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   {
     std::mt19937_64 rng(2);
     std::uniform_real_distribution<double> u(-1.0, 1.0);
-    for (double& v : cotangent.data) v = u(rng);
+    for (double& v : cotangent.values_to_change()) v = u(rng);
   }
   // Each adjoint timed, last stage first: what cube_stages_vjp does, stage by stage.
   for (std::size_t i = stages.size(); i-- > 0;) {
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   }
   if (!(cotangent.shape == shape)) return 1;
   double checksum = 0.0;
-  for (double v : cotangent.data) checksum += v;
+  for (double v : cotangent.values()) checksum += v;
   cotangent = {};  // its memory back before the tangent's
   // The same maps forward in double (tangent): what part of the adjoint's cost is the double.
   std::vector<double> tangent_s(stages.size());

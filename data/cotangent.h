@@ -4,6 +4,7 @@
 // down to the particles' fields.
 #include <cstddef>
 #include <map>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -14,21 +15,59 @@
 namespace ifusim {
 
 // dL/d voxel of a cube of `shape`, spaxel-major like Cube::data. Held in double: the adjoints'
-// sums are made and kept in double (the forward cube is float, rounded once).
-struct CubeCotangent {
+// sums are made and kept in double (the forward cube is float, rounded once). Its values are held
+// here, or borrowed: read in place from the caller's array (the cotangent handed to a VJP, 2.7 GB
+// on MUSE-WFM) until a stage changes them, so that a backward pass whose first adjoint makes a new
+// array (aperture_mask's margin, fibres) or whose particle stages only read copies nothing.
+class CubeCotangent {
+ public:
   CubeShape shape;
-  std::vector<double> data;  // shape.n_voxels()
+
+  CubeCotangent() = default;
+  CubeCotangent(const CubeShape& shape, std::vector<double> values)
+      : shape(shape), held_(std::move(values)) {}
+  // `values` (shape.n_voxels() of them) read in place; the caller keeps them alive and unchanged
+  // while this or a copy of it is in use.
+  static CubeCotangent borrowing(const CubeShape& shape, const double* values) {
+    CubeCotangent c;
+    c.shape = shape;
+    c.borrowed_ = std::span<const double>(values, shape.n_voxels());
+    return c;
+  }
+
+  std::span<const double> values() const {
+    return borrowed_.data() ? borrowed_ : std::span<const double>(held_);
+  }
+  // The values to change in place: borrowed ones are first copied here (on all threads).
+  std::vector<double>& values_to_change() {
+    if (borrowed_.data()) {
+      held_ = large_copy(borrowed_.data(), borrowed_.size());
+      borrowed_ = {};
+    }
+    return held_;
+  }
+  // New values of a new shape: a stage whose adjoint makes a new array (a crop's padding).
+  void replace(const CubeShape& new_shape, std::vector<double> values) {
+    shape = new_shape;
+    held_ = std::move(values);
+    borrowed_ = {};
+  }
 
   // A particle stage's check that this is the cotangent of the cube it reduced to (`reduced`):
   // std::invalid_argument naming the stage and both shapes.
   void require_shape(const CubeShape& reduced, const std::string& stage) const {
-    if (shape == reduced && data.size() == reduced.n_voxels()) return;
+    const std::size_t size = values().size();
+    if (shape == reduced && size == reduced.n_voxels()) return;
     throw std::invalid_argument(stage + ": the cotangent is " + std::to_string(shape.nx) + " x " +
                                 std::to_string(shape.ny) + " x " + std::to_string(shape.n_wave) +
-                                " (" + std::to_string(data.size()) + " values), the reduced cube " +
+                                " (" + std::to_string(size) + " values), the reduced cube " +
                                 std::to_string(reduced.nx) + " x " + std::to_string(reduced.ny) +
                                 " x " + std::to_string(reduced.n_wave));
   }
+
+ private:
+  std::vector<double> held_;
+  std::span<const double> borrowed_;
 };
 
 // dL/d field for every particle, keyed by the names Galaxy.from_arrays takes

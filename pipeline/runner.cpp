@@ -739,7 +739,7 @@ std::size_t ForwardSession::n_gas() const {
   return held_->n_gas;
 }
 
-ParticleGradients ForwardSession::backward(std::vector<double> cotangent) {
+ParticleGradients ForwardSession::backward(std::span<const double> cotangent) {
   if (!held_) throw std::logic_error("ForwardSession::backward on a moved-from session");
   Held& h = *held_;
   const CubeShape& shape = h.shape;
@@ -755,7 +755,7 @@ ParticleGradients ForwardSession::backward(std::vector<double> cotangent) {
   for (std::size_t i = h.setup.reduction + 1; i < stages.size(); ++i)
     cube_stages.push_back(stages[i].stage.get());
   const CubeCotangent reduced =
-      cube_stages_vjp(cube_stages, *h.state, {shape, std::move(cotangent)});
+      cube_stages_vjp(cube_stages, *h.state, CubeCotangent::borrowing(shape, cotangent.data()));
   ParticleGradients gradients;
   for (std::size_t i = h.setup.reduction; i-- > 0;) {
     const RunStage& r = stages[i];
@@ -771,12 +771,13 @@ ParticleGradients ForwardSession::backward(std::vector<double> cotangent) {
 
 VjpReport run_pipeline_vjp(const RunConfig& c, const RunOptions& options,
                            const std::vector<double>& cotangent) {
-  return run_pipeline_vjp(c, options, [&](const CubeShape&) { return cotangent; });
+  return run_pipeline_vjp(c, options,
+                          [&](const CubeShape&) { return std::span<const double>(cotangent); });
 }
 
 VjpReport run_pipeline_vjp(
     const RunConfig& c, const RunOptions& options,
-    const std::function<std::vector<double>(const CubeShape&)>& cotangent_of) {
+    const std::function<std::span<const double>(const CubeShape&)>& cotangent_of) {
   ForwardSession session(c, options);
   const auto forward_end = std::chrono::steady_clock::now();
   VjpReport report;

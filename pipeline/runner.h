@@ -4,6 +4,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -79,12 +80,13 @@ class ForwardSession {
   std::size_t n_gas() const;
 
   // dL/d each particle field for `cotangent`, dL/d the final cube (shaped as Cube::data:
-  // spaxel-major, cube_shape().n_voxels() values; std::invalid_argument otherwise): the cube
+  // spaxel-major, cube_shape().n_voxels() values; std::invalid_argument otherwise), read in
+  // place (copied only where a stage's adjoint works in place, CubeCotangent): the cube
   // stages' adjoints, last first, then the particle stages' particle_adjoint, last first. May be
   // called again, with the same or another cotangent: every adjoint reads its stage's forward
   // state without changing it, so each call's gradients are bitwise those of a fresh
   // run_pipeline_vjp. A stage without an adjoint: ConfigError naming it.
-  ParticleGradients backward(std::vector<double> cotangent);
+  ParticleGradients backward(std::span<const double> cotangent);
 
  private:
   struct Held;
@@ -107,9 +109,11 @@ struct VjpReport {
 VjpReport run_pipeline_vjp(const RunConfig& config, const RunOptions& options,
                            const std::vector<double>& cotangent);
 // The same, the cotangent asked for once the forward run has made the cube (its shape given):
-// the Python package checks the user's array against that shape there, and may throw.
-VjpReport run_pipeline_vjp(const RunConfig& config, const RunOptions& options,
-                           const std::function<std::vector<double>(const CubeShape&)>& cotangent);
+// the Python package checks the user's array against that shape there, and may throw. The values
+// are read in place and must outlive the call.
+VjpReport run_pipeline_vjp(
+    const RunConfig& config, const RunOptions& options,
+    const std::function<std::span<const double>(const CubeShape&)>& cotangent);
 
 // The dry run: the plan run_pipeline checks first (pipeline/plan.h), without reading particles.
 struct RunPlan;

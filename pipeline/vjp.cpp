@@ -18,9 +18,9 @@ namespace {
 
 // `what` ("cotangent", "tangent") holds one value a voxel of its shape.
 void check_size(const CubeCotangent& c, const char* what) {
-  if (c.data.size() != c.shape.n_voxels())
+  if (c.values().size() != c.shape.n_voxels())
     throw std::invalid_argument(std::string("gradient: the ") + what + " holds " +
-                                std::to_string(c.data.size()) + " values for a " +
+                                std::to_string(c.values().size()) + " values for a " +
                                 to_string(c.shape) + " cube");
 }
 

@@ -42,10 +42,10 @@ void check_cotangent_shape(const std::string& stage, const CubeShape& expected,
                            const CubeCotangent& cotangent) {
   if (expected.n_voxels() == 0)
     throw std::logic_error(stage + ": its adjoint needs its run() on the cube first");
-  if (!(cotangent.shape == expected) || cotangent.data.size() != expected.n_voxels())
+  const std::size_t size = cotangent.values().size();
+  if (!(cotangent.shape == expected) || size != expected.n_voxels())
     throw std::logic_error(stage + ": the cotangent is " + to_string(cotangent.shape) + " (" +
-                           std::to_string(cotangent.data.size()) + " values), its cube " +
-                           to_string(expected));
+                           std::to_string(size) + " values), its cube " + to_string(expected));
 }
 
 void run_stage(Stage& stage, RunState& state) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -157,9 +158,10 @@ std::function<void(std::size_t, std::size_t, const std::string&)> python_progres
 
 // A cotangent from Python, (ny, nx, n_wave) float64 in C order (the package transposes Cube.data's
 // (n_wave, ny, nx) axes to the cube's spaxel-major order first), checked against the cube's shape
-// and copied for the engine. ValueError (std::invalid_argument) naming both shapes.
-std::vector<double> cotangent_values(const py::array_t<double, py::array::c_style>& cotangent,
-                                     const CubeShape& shape) {
+// and read in place by the engine (the caller holds the array). ValueError (std::invalid_argument)
+// naming both shapes.
+std::span<const double> cotangent_values(const py::array_t<double, py::array::c_style>& cotangent,
+                                         const CubeShape& shape) {
   if (cotangent.ndim() != 3)
     throw std::invalid_argument("cotangent: " + std::to_string(cotangent.ndim()) +
                                 " dimensions, expected the shape of Cube.data (n_wave, ny, nx)");
@@ -171,7 +173,7 @@ std::vector<double> cotangent_values(const py::array_t<double, py::array::c_styl
                                 "), expected the shape of Cube.data (n_wave, ny, nx) = (" +
                                 std::to_string(shape.n_wave) + ", " + std::to_string(shape.ny) +
                                 ", " + std::to_string(shape.nx) + ")");
-  return std::vector<double>(cotangent.data(), cotangent.data() + shape.n_voxels());
+  return {cotangent.data(), shape.n_voxels()};
 }
 
 // The run, with the GIL released. Between steps the progress hook takes the GIL back to let
@@ -263,11 +265,11 @@ py::dict kept_vjp(KeptForward& kept, const py::array_t<double, py::array::c_styl
       throw std::runtime_error(
           "ifusim.Forward.vjp: this forward run was released (release(), or the JAX wrapper after "
           "its backward); run ifusim.forward again");
-    std::vector<double> values = cotangent_values(cotangent, kept.session->cube_shape());
+    const std::span<const double> values = cotangent_values(cotangent, kept.session->cube_shape());
     n_stars = kept.session->n_stars();
     n_gas = kept.session->n_gas();
     py::gil_scoped_release release;
-    gradients = kept.session->backward(std::move(values));
+    gradients = kept.session->backward(values);
   }
   return gradients_dict(gradients, n_stars, n_gas);
 }

@@ -145,22 +145,22 @@ class ApertureMaskStage final : public Stage {
   bool adjoint(const RunState&, CubeCotangent& cotangent) const override {
     check_cotangent_shape("aperture_mask", made_, cotangent);
     std::vector<double> padded = large_vector<double>(given_.n_voxels(), 0.0);
+    const double* cropped = cotangent.values().data();
     for_each_aperture_spectrum([&](std::size_t in_made, std::size_t in_given) {
-      std::copy_n(cotangent.data.data() + in_made, made_.n_wave, padded.data() + in_given);
+      std::copy_n(cropped + in_made, made_.n_wave, padded.data() + in_given);
     });
-    cotangent.shape = given_;
-    cotangent.data = std::move(padded);
+    cotangent.replace(given_, std::move(padded));
     return true;
   }
   // Zero outside the aperture (the forward's constant NaN), then the crop.
   bool tangent(const RunState&, CubeCotangent& tangent) const override {
     check_cotangent_shape("aperture_mask", given_, tangent);
     std::vector<double> cropped = large_vector<double>(made_.n_voxels(), 0.0);
+    const double* padded = tangent.values().data();
     for_each_aperture_spectrum([&](std::size_t in_made, std::size_t in_given) {
-      std::copy_n(tangent.data.data() + in_given, made_.n_wave, cropped.data() + in_made);
+      std::copy_n(padded + in_given, made_.n_wave, cropped.data() + in_made);
     });
-    tangent.shape = made_;
-    tangent.data = std::move(cropped);
+    tangent.replace(made_, std::move(cropped));
     return true;
   }
 

@@ -449,7 +449,7 @@ class EmissionLinesStage final : public Stage {
     for (long long si = 0; si < static_cast<long long>(n_spaxels); ++si) {
       const auto s = static_cast<std::size_t>(si);
       for (const LineWindow& w : total.windows)
-        std::copy_n(reduced.data.data() + s * n_wave + w.first_bin, w.n_bins,
+        std::copy_n(reduced.values().data() + s * n_wave + w.first_bin, w.n_bins,
                     g_windows.data() + s * row_columns + w.offset);
     }
     // cpu devices add straight into the host arrays (each its own cells); a GPU into its own

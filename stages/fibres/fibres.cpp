@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <span>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -370,16 +371,16 @@ class FibresStage final : public Stage {
     check_cotangent_shape("fibres", shape_, cotangent);
     const Maps m = maps();
     // R^T: each fibre exposure's cotangent, a sum over the spaxels it reconstructs.
-    std::vector<double> fibre = gather(m.by_fibre, cotangent.data, m.area_ratio);
+    std::vector<double> fibre = gather(m.by_fibre, cotangent.values(), m.area_ratio);
     // S^T: each spaxel's, a sum over the fibre exposures whose cores overlap it.
-    cotangent.data = gather(m.by_spaxel, fibre, 1.0);
+    cotangent.replace(cotangent.shape, gather(m.by_spaxel, fibre, 1.0));
     return true;
   }
   bool tangent(const RunState&, CubeCotangent& tangent) const override {
     check_cotangent_shape("fibres", shape_, tangent);
     const Maps m = maps();
-    std::vector<double> fibre = gather(m.sampling.overlap, tangent.data, 1.0);
-    tangent.data = gather(m.weights, fibre, m.area_ratio);
+    std::vector<double> fibre = gather(m.sampling.overlap, tangent.values(), 1.0);
+    tangent.replace(tangent.shape, gather(m.weights, fibre, m.area_ratio));
     return true;
   }
 
@@ -409,7 +410,7 @@ class FibresStage final : public Stage {
   }
   // out[row, k] = scale sum over (i, w) in rows[row] of w in[i, k], spectra of n_wave values; a
   // row with no entries is 0.
-  std::vector<double> gather(const Lists& rows, const std::vector<double>& in, double scale) const {
+  std::vector<double> gather(const Lists& rows, std::span<const double> in, double scale) const {
     const std::size_t n_wave = static_cast<std::size_t>(shape_.n_wave);
     const std::size_t n_rows = rows.size();
     std::vector<double> out = large_vector<double>(n_rows * n_wave, 0.0);

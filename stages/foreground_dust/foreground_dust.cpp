@@ -73,7 +73,8 @@ class ForegroundDustStage final : public Stage {
   bool tangent(const RunState&, CubeCotangent& tangent) const override {
     check_cotangent_shape("foreground_dust", shape_, tangent);
     const std::size_t n_wave = factor_.size();
-    for (std::size_t i = 0; i < tangent.data.size(); ++i) tangent.data[i] *= factor_[i % n_wave];
+    std::vector<double>& values = tangent.values_to_change();
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] *= factor_[i % n_wave];
     return true;
   }
 

@@ -151,13 +151,15 @@ class LsfStage final : public Stage {
   bool adjoint(const RunState&, CubeCotangent& cotangent) const override {
     check_cotangent_shape("lsf", shape_, cotangent);
     if (!kernels_.empty())
-      correlate_axis_in_place(cotangent.data, shape_.n_spaxels(), shape_.n_wave, 1, kernels_);
+      correlate_axis_in_place(cotangent.values_to_change(), shape_.n_spaxels(), shape_.n_wave, 1,
+                              kernels_);
     return true;
   }
   bool tangent(const RunState&, CubeCotangent& tangent) const override {
     check_cotangent_shape("lsf", shape_, tangent);
     if (!kernels_.empty())
-      convolve_axis_in_place(tangent.data, shape_.n_spaxels(), shape_.n_wave, 1, kernels_);
+      convolve_axis_in_place(tangent.values_to_change(), shape_.n_spaxels(), shape_.n_wave, 1,
+                             kernels_);
     return true;
   }
 

@@ -512,12 +512,12 @@ class PsfStage final : public Stage {
   // edges zero-padded as in the forward (docs/gradients.md).
   bool adjoint(const RunState&, CubeCotangent& cotangent) const override {
     check_cotangent_shape("psf", shape_, cotangent);
-    apply_psf(params_, spaxel_arcsec_, wavelength_, shape_, cotangent.data, true);
+    apply_psf(params_, spaxel_arcsec_, wavelength_, shape_, cotangent.values_to_change(), true);
     return true;
   }
   bool tangent(const RunState&, CubeCotangent& tangent) const override {
     check_cotangent_shape("psf", shape_, tangent);
-    apply_psf(params_, spaxel_arcsec_, wavelength_, shape_, tangent.data, false);
+    apply_psf(params_, spaxel_arcsec_, wavelength_, shape_, tangent.values_to_change(), false);
     return true;
   }
 

@@ -906,7 +906,8 @@ class StellarSpectraStage final : public Stage {
       // are (the entries and the cotangent are whole on the host), the same bits as the host's
       // transpose; on the CPU backend the host's own (its vectorised GEMM blocks are faster).
       const Device& product_device = mesh.device(0);
-      const double* cotangent_rows = reduced.data.data() + static_cast<std::size_t>(first) * n_wave;
+      const double* cotangent_rows =
+          reduced.values().data() + static_cast<std::size_t>(first) * n_wave;
       transpose_seconds.layout += lap_seconds(clock);  // dL/dH's array
       transpose_seconds +=
           product_device.is_cuda()
