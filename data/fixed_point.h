@@ -11,6 +11,7 @@
 // contribution), an element's relative error is at most about N * 2^-62 times the ratio of the
 // largest to the typical contribution: ~2e-10 of it at N = 1e9, far below float32 rounding.
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -57,5 +58,26 @@ IFUSIM_HD inline void atomic_add_fixed(std::int64_t* target, std::int64_t value)
   __atomic_fetch_add(target, value, __ATOMIC_RELAXED);
 #endif
 }
+
+// The rows [first, end) of an array of fixed-point sums that one task of a scatter adds into
+// (scatter_by_rows, data/backend), and how it adds: on the host's threads each task owns its rows
+// and adds plainly (a locked add costs ~5 times a plain one where the rows are in cache:
+// docs/benchmarks.md), on a GPU every thread may add into any row, atomically. The sums are the
+// same either way: integer additions in any order.
+// On the host the items are taken kScatterChunk at a time, with about kScatterItemBytes of lists
+// each (their rows, their order, and a place in each band's list, most meeting one or two bands).
+inline constexpr std::size_t kScatterChunk = std::size_t(1) << 22;
+inline constexpr std::size_t kScatterItemBytes = 20;
+
+struct ScatterRows {
+  std::int32_t first = 0, end = 0;
+  bool owned = false;
+  IFUSIM_HD void add(std::int64_t* target, std::int64_t value) const {
+    if (owned)
+      *target += value;
+    else
+      atomic_add_fixed(target, value);
+  }
+};
 
 }  // namespace ifusim

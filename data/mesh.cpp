@@ -40,6 +40,12 @@ int Mesh::process_count() const {
   return spans_processes_ ? processes::size() : 1;
 }
 
+bool Mesh::shares_memory(std::size_t i) const {
+  for (std::size_t j = 0; j < size(); ++j)
+    if (j != i && memory_owner_[j] == memory_owner_.at(i)) return true;
+  return false;
+}
+
 std::vector<const Device*> Mesh::memory_owners() const {
   std::vector<const Device*> out;
   for (std::size_t i = 0; i < size(); ++i)

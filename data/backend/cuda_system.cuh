@@ -9,10 +9,12 @@
 #include <thrust/system/cuda/execution_policy.h>
 #include <thrust/transform_reduce.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
 #include "data/device.h"
+#include "data/fixed_point.h"
 
 #define IFUSIM_BACKEND_NS cuda
 
@@ -65,3 +67,24 @@ T transform_sum(const Device& device, std::size_t n, F f, T zero) {
 }  // namespace ifusim::cuda
 
 #include "data/backend/algorithms.inl"
+
+namespace ifusim::cuda {
+
+// The items that add into rows of one array (cpu_system.h's scatter_by_rows): on a GPU every
+// thread adds atomically into any row (ScatterRows::owned false), so f(i, rows) is called for
+// every item with all the rows; the items' spans and `shared` are not needed.
+template <class F>
+struct ScatterAll {
+  F f;
+  ScatterRows rows;
+  IFUSIM_HD void operator()(std::size_t i) const { f(i, rows); }
+};
+
+template <class Span, class F>
+void scatter_by_rows(const Device& device, std::size_t n_items, std::int32_t first_row,
+                     std::int32_t n_rows, bool, Span, F f) {
+  parallel_for(device, n_items,
+               ScatterAll<F>{f, ScatterRows{first_row, first_row + n_rows, false}});
+}
+
+}  // namespace ifusim::cuda

@@ -47,6 +47,36 @@ inline constexpr double kKernelTruncationSigmas = kSplineSupportPerSigma;
 
 namespace footprint_detail {
 
+// The spaxels [ix0, ix1] x [iy0, iy1] of `grid` that the truncation square of a kernel of width
+// sigma_kpc > 0 centred on (x_kpc, y_kpc) overlaps, clamped to the grid; false where the square
+// misses the grid (also for a non-finite position or width).
+IFUSIM_HD inline bool kernel_square_cells(const SpaxelGrid& grid, double x_kpc, double y_kpc,
+                                          double sigma_kpc, int& ix0, int& ix1, int& iy0,
+                                          int& iy1) {
+  const double half = grid.half_extent_kpc(), d = grid.spaxel_size_kpc;
+  const int n = grid.n_side;
+  const double reach = kKernelTruncationSigmas * sigma_kpc;
+  const double x_lo = x_kpc - reach, x_hi = x_kpc + reach;
+  const double y_lo = y_kpc - reach, y_hi = y_kpc + reach;
+  if (!(x_hi > -half && x_lo < half && y_hi > -half && y_lo < half)) return false;
+  // Clamped to the grid in double before the cast.
+  auto cell = [&](double u) {
+    const double c = floor((u + half) / d);
+    return c < 0.0 ? 0 : (c > n - 1 ? n - 1 : static_cast<int>(c));
+  };
+  ix0 = cell(x_lo), ix1 = cell(x_hi), iy0 = cell(y_lo), iy1 = cell(y_hi);
+  return true;
+}
+
+// The spaxel of `grid` that holds a point, or -1 outside the grid.
+IFUSIM_HD inline std::int32_t point_spaxel(const SpaxelGrid& grid, double x_kpc, double y_kpc) {
+  const double half = grid.half_extent_kpc(), d = grid.spaxel_size_kpc;
+  const int n = grid.n_side;
+  const double fx = (x_kpc + half) / d, fy = (y_kpc + half) / d;
+  if (!(fx >= 0.0 && fy >= 0.0 && fx < n && fy < n)) return -1;
+  return static_cast<std::int32_t>(static_cast<int>(fy) * n + static_cast<int>(fx));
+}
+
 // The walk of for_each_kernel_spaxel and for_each_kernel_spaxel_slopes: one loop, so that the
 // slopes' walk visits exactly the spaxels the deposit does, with bitwise the same weights.
 // kSlopes: f(spaxel, weight, d weight / d x_kpc, d weight / d y_kpc); else f(spaxel, weight).
@@ -56,9 +86,8 @@ IFUSIM_HD void walk_kernel_spaxels(const SpaxelGrid& grid, double x_kpc, double 
   const double half = grid.half_extent_kpc(), d = grid.spaxel_size_kpc;
   const int n = grid.n_side;
   if (!(sigma_kpc > 0.0)) {
-    const double fx = (x_kpc + half) / d, fy = (y_kpc + half) / d;
-    if (!(fx >= 0.0 && fy >= 0.0 && fx < n && fy < n)) return;
-    const auto s = static_cast<std::int32_t>(static_cast<int>(fy) * n + static_cast<int>(fx));
+    const std::int32_t s = point_spaxel(grid, x_kpc, y_kpc);
+    if (s < 0) return;
     // A point: its spaxel is piecewise constant in the position (zero slope).
     if constexpr (kSlopes)
       f(s, 1.0, 0.0, 0.0);
@@ -66,17 +95,12 @@ IFUSIM_HD void walk_kernel_spaxels(const SpaxelGrid& grid, double x_kpc, double 
       f(s, 1.0);
     return;
   }
+  // The spaxels the square overlaps (nothing of it in the grid: none).
+  int ix0 = 0, ix1 = 0, iy0 = 0, iy1 = 0;
+  if (!kernel_square_cells(grid, x_kpc, y_kpc, sigma_kpc, ix0, ix1, iy0, iy1)) return;
   const double reach = kKernelTruncationSigmas * sigma_kpc;
   const double x_lo = x_kpc - reach, x_hi = x_kpc + reach;
   const double y_lo = y_kpc - reach, y_hi = y_kpc + reach;
-  // Nothing of the square in the grid (also for a non-finite position or width).
-  if (!(x_hi > -half && x_lo < half && y_hi > -half && y_lo < half)) return;
-  // The spaxels the square overlaps, clamped to the grid in double before the cast.
-  auto cell = [&](double u) {
-    const double c = floor((u + half) / d);
-    return c < 0.0 ? 0 : (c > n - 1 ? n - 1 : static_cast<int>(c));
-  };
-  const int ix0 = cell(x_lo), ix1 = cell(x_hi), iy0 = cell(y_lo), iy1 = cell(y_hi);
   // erf's argument per kpc, and one axis' integral over the whole truncated square.
   const double per_kpc = 0.70710678118654752 / sigma_kpc;
   const double inv_norm = 0.5 / erf(kKernelTruncationSigmas * 0.70710678118654752);
@@ -179,6 +203,30 @@ struct FootprintView {
     }
     for_each_kernel_spaxel(grid, x_kpc[i], y_kpc[i],
                            static_cast<double>(smoothing_length_kpc[i]) * sigma_per_length, f);
+  }
+
+  // The spaxels for_each(i, ...) may visit lie in [first, last] (row-major indices; none where
+  // first > last): the rows and columns the particle's kernel square overlaps.
+  IFUSIM_HD void spaxel_span(std::size_t i, std::int32_t& first, std::int32_t& last) const {
+    first = 1, last = 0;
+    std::int32_t s = -1;
+    if (smoothing_length_kpc == nullptr) {
+      s = spaxel_index[i];
+    } else {
+      const double sigma = static_cast<double>(smoothing_length_kpc[i]) * sigma_per_length;
+      if (!(sigma > 0.0)) {
+        s = footprint_detail::point_spaxel(grid, x_kpc[i], y_kpc[i]);
+      } else {
+        int ix0 = 0, ix1 = 0, iy0 = 0, iy1 = 0;
+        if (footprint_detail::kernel_square_cells(grid, x_kpc[i], y_kpc[i], sigma, ix0, ix1, iy0,
+                                                  iy1)) {
+          first = iy0 * grid.n_side + ix0;
+          last = iy1 * grid.n_side + ix1;
+        }
+        return;
+      }
+    }
+    if (s >= 0) first = last = s;
   }
 
   // Reverse mode: for_each's spaxels and weights, in its order, with the weights' derivatives

@@ -322,24 +322,53 @@ IFUSIM_HD void for_each_histogram_entry_slopes(const SspView& ssp, const WaveBin
 
 // Marks (adds 1 to) every entry of the tile some star makes, even with a weight of 0: the
 // entries whose dL/dH the gather needs (psum'd like the dense histogram).
+// The tile narrowed to the rows (spaxels) `rows`, so that a star's entries in its other rows are
+// left out; `sums`, the whole tile's array, moved to where the narrowed tile's entries start.
+IFUSIM_HD inline HistogramTile tile_rows(const HistogramTile& tile, const ScatterRows& rows,
+                                         std::int64_t*& sums) {
+  HistogramTile band = tile;
+  const std::int32_t skipped = rows.first - tile.first_spaxel;
+  band.first_spaxel = rows.first;
+  band.n_spaxels = rows.end - rows.first;
+  if (tile.row_start) {  // the windows' starts are places in the whole tile
+    band.row_start += skipped;
+    band.row_window += 2 * skipped;
+  } else {
+    sums += static_cast<std::size_t>(skipped) * tile.columns();
+  }
+  return band;
+}
+
+// The spaxels star i's footprint may reach (scatter_by_rows' span).
+struct StarSpaxelSpan {
+  FootprintView footprint;
+  IFUSIM_HD void operator()(std::size_t i, std::int32_t& first, std::int32_t& last) const {
+    footprint.spaxel_span(i, first, last);
+  }
+};
+
 struct MarkHistogramEntries {
   SspView ssp;
   WaveBins bins;
   StarViews stars;
   HistogramTile tile;
   std::int64_t* marks;
-  IFUSIM_HD void operator()(std::size_t i) const {
+  IFUSIM_HD void operator()(std::size_t i, const ScatterRows& rows) const {
+    std::int64_t* sums = marks;
+    const HistogramTile band = tile_rows(tile, rows, sums);
     // The deposit's own enumeration (the same entries as the slopes', without the slopes).
-    for_each_histogram_entry(ssp, bins, stars, tile, i, [&](std::size_t index, double) {
-      atomic_add_fixed(marks + index, std::int64_t{1});
+    for_each_histogram_entry(ssp, bins, stars, band, i, [&](std::size_t index, double) {
+      rows.add(sums + index, std::int64_t{1});
     });
   }
 };
 
 void mark_histogram_entries(const Device& device, const SspView& ssp, const WaveBins& bins,
                             const StarViews& stars, const HistogramTile& tile,
-                            Span<std::int64_t> marks) {
-  parallel_for(device, stars.n, MarkHistogramEntries{ssp, bins, stars, tile, marks.data});
+                            Span<std::int64_t> marks, bool marks_shared) {
+  scatter_by_rows(device, stars.n, tile.first_spaxel, tile.n_spaxels, marks_shared,
+                  StarSpaxelSpan{stars.footprint},
+                  MarkHistogramEntries{ssp, bins, stars, tile, marks.data});
 }
 
 // The binned product's voxels (binned_product_on_device, binned_product.h): one work item a
@@ -487,27 +516,32 @@ struct CountVelocityNodes {
   StarViews stars;
   HistogramTile tile;
   std::int64_t* counts;  // n_spaxels x velocity.n
-  IFUSIM_HD void operator()(std::size_t i) const {
+  IFUSIM_HD void operator()(std::size_t i, const ScatterRows& rows) const {
     if (node_weights(ssp, stars.age_gyr[i], stars.metallicity[i]).skip) return;
     int jv = 0;
     double tv = 0.0;
     tile.velocity.locate(stars.velocity_los_kms[i], jv, tv);
     stars.footprint.for_each(i, [&](std::int32_t spaxel, double) {
-      const std::int32_t row = spaxel - tile.first_spaxel;
-      if (row < 0 || row >= tile.n_spaxels) return;
-      std::int64_t* at = counts + static_cast<std::size_t>(row) * tile.velocity.n + jv;
-      atomic_add_fixed(at, std::int64_t{1});
-      atomic_add_fixed(at + 1, std::int64_t{1});
+      if (spaxel < rows.first || spaxel >= rows.end) return;
+      std::int64_t* at =
+          counts + static_cast<std::size_t>(spaxel - tile.first_spaxel) * tile.velocity.n + jv;
+      rows.add(at, std::int64_t{1});
+      rows.add(at + 1, std::int64_t{1});
     });
   }
 };
 
 void count_velocity_nodes(const Device& device, const SspView& ssp, const StarViews& stars,
-                          const HistogramTile& tile, Span<std::int64_t> counts) {
-  parallel_for(device, stars.n, CountVelocityNodes{ssp, stars, tile, counts.data});
+                          const HistogramTile& tile, Span<std::int64_t> counts,
+                          bool counts_shared) {
+  scatter_by_rows(device, stars.n, tile.first_spaxel, tile.n_spaxels, counts_shared,
+                  StarSpaxelSpan{stars.footprint},
+                  CountVelocityNodes{ssp, stars, tile, counts.data});
 }
 
-// Dense: integer atomics into the tile's histogram (its rows in windows where it has them).
+// Dense: integer sums into the tile's histogram (its rows in windows where it has them), star i's
+// entries in the rows (spaxels) `rows`, each added as `rows` says: plainly by the host thread that
+// owns those rows, atomically on a GPU or where devices share the array (scatter_by_rows).
 struct DepositHistogram {
   SspView ssp;
   WaveBins bins;
@@ -515,18 +549,21 @@ struct DepositHistogram {
   HistogramTile tile;
   double counts_per_unit;
   std::int64_t* histogram;
-  IFUSIM_HD void operator()(std::size_t i) const {
-    for_each_histogram_entry(ssp, bins, stars, tile, i, [&](std::size_t index, double m) {
-      if (m != 0.0) atomic_add_fixed(histogram + index, to_fixed(m, counts_per_unit));
+  IFUSIM_HD void operator()(std::size_t i, const ScatterRows& rows) const {
+    std::int64_t* sums = histogram;
+    const HistogramTile band = tile_rows(tile, rows, sums);
+    for_each_histogram_entry(ssp, bins, stars, band, i, [&](std::size_t index, double m) {
+      if (m != 0.0) rows.add(sums + index, to_fixed(m, counts_per_unit));
     });
   }
 };
 
 void accumulate_histogram(const Device& device, const SspView& ssp, const WaveBins& bins,
                           const StarViews& stars, const HistogramTile& tile, double counts_per_unit,
-                          Span<std::int64_t> histogram) {
-  parallel_for(device, stars.n,
-               DepositHistogram{ssp, bins, stars, tile, counts_per_unit, histogram.data});
+                          Span<std::int64_t> histogram, bool histogram_shared) {
+  scatter_by_rows(device, stars.n, tile.first_spaxel, tile.n_spaxels, histogram_shared,
+                  StarSpaxelSpan{stars.footprint},
+                  DepositHistogram{ssp, bins, stars, tile, counts_per_unit, histogram.data});
 }
 
 // Sparse: each star's entries counted, then written at their offsets as (index, fixed) pairs.

@@ -13,6 +13,7 @@
 #include "core/config_error.h"
 #include "data/collectives/psum.h"
 #include "data/collectives/reductions.h"
+#include "data/fixed_point.h"
 #include "data/host_memory.h"
 #include "data/sharded_array.h"
 #include "data/wavelength.h"
@@ -426,7 +427,7 @@ RowWindows row_windows(const Mesh& mesh, const SpectralSetup& setup, const Stars
   shard_map(mesh, [&](const Device& d) {
     const SspView ssp = setup.device_tables->view(*setup.tables, setup.outside, d);
     IFUSIM_DISPATCH(d, count_velocity_nodes, d, ssp, star_views(stars, setup.grid, d), tile,
-                    counts.local(d));
+                    counts.local(d), mesh.shares_memory(static_cast<std::size_t>(d.id)));
   });
   psum(mesh, counts);
   std::vector<std::int64_t> reached(n_rows * n_velocity);
@@ -488,7 +489,8 @@ class BinnedSpectra final : public PartialResult {
       if (storage_ == HistogramStorage::sparse)
         shards[d.id] = IFUSIM_DISPATCH(d, sparse_histogram, d, ssp, bins, stars, tile, counts);
       else
-        IFUSIM_DISPATCH(d, accumulate_histogram, d, ssp, bins, stars, tile, counts, sums_.local(d));
+        IFUSIM_DISPATCH(d, accumulate_histogram, d, ssp, bins, stars, tile, counts, sums_.local(d),
+                        mesh.shares_memory(static_cast<std::size_t>(d.id)));
     });
     if (storage_ == HistogramStorage::sparse) add_sparse(std::move(shards));
   }
@@ -746,6 +748,13 @@ class StellarSpectraStage final : public Stage {
            "stages.stellar_spectra.histogram_memory_gb or velocity_bin_kms"});
       out.push_back({"histogram tile, reduced (host)",
                      static_cast<std::size_t>(tile_rows * row_bytes), false, ""});
+      // The host's threads deposit by bands of rows (scatter_by_rows): the stars' lists, a
+      // chunk of them on each device at once.
+      if (!c.mesh->device(0).is_cuda())
+        out.push_back({"dense deposit: the stars' lists by rows (host)",
+                       std::min<std::size_t>(c.n_block_stars, kScatterChunk * c.mesh->size()) *
+                           kScatterItemBytes,
+                       true, ""});
     }
     const auto n_wave = static_cast<std::size_t>(c.n_wave);
     if (!c.mesh->device(0).is_cuda()) {
@@ -884,7 +893,8 @@ class StellarSpectraStage final : public Stage {
       shard_map(mesh, [&](const Device& d) {
         on_device(d, [&](const SspView& ssp, const WaveBins& bins, const StarViews& sv,
                          const HistogramTile& t) {
-          IFUSIM_DISPATCH(d, mark_histogram_entries, d, ssp, bins, sv, t, marks.local(d));
+          IFUSIM_DISPATCH(d, mark_histogram_entries, d, ssp, bins, sv, t, marks.local(d),
+                          mesh.shares_memory(static_cast<std::size_t>(d.id)));
         });
       });
       psum(mesh, marks);

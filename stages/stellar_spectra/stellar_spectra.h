@@ -263,17 +263,18 @@ IFUSIM_DECLARE_BACKENDS(
                                  double velocity_unit_kms);
     void count_velocity_nodes(const Device& device, const ifusim::SspView& ssp,
                               const ifusim::StarViews& stars, const ifusim::HistogramTile& tile,
-                              Span<std::int64_t> counts);
+                              Span<std::int64_t> counts, bool counts_shared);
     void accumulate_histogram(const Device& device, const ifusim::SspView& ssp,
                               const ifusim::WaveBins& bins, const ifusim::StarViews& stars,
                               const ifusim::HistogramTile& tile, double counts_per_unit,
-                              Span<std::int64_t> histogram);
+                              Span<std::int64_t> histogram, bool histogram_shared);
     ifusim::SparseHistogramShard sparse_histogram(
         const Device& device, const ifusim::SspView& ssp, const ifusim::WaveBins& bins,
         const ifusim::StarViews& stars, const ifusim::HistogramTile& tile, double counts_per_unit);
     void mark_histogram_entries(const Device& device, const ifusim::SspView& ssp,
                                 const ifusim::WaveBins& bins, const ifusim::StarViews& stars,
-                                const ifusim::HistogramTile& tile, Span<std::int64_t> marks);
+                                const ifusim::HistogramTile& tile, Span<std::int64_t> marks,
+                                bool marks_shared);
     void multiply_basis_span(const Device& device, const ifusim::BasisProductRows& rows,
                              const float* basis, std::size_t width, float* cube_rows,
                              std::size_t cube_stride);
