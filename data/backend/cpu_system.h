@@ -75,7 +75,6 @@ T transform_sum(const Device&, std::size_t n, F f, T zero) {
 // ignored). `shared`: other devices add into the same array at the same time (the CPU devices'
 // partial arrays are one a memory space), so the adds stay atomic and the bands only order the
 // items. Items are taken kScatterChunk at a time, which bounds the lists' memory.
-
 template <class Span, class F>
 void scatter_by_rows(const Device&, std::size_t n_items, std::int32_t first_row,
                      std::int32_t n_rows, bool shared, Span span, F f) {

@@ -320,8 +320,6 @@ IFUSIM_HD void for_each_histogram_entry_slopes(const SspView& ssp, const WaveBin
   });
 }
 
-// Marks (adds 1 to) every entry of the tile some star makes, even with a weight of 0: the
-// entries whose dL/dH the gather needs (psum'd like the dense histogram).
 // The tile narrowed to the rows (spaxels) `rows`, so that a star's entries in its other rows are
 // left out; `sums`, the whole tile's array, moved to where the narrowed tile's entries start.
 IFUSIM_HD inline HistogramTile tile_rows(const HistogramTile& tile, const ScatterRows& rows,
@@ -347,6 +345,8 @@ struct StarSpaxelSpan {
   }
 };
 
+// Marks (adds 1 to) every entry of the tile some star makes, even with a weight of 0: the
+// entries whose dL/dH the gather needs (psum'd like the dense histogram).
 struct MarkHistogramEntries {
   SspView ssp;
   WaveBins bins;
