@@ -400,6 +400,15 @@ struct RowWindows {
   struct Cursor {
     std::size_t row = 0;
   };
+  // The windows of the first n rows alone.
+  RowWindows first_rows(const Mesh& mesh, std::size_t n) const {
+    RowWindows w;
+    w.start.assign(start.begin(), start.begin() + static_cast<std::ptrdiff_t>(n) + 1);
+    w.window.assign(window.begin(), window.begin() + 2 * static_cast<std::ptrdiff_t>(n));
+    w.device_start = device_put(mesh, w.start, 1, Sharding::replicated());
+    w.device_window = device_put(mesh, w.window, 1, Sharding::replicated());
+    return w;
+  }
   std::pair<std::size_t, std::size_t> entry_of(const HistogramTile& tile, std::size_t place,
                                                Cursor& cursor) const {
     const std::size_t columns = tile.columns();
@@ -459,11 +468,12 @@ RowWindows row_windows(const Mesh& mesh, const SpectralSetup& setup, const Stars
 class BinnedSpectra final : public PartialResult {
  public:
   BinnedSpectra(SpectralSetup setup, HistogramTile first_tile, std::int32_t tile_spaxels,
-                HistogramStorage storage)
+                HistogramStorage storage, double histogram_memory_gb)
       : setup_(std::move(setup)),
         tile_(first_tile),
         tile_spaxels_(tile_spaxels),
-        storage_(storage) {}
+        storage_(storage),
+        histogram_memory_gb_(histogram_memory_gb) {}
 
   // Adds the stars held to H for the current tile, each device depositing its own: a streamed
   // galaxy calls it once per block (integer sums: the blocks' order does not matter).
@@ -472,9 +482,10 @@ class BinnedSpectra final : public PartialResult {
     std::vector<SparseHistogramShard> shards(storage_ == HistogramStorage::sparse ? mesh.size()
                                                                                   : 0);
     if (storage_ == HistogramStorage::dense && sums_.empty()) {
-      // A held galaxy's one deposit per tile sees all its stars: rows in windows. A streamed
-      // galaxy's blocks each add to the tile, whose windows no block can know: whole rows.
-      if (!state.stars_are_a_block()) windows_ = row_windows(mesh, setup_, state.data.stars, tile_);
+      // A held galaxy's one deposit per tile sees all its stars: rows in windows, and the tile
+      // as many whole row blocks as fit histogram_memory_gb in them. A streamed galaxy's blocks
+      // each add to the tile, whose windows no block can know: whole rows.
+      if (!state.stars_are_a_block()) fit_tile_to_windows(state);
       const std::size_t entries = windows_.entries(tile_);
       sums_ = ShardedArray<std::int64_t>(mesh, entries, 1, Sharding::partial());
     }
@@ -617,6 +628,39 @@ class BinnedSpectra final : public PartialResult {
 
   // The reduced tile on the host, non-zeros only. Dense: psum, then a scan (each windowed
   // entry's place turned back into its row and column). Sparse: the merged entries.
+  // The current tile's rows in windows, and its extent: from its first spaxel as many whole row
+  // blocks of the product as hold at most histogram_memory_gb of entries in their windows (at
+  // least the tile of whole rows that fits). A spaxel's stars reach a few tens of the hundreds of
+  // velocity nodes, so where whole rows needed several tiles, each a pass of the deposit over
+  // every star, the windows need fewer (a smoothed MaNGA-32 run of 1e6 stars: one instead of
+  // two). The windows are counted over at most as many rows as their counts' memory fits there.
+  // The tiles' boundaries stay whole row blocks, which the product works in: the same cube.
+  void fit_tile_to_windows(const RunState& state) {
+    const auto n_spaxels = static_cast<std::int32_t>(setup_.shape.n_spaxels());
+    const auto block = static_cast<std::int32_t>(kRowsPerBlock);
+    const double budget_bytes = histogram_memory_gb_ * 1e9;
+    const double count_row_bytes = static_cast<double>(tile_.velocity.n) * sizeof(std::int64_t);
+    const auto counted = static_cast<std::int32_t>(std::max<double>(
+        tile_spaxels_, block * std::floor(budget_bytes / count_row_bytes / block)));
+    tile_.n_spaxels = std::min(counted, n_spaxels - tile_.first_spaxel);
+    windows_ = row_windows(state.mesh, setup_, state.data.stars, tile_);
+    std::int32_t rows = tile_.n_spaxels;
+    if (static_cast<double>(windows_.start.back()) * sizeof(std::int64_t) > budget_bytes) {
+      rows = std::min(tile_spaxels_, tile_.n_spaxels);
+      for (std::int32_t more = rows + block; more <= tile_.n_spaxels; more += block) {
+        if (static_cast<double>(windows_.start[static_cast<std::size_t>(more)]) *
+                sizeof(std::int64_t) >
+            budget_bytes)
+          break;
+        rows = more;
+      }
+    }
+    if (rows < tile_.n_spaxels) {
+      tile_.n_spaxels = rows;
+      windows_ = windows_.first_rows(state.mesh, static_cast<std::size_t>(rows));
+    }
+  }
+
   HostHistogram gather(const Mesh& mesh) {
     const double quantum = scale().quantum();
     HostHistogram out;
@@ -649,8 +693,9 @@ class BinnedSpectra final : public PartialResult {
 
   SpectralSetup setup_;
   HistogramTile tile_;
-  std::int32_t tile_spaxels_;
+  std::int32_t tile_spaxels_;  // the tile of whole rows that fits histogram_memory_gb
   HistogramStorage storage_;
+  double histogram_memory_gb_;
   ShardedArray<std::int64_t> sums_;  // dense
   RowWindows windows_;               // dense, a held galaxy: the tile's row windows
   std::vector<Entry> entries_;       // sparse: sorted by index, summed over devices and blocks
@@ -1088,7 +1133,8 @@ class StellarSpectraStage final : public Stage {
     }
     tile.first_spaxel = 0;
     tile.n_spaxels = tile_spaxels;
-    return std::make_unique<BinnedSpectra>(setup, tile, tile_spaxels, storage);
+    return std::make_unique<BinnedSpectra>(setup, tile, tile_spaxels, storage,
+                                           params_.histogram_memory_gb);
   }
 
   SpectralSetup prepare(RunState& state) const {
