@@ -626,8 +626,6 @@ class BinnedSpectra final : public PartialResult {
     return merged;
   }
 
-  // The reduced tile on the host, non-zeros only. Dense: psum, then a scan (each windowed
-  // entry's place turned back into its row and column). Sparse: the merged entries.
   // The current tile's rows in windows, and its extent: from its first spaxel as many whole row
   // blocks of the product as hold at most histogram_memory_gb of entries in their windows (at
   // least the tile of whole rows that fits). A spaxel's stars reach a few tens of the hundreds of
@@ -661,6 +659,8 @@ class BinnedSpectra final : public PartialResult {
     }
   }
 
+  // The reduced tile on the host, non-zeros only. Dense: psum, then a scan (each windowed
+  // entry's place turned back into its row and column). Sparse: the merged entries.
   HostHistogram gather(const Mesh& mesh) {
     const double quantum = scale().quantum();
     HostHistogram out;
