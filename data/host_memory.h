@@ -35,15 +35,22 @@ inline void advise_huge_pages([[maybe_unused]] void* data, [[maybe_unused]] std:
 // left to the caller's fill.
 void populate_pages(void* data, std::size_t bytes);
 
-// n copies of value in a vector whose storage was advised huge pages and mapped in on all threads
-// before it was filled (an allocation of many MB is a fresh mapping from malloc, untouched until
-// the fill; the fill itself, std::vector's, runs on one thread over pages already there).
+// An empty vector with room for n values, its storage advised huge pages and mapped in on all
+// threads (an allocation of many MB is a fresh mapping from malloc, untouched until filled).
 template <class T>
-std::vector<T> large_vector(std::size_t n, const T& value = T()) {
+std::vector<T> large_reserved(std::size_t n) {
   std::vector<T> v;
   v.reserve(n);
   advise_huge_pages(v.data(), n * sizeof(T));
   populate_pages(v.data(), n * sizeof(T));
+  return v;
+}
+
+// n copies of value in such a vector (the fill itself, std::vector's, runs on one thread over
+// pages already there).
+template <class T>
+std::vector<T> large_vector(std::size_t n, const T& value = T()) {
+  std::vector<T> v = large_reserved<T>(n);
   v.resize(n, value);
   return v;
 }
@@ -53,10 +60,7 @@ std::vector<T> large_vector(std::size_t n, const T& value = T()) {
 // page faults, docs/gpu.md).
 template <class T>
 std::vector<T> large_copy(const T* first, std::size_t n) {
-  std::vector<T> v;
-  v.reserve(n);
-  advise_huge_pages(v.data(), n * sizeof(T));
-  populate_pages(v.data(), n * sizeof(T));
+  std::vector<T> v = large_reserved<T>(n);
   v.assign(first, first + n);
   return v;
 }

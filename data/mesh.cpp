@@ -40,7 +40,8 @@ int Mesh::process_count() const {
   return spans_processes_ ? processes::size() : 1;
 }
 
-bool Mesh::shares_memory(std::size_t i) const {
+bool Mesh::shares_memory(const Device& device) const {
+  const auto i = static_cast<std::size_t>(device.id);
   for (std::size_t j = 0; j < size(); ++j)
     if (j != i && memory_owner_[j] == memory_owner_.at(i)) return true;
   return false;

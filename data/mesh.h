@@ -29,9 +29,9 @@ class Mesh {
   // Devices that share one memory space (all host devices; the logical devices of one GPU) hold
   // one partial array between them: the first device of each space owns it.
   std::size_t memory_owner(std::size_t i) const { return memory_owner_.at(i); }
-  // Whether another device shares device i's memory space (and so its partial arrays, into
+  // Whether another device shares `device`'s memory space (and so its partial arrays, into
   // which both add at once).
-  bool shares_memory(std::size_t i) const;
+  bool shares_memory(const Device& device) const;
   std::vector<const Device*> memory_owners() const;
 
   // Whether the mesh is one process's part of a run across processes (mpirun ifusim run): its

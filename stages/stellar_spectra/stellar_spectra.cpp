@@ -436,7 +436,7 @@ RowWindows row_windows(const Mesh& mesh, const SpectralSetup& setup, const Stars
   shard_map(mesh, [&](const Device& d) {
     const SspView ssp = setup.device_tables->view(*setup.tables, setup.outside, d);
     IFUSIM_DISPATCH(d, count_velocity_nodes, d, ssp, star_views(stars, setup.grid, d), tile,
-                    counts.local(d), mesh.shares_memory(static_cast<std::size_t>(d.id)));
+                    counts.local(d), mesh.shares_memory(d));
   });
   psum(mesh, counts);
   std::vector<std::int64_t> reached(n_rows * n_velocity);
@@ -501,7 +501,7 @@ class BinnedSpectra final : public PartialResult {
         shards[d.id] = IFUSIM_DISPATCH(d, sparse_histogram, d, ssp, bins, stars, tile, counts);
       else
         IFUSIM_DISPATCH(d, accumulate_histogram, d, ssp, bins, stars, tile, counts, sums_.local(d),
-                        mesh.shares_memory(static_cast<std::size_t>(d.id)));
+                        mesh.shares_memory(d));
     });
     if (storage_ == HistogramStorage::sparse) add_sparse(std::move(shards));
   }
@@ -939,7 +939,7 @@ class StellarSpectraStage final : public Stage {
         on_device(d, [&](const SspView& ssp, const WaveBins& bins, const StarViews& sv,
                          const HistogramTile& t) {
           IFUSIM_DISPATCH(d, mark_histogram_entries, d, ssp, bins, sv, t, marks.local(d),
-                          mesh.shares_memory(static_cast<std::size_t>(d.id)));
+                          mesh.shares_memory(d));
         });
       });
       psum(mesh, marks);
