@@ -19,6 +19,10 @@
 
 #include "data/hd.h"
 
+#if !defined(__CUDA_ARCH__) && defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 namespace ifusim {
 
 struct FixedPointScale {
@@ -45,6 +49,11 @@ struct FixedPointScale {
 IFUSIM_HD inline std::int64_t to_fixed(double value, double counts_per_unit) {
 #if defined(__CUDA_ARCH__)
   return __double2ll_rn(value * counts_per_unit);
+#elif defined(__x86_64__)
+  // cvtsd2si: what glibc's llrint does on x86-64 (the current rounding mode, to nearest even by
+  // default; 2^63 out of range), inline. GCC keeps std::llrint a library call unless math errno is
+  // off, and the deposits make a billion of them in a smoothed run.
+  return _mm_cvtsd_si64(_mm_set_sd(value * counts_per_unit));
 #else
   return std::llrint(value * counts_per_unit);
 #endif
@@ -65,9 +74,10 @@ IFUSIM_HD inline void atomic_add_fixed(std::int64_t* target, std::int64_t value)
 // docs/benchmarks.md), on a GPU every thread may add into any row, atomically. The sums are the
 // same either way: integer additions in any order.
 // On the host the items are taken kScatterChunk at a time, with about kScatterItemBytes of lists
-// each (their rows, their order, and a place in each band's list, most meeting one or two bands).
+// each (their rows, their keys, their two orders, and a place in each band's list, most meeting
+// one or two bands).
 inline constexpr std::size_t kScatterChunk = std::size_t(1) << 22;
-inline constexpr std::size_t kScatterItemBytes = 20;
+inline constexpr std::size_t kScatterItemBytes = 28;
 
 struct ScatterRows {
   std::int32_t first = 0, end = 0;

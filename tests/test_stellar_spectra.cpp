@@ -609,32 +609,44 @@ TEST_CASE("binned product: B in chunks of bins gives B whole's cube", "[spectra]
 // multiply_rows (the dense blocks' product) is each element's sum over the depth in order,
 // products and sums rounded one by one: bitwise the plain loop's, whichever of its register
 // tiles, depth panels and leftover paths makes the element (rows and widths not multiples of its
-// tiles, depths across several panels), and within float rounding of the double product.
+// tiles, depths across several panels), and within float rounding of the double product; b's
+// rows taken in order or picked by index from a wider array (the block's columns of B's chunk).
 TEST_CASE("multiply_rows: bitwise the ordered float sum, any shape", "[spectra][binned]") {
   std::mt19937_64 rng(41);
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-  for (const auto& [rows, depth, width] : std::vector<std::array<std::size_t, 3>>{
-           {1, 1, 1}, {4, 7, 64}, {5, 513, 81}, {32, 1100, 128}, {9, 2048, 150}, {3, 30, 17}}) {
-    INFO(rows << " x " << depth << " x " << width);
-    std::vector<float> a(rows * depth), b(depth * width), c(rows * width, std::nanf(""));
-    for (float& x : a) x = value(rng);
-    for (float& x : b) x = value(rng);
-    multiply_rows(a.data(), rows, depth, b.data(), width, c.data());
-    for (std::size_t r = 0; r < rows; ++r)
-      for (std::size_t k = 0; k < width; ++k) {
-        float ordered = 0.0f;
-        double exact = 0.0;
-        for (std::size_t q = 0; q < depth; ++q) {
-          const float product = a[r * depth + q] * b[q * width + k];
-          ordered += product;
-          exact += static_cast<double>(a[r * depth + q]) * b[q * width + k];
+  for (const bool picked : {false, true})
+    for (const auto& [rows, depth, width] : std::vector<std::array<std::size_t, 3>>{
+             {1, 1, 1}, {4, 7, 64}, {5, 513, 81}, {32, 1100, 128}, {9, 2048, 150}, {3, 30, 17}}) {
+      INFO(rows << " x " << depth << " x " << width << (picked ? ", b's rows by index" : ""));
+      // Picked: b holds 2 depth + 1 rows of width + 3, row q of the product at index 2 q + 1.
+      const std::size_t b_stride = picked ? width + 3 : width;
+      std::vector<float> a(rows * depth), b((picked ? 2 * depth + 1 : depth) * b_stride),
+          c(rows * width, std::nanf(""));
+      std::vector<std::int32_t> b_rows;
+      for (std::size_t q = 0; picked && q < depth; ++q)
+        b_rows.push_back(static_cast<std::int32_t>(2 * q + 1));
+      for (float& x : a) x = value(rng);
+      for (float& x : b) x = value(rng);
+      auto b_at = [&](std::size_t q, std::size_t k) {
+        return b[(picked ? 2 * q + 1 : q) * b_stride + k];
+      };
+      multiply_rows(a.data(), rows, depth, b.data(), b_stride, picked ? b_rows.data() : nullptr,
+                    width, c.data());
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t k = 0; k < width; ++k) {
+          float ordered = 0.0f;
+          double exact = 0.0;
+          for (std::size_t q = 0; q < depth; ++q) {
+            const float product = a[r * depth + q] * b_at(q, k);
+            ordered += product;
+            exact += static_cast<double>(a[r * depth + q]) * b_at(q, k);
+          }
+          const float got = c[r * width + k];
+          REQUIRE(std::isfinite(got));
+          REQUIRE(std::memcmp(&got, &ordered, sizeof got) == 0);
+          CHECK(std::abs(got - exact) <= 1e-5 * static_cast<double>(depth));
         }
-        const float got = c[r * width + k];
-        REQUIRE(std::isfinite(got));
-        REQUIRE(std::memcmp(&got, &ordered, sizeof got) == 0);
-        CHECK(std::abs(got - exact) <= 1e-5 * static_cast<double>(depth));
-      }
-  }
+    }
 }
 
 // add_scaled_rows (the sparse blocks' product) keeps a tile of y in registers over all the rows:

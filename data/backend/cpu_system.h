@@ -74,7 +74,9 @@ T transform_sum(const Device&, std::size_t n, F f, T zero) {
 // [first, last] (none where first > last; rows outside [first_row, first_row + n_rows) are
 // ignored). `shared`: other devices add into the same array at the same time (the CPU devices'
 // partial arrays are one a memory space), so the adds stay atomic and the bands only order the
-// items. Items are taken kScatterChunk at a time, which bounds the lists' memory.
+// items. Items are taken kScatterChunk at a time, which bounds the lists' memory. A span that
+// also has `n_keys` and `key(i)` (below n_keys) orders the items of one first row by key: items
+// that add into the same places of their rows (the stars of one velocity node) come together.
 template <class Span, class F>
 void scatter_by_rows(const Device&, std::size_t n_items, std::int32_t first_row,
                      std::int32_t n_rows, bool shared, Span span, F f) {
@@ -84,7 +86,7 @@ void scatter_by_rows(const Device&, std::size_t n_items, std::int32_t first_row,
       std::min<std::size_t>(static_cast<std::size_t>(omp_get_max_threads()), rows);
   std::vector<std::int32_t> lo, hi;
   std::vector<std::uint32_t> order, count(rows + 1), band_end(n_bands), list_start(n_bands + 1),
-      list;
+      list, key, key_count, by_key;
   for (std::size_t chunk = 0; chunk < n_items; chunk += kScatterChunk) {
     const std::size_t n = std::min(kScatterChunk, n_items - chunk);
     // Each item's rows in the tile, relative to first_row.
@@ -98,16 +100,33 @@ void scatter_by_rows(const Device&, std::size_t n_items, std::int32_t first_row,
       b = std::min(b, first_row + n_rows - 1) - first_row;
       if (a <= b) lo[k] = a, hi[k] = b;
     }
-    // The items by first row (a counting sort), the empty ones left out.
+    // The items by key where the span gives keys (a counting sort), then by first row (a stable
+    // counting sort), the empty ones left out.
+    if constexpr (requires { span.n_keys; }) {
+      key.resize(n);
+      by_key.resize(n);
+      key_count.assign(span.n_keys + 1, 0u);
+#pragma omp parallel for schedule(static)
+      for (std::ptrdiff_t k = 0; k < static_cast<std::ptrdiff_t>(n); ++k)
+        key[k] = span.key(chunk + static_cast<std::size_t>(k));
+      for (std::size_t k = 0; k < n; ++k) ++key_count[key[k] + 1];
+      for (std::size_t q = 0; q < span.n_keys; ++q) key_count[q + 1] += key_count[q];
+      for (std::size_t k = 0; k < n; ++k)
+        by_key[key_count[key[k]]++] = static_cast<std::uint32_t>(k);
+    }
+    auto item = [&](std::size_t j) {
+      return by_key.empty() ? static_cast<std::uint32_t>(j) : by_key[j];
+    };
     std::fill(count.begin(), count.end(), 0u);
     for (std::size_t k = 0; k < n; ++k)
       if (lo[k] <= hi[k]) ++count[static_cast<std::size_t>(lo[k]) + 1];
     for (std::size_t r = 0; r < rows; ++r) count[r + 1] += count[r];
     const std::size_t placed = count[rows];
     order.resize(placed);
-    for (std::size_t k = 0; k < n; ++k)
-      if (lo[k] <= hi[k])
-        order[count[static_cast<std::size_t>(lo[k])]++] = static_cast<std::uint32_t>(k);
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::uint32_t k = item(j);
+      if (lo[k] <= hi[k]) order[count[static_cast<std::size_t>(lo[k])]++] = k;
+    }
     // count[r] is now the number of items whose first row is <= r: each band ends (exclusive) at
     // the first row where that reaches its share, every band at least one row.
     std::size_t end = 0;

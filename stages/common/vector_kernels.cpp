@@ -58,7 +58,11 @@ IFUSIM_VECTOR_CLONES void add_products(double* __restrict y, const double* __res
 // one element at a time, in the same order.
 IFUSIM_VECTOR_CLONES void multiply_rows(const float* __restrict a, std::size_t rows,
                                         std::size_t depth, const float* __restrict b,
+                                        std::size_t b_stride, const std::int32_t* b_rows,
                                         std::size_t width, float* __restrict c) {
+  auto b_row = [&](std::size_t q) {
+    return b + (b_rows ? static_cast<std::size_t>(b_rows[q]) : q) * b_stride;
+  };
   typedef float Vector __attribute__((vector_size(64)));
   constexpr std::size_t kLanes = 16, kVectors = 4, kColumns = kLanes * kVectors;
   constexpr std::size_t kDepthPanel = 512;
@@ -74,7 +78,7 @@ IFUSIM_VECTOR_CLONES void multiply_rows(const float* __restrict a, std::size_t r
             std::memcpy(sum[i], c + (r + i) * width + k, sizeof sum[i]);
         for (std::size_t q = q0; q < q1; ++q) {
           Vector bq[kVectors];
-          std::memcpy(bq, b + q * width + k, sizeof bq);
+          std::memcpy(bq, b_row(q) + k, sizeof bq);
           for (std::size_t i = 0; i < 4; ++i) {
             const float aiq = a[(r + i) * depth + q];
             for (std::size_t v = 0; v < kVectors; ++v) sum[i][v] += aiq * bq[v];
@@ -94,7 +98,7 @@ IFUSIM_VECTOR_CLONES void multiply_rows(const float* __restrict a, std::size_t r
             std::memcpy(&sum[i], c + (r + i) * width + k, sizeof(Vector));
         for (std::size_t q = q0; q < q1; ++q) {
           Vector bq;
-          std::memcpy(&bq, b + q * width + k, sizeof bq);
+          std::memcpy(&bq, b_row(q) + k, sizeof bq);
           for (std::size_t i = 0; i < 4; ++i) sum[i] += a[(r + i) * depth + q] * bq;
         }
         for (std::size_t i = 0; i < 4; ++i)
@@ -105,7 +109,7 @@ IFUSIM_VECTOR_CLONES void multiply_rows(const float* __restrict a, std::size_t r
   for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t j = r < row_groups ? k : 0; j < width; ++j) {
       float s = 0.0f;
-      for (std::size_t q = 0; q < depth; ++q) s += a[r * depth + q] * b[q * width + j];
+      for (std::size_t q = 0; q < depth; ++q) s += a[r * depth + q] * b_row(q)[j];
       c[r * width + j] = s;
     }
 }

@@ -33,13 +33,14 @@ void add_scaled_rows(double* y, std::size_t n, const double* a, const std::int32
 // y[k] += a[k] * x[k], k < n. y must overlap neither a nor x.
 void add_products(double* y, const double* a, const double* x, std::size_t n);
 
-// c = a b in float: a is rows x depth and b depth x width, c rows x width, all row-major and
-// dense. Each element of c is summed over the depth in order (q = 0, 1, ...), each product and
-// sum rounded on its own: its bits do not depend on the instruction set, the rows or the width
-// (the binned product's dense blocks, whose cube must be the same for any thread count, tile and
-// chunk of bins). c must overlap neither a nor b.
+// c = a b in float: a is rows x depth, row-major and dense; b's rows are b + b_rows[q] b_stride
+// (q where b_rows is null), each `width` long; c is rows x width, row-major. Each element of c is
+// summed over the depth in order (q = 0, 1, ...), each product and sum rounded on its own: its
+// bits do not depend on the instruction set, the rows or the width (the binned product's dense
+// blocks, whose cube must be the same for any thread count, tile and chunk of bins). c must
+// overlap neither a nor b.
 void multiply_rows(const float* a, std::size_t rows, std::size_t depth, const float* b,
-                   std::size_t width, float* c);
+                   std::size_t b_stride, const std::int32_t* b_rows, std::size_t width, float* c);
 // c = a b^T in double (the binned product's transpose, dL/dH = G B^T, in its dense blocks): a is
 // rows x depth (row r at a + r a_stride), b's rows are b + b_rows[j] b_stride (j + 0, 1, ... where
 // b_rows is null), each `depth` long; c is rows x columns, row-major. Each element is summed over

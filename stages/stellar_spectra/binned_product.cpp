@@ -441,12 +441,27 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
   // block's in float, multiply_rows; a sparse one's in double, add_scaled_rows), rounded into the
   // float cube once (data/datacube.h): the chunks do not change its bits.
   const std::size_t chunk_bins = layout.chunk_bins, n_chunks = layout.n_chunks;
+  // The dense blocks of H in float (rows x their columns), made once for every chunk of bins: a
+  // chunk made them again, and with MaNGA's thousands of columns a tile's B takes ~70 chunks (a
+  // smoothed run's blocks are all dense: 25 million entries written 70 times).
+  std::vector<std::vector<float>> dense_h(n_blocks);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::size_t b = 0; b < n_blocks; ++b) {
+    if (!block_dense[b] || block_columns[b].empty()) continue;
+    const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
+    const std::size_t cols = block_columns[b].size();
+    std::vector<float>& hd = dense_h[b];
+    hd.assign((r1 - r0) * cols, 0.0f);
+    for (std::size_t r = r0; r < r1; ++r)
+      for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e)
+        hd[(r - r0) * cols + static_cast<std::size_t>(entry_q[e])] = static_cast<float>(h.value[e]);
+  }
 #pragma omp parallel
   {
-    // This thread's chunk of B, a row in double, its gathered columns, float product and double
-    // sums, reused chunk after chunk and block after block (each a fresh buffer was a fresh
-    // mapping and its page faults each time).
-    std::vector<float> basis_buffer, gathered, product_buffer;
+    // This thread's chunk of B, a row in double, float product and double sums, reused chunk
+    // after chunk and block after block (each a fresh buffer was a fresh mapping and its page
+    // faults each time).
+    std::vector<float> basis_buffer, product_buffer;
     std::vector<double> row;
     RowMatrix sums;
 #pragma omp for schedule(dynamic, 1)
@@ -472,18 +487,10 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
             static_cast<Eigen::Index>(width),
             Eigen::OuterStride<>(static_cast<Eigen::Index>(n_wave)));
         if (block_dense[b]) {
-          RowMatrixF hd =
-              RowMatrixF::Zero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
-          for (std::size_t r = r0; r < r1; ++r)
-            for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e)
-              hd(static_cast<Eigen::Index>(r - r0), entry_q[e]) = static_cast<float>(h.value[e]);
-          gathered.resize(cols * width);
-          Eigen::Map<RowMatrixF> bg(gathered.data(), static_cast<Eigen::Index>(cols),
-                                    static_cast<Eigen::Index>(width));
-          for (std::size_t q = 0; q < cols; ++q)
-            bg.row(static_cast<Eigen::Index>(q)) = basis.row(columns[q]);
+          // The block's columns' rows of B read where they lie in the chunk.
           product_buffer.resize(rows * width);
-          multiply_rows(hd.data(), rows, cols, gathered.data(), width, product_buffer.data());
+          multiply_rows(dense_h[b].data(), rows, cols, basis_buffer.data(), width, columns.data(),
+                        width, product_buffer.data());
           const Eigen::Map<const RowMatrixF> product(product_buffer.data(),
                                                      static_cast<Eigen::Index>(rows),
                                                      static_cast<Eigen::Index>(width));

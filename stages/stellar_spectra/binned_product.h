@@ -21,7 +21,7 @@ inline constexpr std::size_t kRowsPerBlock = 32;
 
 // B is made and multiplied in chunks of wavelength bins (binned_product.cpp), a chunk to a thread
 // at a time, each at most basis_chunk_bytes were every column of the tile populated: a thread
-// holds its chunk and its gathered copy of a block's columns of it, each within the bound. The
+// holds its chunk (a dense block reads its columns' rows where they lie), within the bound. The
 // bound follows the whole field's cube, not the tile, and not the thread count. A floor of 4 MiB:
 // at MUSE's 25 x 25 x 3721 (4820 columns, 1065 populated at 1e5 stars) chunks of 192 bins, two
 // threads holding ~2 MB beside the 9.3 MB float cube (issue 22: 62.5 MB for the whole process at
@@ -72,7 +72,7 @@ struct BinnedProductInput {
   const DustExpansion* dust = nullptr;  // the terms of the dust axis (tile.dust); none without
   HistogramTile tile;
   int band_first_bin = 0, band_end_bin = 0;  // bins whose energy weighs the light moments
-  // B's chunk and each thread's gather held at once: basis_chunk_bytes of the whole field.
+  // Each thread's chunk of B: basis_chunk_bytes of the whole field.
   std::size_t basis_memory_bytes = kMinBasisChunkBytes;
   // binned_product_on_device: B's span on the device (and its pinned host copy) at most.
   std::size_t device_basis_bytes = kDeviceBasisBytes;

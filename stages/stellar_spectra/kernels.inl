@@ -173,7 +173,13 @@ IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const WaveBins& bins
   const DustExpansionView& dust = tile.dust;
   int dust_row = 0;
   double dust_upper = 0.0;
-  if (dust.phi) dust.locate(stars.dust_av ? stars.dust_av[i] : 0.0, dust_row, dust_upper);
+  // The terms' weights at the star's A_V, once a star (not again for every entry of every
+  // footprint spaxel).
+  double dust_weight[kMaxDustRank];
+  if (dust.phi) {
+    dust.locate(stars.dust_av ? stars.dust_av[i] : 0.0, dust_row, dust_upper);
+    for (int r = 0; r < dust.rank; ++r) dust_weight[r] = dust.weight(dust_row, dust_upper, r);
+  }
   const double mass = stars.initial_mass_msun[i];
   const std::size_t n_a = static_cast<std::size_t>(dust.rank);
   // An entry times each term's weight at the star's A_V (columns c .. c + rank - 1) with dust.
@@ -182,7 +188,7 @@ IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const WaveBins& bins
       f(index, m);
       return;
     }
-    for (int r = 0; r < dust.rank; ++r) f(index + r, m * dust.weight(dust_row, dust_upper, r));
+    for (int r = 0; r < dust.rank; ++r) f(index + r, m * dust_weight[r]);
   };
   const double doppler = tile.one_plus_z * (1.0 + v / kSpeedOfLightKms);
   EdgeStep step[2];
@@ -338,10 +344,28 @@ IFUSIM_HD inline HistogramTile tile_rows(const HistogramTile& tile, const Scatte
 }
 
 // The spaxels star i's footprint may reach (scatter_by_rows' span).
+// A star's rows (spaxels) for scatter_by_rows, and its lower velocity node as the key: the stars
+// of one first row and velocity node add into the same few cache lines of each of their rows (a
+// row's window is laid out (SSP node, velocity node, dust term)), where in the stars' own order
+// each add missed the cache (half the smoothed deposit's time before; docs/benchmarks.md).
 struct StarSpaxelSpan {
   FootprintView footprint;
+  const float* velocity_los_kms;
+  VelocityBins velocity;
+  std::size_t n_keys;  // the velocity nodes
+  StarSpaxelSpan(const StarViews& stars, const HistogramTile& tile)
+      : footprint(stars.footprint),
+        velocity_los_kms(stars.velocity_los_kms),
+        velocity(tile.velocity),
+        n_keys(static_cast<std::size_t>(tile.velocity.n)) {}
   IFUSIM_HD void operator()(std::size_t i, std::int32_t& first, std::int32_t& last) const {
     footprint.spaxel_span(i, first, last);
+  }
+  IFUSIM_HD std::uint32_t key(std::size_t i) const {
+    int jv = 0;
+    double tv = 0.0;
+    velocity.locate(velocity_los_kms[i], jv, tv);
+    return static_cast<std::uint32_t>(jv);
   }
 };
 
@@ -367,7 +391,7 @@ void mark_histogram_entries(const Device& device, const SspView& ssp, const Wave
                             const StarViews& stars, const HistogramTile& tile,
                             Span<std::int64_t> marks, bool marks_shared) {
   scatter_by_rows(device, stars.n, tile.first_spaxel, tile.n_spaxels, marks_shared,
-                  StarSpaxelSpan{stars.footprint},
+                  StarSpaxelSpan(stars, tile),
                   MarkHistogramEntries{ssp, bins, stars, tile, marks.data});
 }
 
@@ -535,8 +559,7 @@ void count_velocity_nodes(const Device& device, const SspView& ssp, const StarVi
                           const HistogramTile& tile, Span<std::int64_t> counts,
                           bool counts_shared) {
   scatter_by_rows(device, stars.n, tile.first_spaxel, tile.n_spaxels, counts_shared,
-                  StarSpaxelSpan{stars.footprint},
-                  CountVelocityNodes{ssp, stars, tile, counts.data});
+                  StarSpaxelSpan(stars, tile), CountVelocityNodes{ssp, stars, tile, counts.data});
 }
 
 // Dense: integer sums into the tile's histogram (its rows in windows where it has them), star i's
@@ -562,7 +585,7 @@ void accumulate_histogram(const Device& device, const SspView& ssp, const WaveBi
                           const StarViews& stars, const HistogramTile& tile, double counts_per_unit,
                           Span<std::int64_t> histogram, bool histogram_shared) {
   scatter_by_rows(device, stars.n, tile.first_spaxel, tile.n_spaxels, histogram_shared,
-                  StarSpaxelSpan{stars.footprint},
+                  StarSpaxelSpan(stars, tile),
                   DepositHistogram{ssp, bins, stars, tile, counts_per_unit, histogram.data});
 }
 

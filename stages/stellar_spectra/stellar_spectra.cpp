@@ -802,22 +802,26 @@ class StellarSpectraStage final : public Stage {
                        true, ""});
     }
     const auto n_wave = static_cast<std::size_t>(c.n_wave);
-    if (!c.mesh->device(0).is_cuda()) {
-      // Each thread's chunk of B and its gather of a block's columns (binned_product.h), float.
-      const std::size_t chunk = std::min<std::size_t>(basis_chunk_bytes(c.n_spaxels, n_wave),
-                                                      tile.columns() * n_wave * sizeof(float));
-      out.push_back({"basis B: each thread's chunk and gather (host, at most)",
-                     2 * chunk * static_cast<std::size_t>(omp_get_max_threads()), false, ""});
-      return out;
-    }
-    // A GPU mesh sums the product's voxels on its first GPU (binned_product_on_device): a tile's
-    // rows of H (at most every entry the stars make, at most every element of the tile), B's span
-    // (every column populated, at most) and the tile's float cube rows; B's span also in pinned
-    // host memory. Counted here for every GPU, an upper bound.
+    // A tile's rows of H: at most every entry the stars make, at most every element of the tile.
     const std::size_t rows = sparse ? c.n_spaxels : static_cast<std::size_t>(tile_rows);
     const auto nonzeros = static_cast<std::size_t>(
         std::min(entries_per_star(tile) * static_cast<double>(c.n_stars),
                  static_cast<double>(tile.columns()) * static_cast<double>(rows)));
+    if (!c.mesh->device(0).is_cuda()) {
+      // Each thread's chunk of B (binned_product.h), float.
+      const std::size_t chunk = std::min<std::size_t>(basis_chunk_bytes(c.n_spaxels, n_wave),
+                                                      tile.columns() * n_wave * sizeof(float));
+      out.push_back({"basis B: each thread's chunk (host, at most)",
+                     chunk * static_cast<std::size_t>(omp_get_max_threads()), false, ""});
+      // The dense row blocks of H in float, held over all chunks: a block is dense where its
+      // entries fill at least a quarter of it (binned_product.cpp), so at most 4 floats an entry.
+      out.push_back({"the product's dense blocks of H (float, host, at most)",
+                     std::min(rows * tile.columns(), 4 * nonzeros) * sizeof(float), false, ""});
+      return out;
+    }
+    // A GPU mesh sums the product's voxels on its first GPU (binned_product_on_device): a tile's
+    // rows of H, B's span (every column populated, at most) and the tile's float cube rows; B's
+    // span also in pinned host memory. Counted here for every GPU, an upper bound.
     const DeviceProductBytes product = device_product_bytes(
         rows, n_wave, nonzeros, std::min(tile.columns(), nonzeros),
         basis_chunk_bins(basis_chunk_bytes(c.n_spaxels, n_wave), tile.columns()),
