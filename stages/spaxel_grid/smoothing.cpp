@@ -49,41 +49,11 @@ using KdTree = nanoflann::KDTreeSingleIndexAdaptor<
 
 constexpr std::size_t kLeafMaxSize = 10;
 
-}  // namespace
-
-struct KnnLengths::Impl {
-  std::vector<float> positions_kpc;
-  PointCloud cloud{positions_kpc};
-  std::optional<KdTree> tree;  // none for fewer than 2 points
-  std::size_t want = 0;        // neighbours asked for
-};
-
-KnnLengths::KnnLengths(std::vector<float> positions_kpc, int k) : impl_(std::make_unique<Impl>()) {
-  if (k < 1) throw std::invalid_argument("knn_smoothing_length_kpc: k must be >= 1");
-  if (positions_kpc.size() % 3 != 0)
-    throw std::invalid_argument("knn_smoothing_length_kpc: positions are not N x 3");
-  const std::size_t n = positions_kpc.size() / 3;
-  if (n >= std::numeric_limits<std::uint32_t>::max())
-    throw std::invalid_argument("knn_smoothing_length_kpc: more than 2^32 - 1 points");
-  for (const float v : positions_kpc)
-    if (!std::isfinite(v))
-      throw std::invalid_argument("knn_smoothing_length_kpc: non-finite position");
-  impl_->positions_kpc = std::move(positions_kpc);
-  if (n < 2) return;
-  impl_->tree.emplace(3, impl_->cloud, nanoflann::KDTreeSingleIndexAdaptorParams(kLeafMaxSize));
-  // The point itself is among its own nearest (at distance 0, also with duplicates): ask for
-  // k + 1 and take the last, the k-th nearest other point.
-  impl_->want = std::min<std::size_t>(static_cast<std::size_t>(k) + 1, n);
-}
-
-KnnLengths::~KnnLengths() = default;
-
-namespace {
-
-// The queries in Morton (Z-order) order of their positions: neighbours in the list are neighbours
-// in space, so that consecutive searches walk the same branches of the tree (the stars come in
-// the snapshot's or the generator's order, and searched in it the 32-neighbour lengths of 1e6
-// stars took 7.7 s on 2 cores here).
+// Points in Morton (Z-order) order of their positions: neighbours in the list are neighbours in
+// space. The queries in it walk the same branches of the tree one after another (the stars come
+// in the snapshot's or the generator's order, and searched in it the 32-neighbour lengths of 1e6
+// stars took 7.7 s on 2 cores here); the tree's points stored in it put a leaf's points in a few
+// cache lines, where the input's order scattered them over the array.
 std::vector<std::uint32_t> spatial_order(const std::vector<float>& positions_kpc) {
   const std::size_t n = positions_kpc.size() / 3;
   float lo[3], hi[3];
@@ -122,6 +92,38 @@ std::vector<std::uint32_t> spatial_order(const std::vector<float>& positions_kpc
 
 }  // namespace
 
+struct KnnLengths::Impl {
+  std::vector<float> positions_kpc;
+  PointCloud cloud{positions_kpc};
+  std::optional<KdTree> tree;  // none for fewer than 2 points
+  std::size_t want = 0;        // neighbours asked for
+};
+
+KnnLengths::KnnLengths(std::vector<float> positions_kpc, int k) : impl_(std::make_unique<Impl>()) {
+  if (k < 1) throw std::invalid_argument("knn_smoothing_length_kpc: k must be >= 1");
+  if (positions_kpc.size() % 3 != 0)
+    throw std::invalid_argument("knn_smoothing_length_kpc: positions are not N x 3");
+  const std::size_t n = positions_kpc.size() / 3;
+  if (n >= std::numeric_limits<std::uint32_t>::max())
+    throw std::invalid_argument("knn_smoothing_length_kpc: more than 2^32 - 1 points");
+  for (const float v : positions_kpc)
+    if (!std::isfinite(v))
+      throw std::invalid_argument("knn_smoothing_length_kpc: non-finite position");
+  // The lengths are distances alone, so the tree's points may be held in any order.
+  const std::vector<std::uint32_t> order = spatial_order(positions_kpc);
+  impl_->positions_kpc.resize(positions_kpc.size());
+  for (std::size_t j = 0; j < n; ++j)
+    std::copy_n(positions_kpc.data() + 3 * std::size_t{order[j]}, 3,
+                impl_->positions_kpc.data() + 3 * j);
+  if (n < 2) return;
+  impl_->tree.emplace(3, impl_->cloud, nanoflann::KDTreeSingleIndexAdaptorParams(kLeafMaxSize));
+  // The point itself is among its own nearest (at distance 0, also with duplicates): ask for
+  // k + 1 and take the last, the k-th nearest other point.
+  impl_->want = std::min<std::size_t>(static_cast<std::size_t>(k) + 1, n);
+}
+
+KnnLengths::~KnnLengths() = default;
+
 std::vector<float> KnnLengths::of(const std::vector<float>& query_positions_kpc) const {
   std::vector<float> out(query_positions_kpc.size() / 3, 0.0f);
   if (!impl_->tree) return out;
@@ -159,11 +161,13 @@ Stage::Pass KnnPass::pass(const StreamedInput& input) const {
 std::vector<MemoryItem> KnnPass::memory_estimate(const PlanContext& c,
                                                  const std::string& stage) const {
   if (params_.kind != Smoothing::kernel) return {};
-  // 12 bytes of position and ~8 of tree (an index, and a node per 5 points) a star.
+  // 12 bytes of position and ~8 of tree (an index, and a node per 5 points) a star, and while
+  // the tree's points are put in Morton order the input's positions (12) and the sort's keys
+  // and order (20).
   return {
       {"kNN smoothing lengths: every star's position and the k-d tree (host; none where the "
        "input gives StellarHsml)",
-       c.n_stars * 20, false, "stages." + stage + ".smoothing"}};
+       c.n_stars * 52, false, "stages." + stage + ".smoothing"}};
 }
 
 void KnnPass::observe(const RunState& block) {
