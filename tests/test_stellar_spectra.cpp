@@ -1,6 +1,7 @@
 #include <omp.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -967,4 +968,46 @@ TEST_CASE("binned spectra on a logarithmic grid agree with the exact method",
   const SpectraRun exact = run_spectra(1, host, grid, method_params(SpectralMethod::exact), bins);
   const SpectraRun binned = run_spectra(1, host, grid, method_params(SpectralMethod::binned), bins);
   check_targets(binned, exact);  // the accuracy targets of the linear grids
+}
+
+// locate_after (a row's bin edges in order, stepping on from the last pixel) finds locate's pixel
+// and fraction bitwise, on a grid that is not uniform (MILES' in vacuum, where it replaces a
+// search) and on a uniform one, from below the first edge to beyond the last, with repeated and
+// edge-exact wavelengths.
+TEST_CASE("locate_after: locate's pixel and fraction, stepping on", "[spectra][binned]") {
+  std::vector<double> uneven(301), even(301);
+  for (std::size_t i = 0; i < uneven.size(); ++i) {
+    const double x = static_cast<double>(i);
+    uneven[i] = 3500.0 + 0.9 * x + 1e-4 * x * x;
+    even[i] = 3500.0 + 0.9 * x;
+  }
+  for (const bool uniform : {false, true}) {
+    const std::vector<double>& edges = uniform ? even : uneven;
+    SspView ssp;
+    ssp.n_wave = static_cast<int>(edges.size()) - 1;
+    ssp.edges = edges.data();
+    ssp.uniform = uniform;
+    ssp.edge0 = edges.front();
+    ssp.step = 0.9;
+    std::vector<double> lambdas{3400.0, edges[0], edges[0]};
+    for (double l = 3450.0; l < 3820.0; l += 0.37) lambdas.push_back(l);
+    for (const std::size_t i : {5, 100, 299, 300}) lambdas.push_back(edges[i]);
+    std::sort(lambdas.begin(), lambdas.end());
+    lambdas.push_back(edges.back());
+    lambdas.push_back(4000.0);
+    int j = -1;
+    double f = 0.0;
+    std::size_t inside = 0;
+    for (const double lambda : lambdas) {
+      int expected_j = 0;
+      double expected_f = 0.0;
+      locate(ssp, lambda, expected_j, expected_f);
+      locate_after(ssp, lambda, j, f);
+      INFO((uniform ? "uniform" : "not uniform") << ", lambda " << lambda);
+      REQUIRE(j == expected_j);
+      REQUIRE(std::memcmp(&f, &expected_f, sizeof f) == 0);
+      inside += j >= 0 && j < ssp.n_wave;
+    }
+    CHECK(inside > 700);  // most of them inside the grid
+  }
 }

@@ -110,9 +110,17 @@ struct ChunkAxis {
   std::vector<double> edges, widths, centres;  // k1 - k0 + 1 edges, k1 - k0 widths and centres
   int rank = 1;
   std::vector<double> dust;  // ((velocity node, term), bin): psi at the bin's rest centre
+  // Each velocity node's template pixel and fraction at the chunk's edges over its shift, for
+  // the nodes the rows to be made use (slot[v] >= 0): the same for every SSP node's row, so
+  // located once, not once for each (MILES' 636 nodes). Edge k0 + i of node v at
+  // slot[v] * (k1 - k0 + 1) + i.
+  std::vector<int> slot, pixel;
+  std::vector<double> fraction;
   // `dust_table`: make the factors for every velocity node (a chunk's many rows); without it
-  // (one row), each row makes its own.
-  ChunkAxis(const BinnedProductInput& in, int first, int end, bool dust_table = true)
+  // (one row), each row makes its own. `columns`: the columns whose rows will be made, whose
+  // velocity nodes are located here (none: each row locates its own).
+  ChunkAxis(const BinnedProductInput& in, int first, int end, bool dust_table = true,
+            const std::vector<std::size_t>* columns = nullptr)
       : k0(first), k1(end) {
     const WaveBins& bins = in.bins;
     const auto n = static_cast<std::size_t>(k1 - k0);
@@ -124,6 +132,7 @@ struct ChunkAxis {
       widths[static_cast<std::size_t>(k - k0)] = bins.width(k);
       centres[static_cast<std::size_t>(k - k0)] = bins.vacuum_centre(k);
     }
+    if (columns) locate_edges(in, *columns);
     if (!in.dust || !dust_table) return;
     rank = in.dust->rank;
     const int n_velocity = in.tile.velocity.n;
@@ -134,6 +143,35 @@ struct ChunkAxis {
         const double k = attenuation_ratio(in.dust->curve, centres[i] / doppler);
         for (int r = 0; r < rank; ++r)
           dust[(static_cast<std::size_t>(v) * rank + r) * n + i] = in.dust->psi_at(k, r);
+      }
+    }
+  }
+  void locate_edges(const BinnedProductInput& in, const std::vector<std::size_t>& columns) {
+    const HistogramTile& tile = in.tile;
+    const auto n_a = static_cast<std::size_t>(tile.dust.rank);
+    slot.assign(static_cast<std::size_t>(tile.velocity.n), -1);
+    int n_used = 0;
+    for (const std::size_t c : columns)
+      if (c < tile.spectrum_columns()) {
+        int& s = slot[c / n_a % static_cast<std::size_t>(tile.velocity.n)];
+        if (s < 0) s = n_used++;
+      }
+    const auto n_edges = static_cast<std::size_t>(k1 - k0 + 1);
+    pixel.resize(static_cast<std::size_t>(n_used) * n_edges);
+    fraction.resize(pixel.size());
+    for (int v = 0; v < tile.velocity.n; ++v) {
+      if (slot[static_cast<std::size_t>(v)] < 0) continue;
+      const std::size_t at = static_cast<std::size_t>(slot[static_cast<std::size_t>(v)]) * n_edges;
+      const double doppler = node_doppler(tile, v);
+      int j = 0;
+      double f = 0.0;
+      locate(in.ssp, vacuum_edge(k0) / doppler, j, f);
+      pixel[at] = j;
+      fraction[at] = f;
+      for (int k = k0; k < k1; ++k) {
+        locate_after(in.ssp, vacuum_edge(k + 1) / doppler, j, f);
+        pixel[at + static_cast<std::size_t>(k + 1 - k0)] = j;
+        fraction[at + static_cast<std::size_t>(k + 1 - k0)] = f;
       }
     }
   }
@@ -170,13 +208,27 @@ struct SpectrumBase {
 void spectrum_base(const BinnedProductInput& in, const ChunkAxis& axis, int node, int velocity_node,
                    double* out) {
   const int k0 = axis.k0, k1 = axis.k1;
+  if (!axis.slot.empty()) {  // the chunk's located edges
+    const std::size_t at =
+        static_cast<std::size_t>(axis.slot[static_cast<std::size_t>(velocity_node)]) *
+        static_cast<std::size_t>(k1 - k0 + 1);
+    const int* j = axis.pixel.data() + at;
+    const double* f = axis.fraction.data() + at;
+    double below = cumulative_at(in.ssp, node, j[0], f[0]);
+    for (int k = k0; k < k1; ++k) {
+      const double c = cumulative_at(in.ssp, node, j[k + 1 - k0], f[k + 1 - k0]);
+      out[k - k0] = (c - below) / axis.width(k);
+      below = c;
+    }
+    return;
+  }
   const double doppler = node_doppler(in.tile, velocity_node);
   int j = 0;
   double f = 0.0;
   locate(in.ssp, axis.vacuum_edge(k0) / doppler, j, f);
   double below = cumulative_at(in.ssp, node, j, f);
   for (int k = k0; k < k1; ++k) {
-    locate(in.ssp, axis.vacuum_edge(k + 1) / doppler, j, f);
+    locate_after(in.ssp, axis.vacuum_edge(k + 1) / doppler, j, f);
     const double c = cumulative_at(in.ssp, node, j, f);
     out[k - k0] = (c - below) / axis.width(k);
     below = c;
@@ -469,7 +521,7 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
       const std::size_t k0 = chunk * chunk_bins, k1 = std::min(n_wave, k0 + chunk_bins),
                         width = k1 - k0;
       double* partial = layout.partial(chunk);
-      const ChunkAxis axis(in, static_cast<int>(k0), static_cast<int>(k1));
+      const ChunkAxis axis(in, static_cast<int>(k0), static_cast<int>(k1), true, &layout.populated);
       basis_buffer.resize(n_pop * width);
       Eigen::Map<RowMatrixF> basis(basis_buffer.data(), static_cast<Eigen::Index>(n_pop),
                                    static_cast<Eigen::Index>(width));
@@ -561,7 +613,8 @@ BinnedProductStats binned_product_on_device(const Device& device, const BinnedPr
 #pragma omp parallel for schedule(dynamic, 1)
       for (std::size_t c = c0; c < c1; ++c) {
         const std::size_t k0 = c * chunk_bins, k1 = std::min(n_wave, k0 + chunk_bins);
-        axes[c - c0] = std::make_unique<ChunkAxis>(in, static_cast<int>(k0), static_cast<int>(k1));
+        axes[c - c0] = std::make_unique<ChunkAxis>(in, static_cast<int>(k0), static_cast<int>(k1),
+                                                   true, &layout.populated);
       }
       const std::size_t n_items = (c1 - c0) * n_pop;
 #pragma omp parallel
@@ -602,7 +655,7 @@ namespace {
 // made by the host's threads (a row to a thread at a time).
 void make_transpose_chunk(const BinnedProductInput& in, const std::vector<std::size_t>& used,
                           std::size_t k0, std::size_t width, double* out) {
-  const ChunkAxis axis(in, static_cast<int>(k0), static_cast<int>(k0 + width));
+  const ChunkAxis axis(in, static_cast<int>(k0), static_cast<int>(k0 + width), true, &used);
 #pragma omp parallel
   {
     SpectrumBase base;  // this thread's last spectrum over this chunk's axis

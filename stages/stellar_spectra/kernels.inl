@@ -56,7 +56,7 @@ struct DepositSpectrumChunk {
     const double a_v = stars.dust_av ? stars.dust_av[i] : 0.0;
     double band_energy = 0.0;
     for (int k = k0; k < k1; ++k) {
-      locate(ssp, bins.vacuum_edge(k + 1) / doppler, j, f);
+      locate_after(ssp, bins.vacuum_edge(k + 1) / doppler, j, f);
       double e = 0.0;
       for (int n = 0; n < 4; ++n) {
         const double c = cumulative_at(ssp, w.node[n], j, f);
