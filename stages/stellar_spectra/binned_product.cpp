@@ -373,22 +373,25 @@ ProductLayout product_layout(const BinnedProductInput& in, const HostHistogram& 
   layout.n_wave = n_wave;
   BinnedProductStats& stats = layout.stats;
 
-  // 1. The populated columns, and H over them by rows.
-  UsedColumns populated_set =
-      used_columns(n_columns, histogram.index, [&](std::uint64_t i) { return i % n_columns; });
-  const std::vector<std::int32_t>& populated_index = populated_set.index;
-  std::vector<std::size_t>& populated = layout.populated;
-  populated = std::move(populated_set.used);
+  // 1. The populated columns, and H over them by rows. The entries are sorted by index, so each
+  // one's row and column come from stepping on through the rows (a division and a remainder an
+  // entry were a tenth of a smoothed run's product).
   SparseRows& h = layout.h;
+  const std::size_t n_entries = histogram.index.size();
   h.offsets.assign(n_rows + 1, 0);
-  h.column.reserve(histogram.index.size());
-  h.value.reserve(histogram.index.size());
-  for (std::size_t e = 0; e < histogram.index.size(); ++e) {
-    h.column.push_back(populated_index[histogram.index[e] % n_columns]);
-    h.value.push_back(histogram.mass_msun[e]);
-    ++h.offsets[histogram.index[e] / n_columns + 1];
+  h.column.resize(n_entries);
+  h.value.assign(histogram.mass_msun.begin(), histogram.mass_msun.end());
+  for (std::size_t e = 0, row = 0, row_index = 0; e < n_entries; ++e) {
+    while (histogram.index[e] >= row_index + n_columns) ++row, row_index += n_columns;
+    h.column[e] = static_cast<std::int32_t>(histogram.index[e] - row_index);  // of the tile
+    ++h.offsets[row + 1];
   }
   for (std::size_t r = 0; r < n_rows; ++r) h.offsets[r + 1] += h.offsets[r];
+  UsedColumns populated_set =
+      used_columns(n_columns, h.column, [](std::int32_t c) { return static_cast<std::size_t>(c); });
+  for (std::int32_t& c : h.column) c = populated_set.index[static_cast<std::size_t>(c)];
+  std::vector<std::size_t>& populated = layout.populated;
+  populated = std::move(populated_set.used);
   stats.populated_columns = populated.size();
   stats.nonzeros = h.value.size();
 

@@ -357,23 +357,6 @@ std::vector<double> bin_vacuum_edges(const WaveBins& bins, const std::string& me
   return edges;
 }
 
-// f(index, value) for every non-zero value of a psum'd array, in index order: replica 0 (what
-// to_host downloads) scanned in slices, as a host copy of a whole tile (24 MB at MUSE's 625
-// spaxels) beside it was the stage's peak (#22).
-template <class F>
-void for_each_nonzero(const ShardedArray<std::int64_t>& reduced, F&& f) {
-  const DeviceBuffer<std::int64_t>& total = reduced.buffer_of(*reduced.shards().front().device);
-  constexpr std::size_t kSlice = std::size_t{1} << 16;
-  const std::size_t n = reduced.rows();
-  std::vector<std::int64_t> slice(std::min(kSlice, n));
-  for (std::size_t first = 0; first < n; first += kSlice) {
-    const std::size_t count = std::min(kSlice, n - first);
-    total.download(slice.data(), count, first);
-    for (std::size_t i = 0; i < count; ++i)
-      if (slice[i] != 0) f(first + i, slice[i]);
-  }
-}
-
 // A dense tile's row windows (HistogramTile::row_start): each row's velocity nodes counted over
 // the stars held, psum'd (the same windows for any device count), then each row's first and last
 // node reached; rows no star reaches hold nothing. On the host and on every device. Empty: the
@@ -395,11 +378,6 @@ struct RowWindows {
     tile.row_start = device_start.local(d).data;
     tile.row_window = device_window.local(d).data;
   }
-  // The (row, column) of the entry at `place`, for places in increasing order (the cursor keeps
-  // the row reached).
-  struct Cursor {
-    std::size_t row = 0;
-  };
   // The windows of the first n rows alone.
   RowWindows first_rows(const Mesh& mesh, std::size_t n) const {
     RowWindows w;
@@ -409,24 +387,47 @@ struct RowWindows {
     w.device_window = device_put(mesh, w.window, 1, Sharding::replicated());
     return w;
   }
-  std::pair<std::size_t, std::size_t> entry_of(const HistogramTile& tile, std::size_t place,
-                                               Cursor& cursor) const {
-    const std::size_t columns = tile.columns();
-    if (start.empty()) return {place / columns, place % columns};
-    std::size_t& row = cursor.row;
-    while (place >= static_cast<std::size_t>(start[row + 1])) ++row;
-    const std::size_t local = place - static_cast<std::size_t>(start[row]);
-    const auto first = static_cast<std::size_t>(window[2 * row]);
-    const auto count = static_cast<std::size_t>(window[2 * row + 1]);
-    const auto n_a = static_cast<std::size_t>(tile.dust.rank);
-    const std::size_t node_entries = count * n_a;
-    const std::size_t spectrum_entries = static_cast<std::size_t>(tile.n_nodes) * node_entries;
-    if (local >= spectrum_entries)
-      return {row, tile.spectrum_columns() + (local - spectrum_entries)};
-    const std::size_t node = local / node_entries, j = first + local % node_entries / n_a;
-    return {row, (node * static_cast<std::size_t>(tile.velocity.n) + j) * n_a + local % n_a};
-  }
 };
+
+// f(row, column, place, value) for every non-zero value of a psum'd dense tile (its row windows
+// where it has them), in place order: replica 0 (what to_host downloads) a row at a time, as a
+// host copy of a whole tile (24 MB at MUSE's 625 spaxels) beside it was the stage's peak (#22).
+// Each row's places are walked in the window's layout (SSP node, velocity node, dust term, then
+// the ends' columns), where finding each place's column took three integer divisions: most of a
+// smoothed run's gather.
+template <class F>
+void for_each_nonzero_entry(const ShardedArray<std::int64_t>& reduced, const HistogramTile& tile,
+                            const RowWindows& windows, F&& f) {
+  const DeviceBuffer<std::int64_t>& total = reduced.buffer_of(*reduced.shards().front().device);
+  const std::size_t columns = tile.columns(), n_rows = static_cast<std::size_t>(tile.n_spaxels);
+  const auto n_a = static_cast<std::size_t>(tile.dust.rank);
+  const auto n_velocity = static_cast<std::size_t>(tile.velocity.n);
+  const bool whole = windows.start.empty();
+  std::vector<std::int64_t> values;
+  for (std::size_t row = 0; row < n_rows; ++row) {
+    const std::size_t begin = whole ? row * columns : static_cast<std::size_t>(windows.start[row]);
+    const std::size_t end =
+        whole ? begin + columns : static_cast<std::size_t>(windows.start[row + 1]);
+    if (end == begin) continue;
+    values.resize(end - begin);
+    total.download(values.data(), end - begin, begin);
+    std::size_t local = 0;
+    auto visit = [&](std::size_t column) {
+      if (values[local] != 0) f(row, column, begin + local, values[local]);
+      ++local;
+    };
+    if (whole) {
+      for (std::size_t c = 0; c < columns; ++c) visit(c);
+      continue;
+    }
+    const auto first = static_cast<std::size_t>(windows.window[2 * row]);
+    const auto count = static_cast<std::size_t>(windows.window[2 * row + 1]);
+    for (std::size_t node = 0; node < static_cast<std::size_t>(tile.n_nodes); ++node)
+      for (std::size_t j = first; j < first + count; ++j)
+        for (std::size_t r = 0; r < n_a; ++r) visit((node * n_velocity + j) * n_a + r);
+    for (std::size_t c = tile.spectrum_columns(); local < end - begin; ++c) visit(c);
+  }
+}
 
 RowWindows row_windows(const Mesh& mesh, const SpectralSetup& setup, const Stars& stars,
                        const HistogramTile& tile) {
@@ -666,12 +667,12 @@ class BinnedSpectra final : public PartialResult {
     HostHistogram out;
     if (storage_ == HistogramStorage::dense) {
       psum(mesh, sums_);
-      RowWindows::Cursor cursor;
-      for_each_nonzero(sums_, [&](std::size_t place, std::int64_t sum) {
-        const auto [row, column] = windows_.entry_of(tile_, place, cursor);
-        out.index.push_back(row * tile_.columns() + column);
-        out.mass_msun.push_back(static_cast<double>(sum) * quantum);
-      });
+      for_each_nonzero_entry(
+          sums_, tile_, windows_,
+          [&](std::size_t row, std::size_t column, std::size_t, std::int64_t sum) {
+            out.index.push_back(row * tile_.columns() + column);
+            out.mass_msun.push_back(static_cast<double>(sum) * quantum);
+          });
       sums_ = {};
       windows_ = {};
       return out;
@@ -706,13 +707,12 @@ TileEntries marked_entries(const ShardedArray<std::int64_t>& marks, const Histog
                            const RowWindows& windows) {
   TileEntries out;
   out.offsets.assign(static_cast<std::size_t>(tile.n_spaxels) + 1, 0);
-  RowWindows::Cursor cursor;
-  for_each_nonzero(marks, [&](std::size_t place, std::int64_t) {
-    const auto [row, column] = windows.entry_of(tile, place, cursor);
-    out.column.push_back(static_cast<std::uint32_t>(column));
-    out.place.push_back(place);
-    ++out.offsets[row + 1];
-  });
+  for_each_nonzero_entry(marks, tile, windows,
+                         [&](std::size_t row, std::size_t column, std::size_t place, std::int64_t) {
+                           out.column.push_back(static_cast<std::uint32_t>(column));
+                           out.place.push_back(place);
+                           ++out.offsets[row + 1];
+                         });
   for (std::size_t r = 0; r + 1 < out.offsets.size(); ++r) out.offsets[r + 1] += out.offsets[r];
   return out;
 }
