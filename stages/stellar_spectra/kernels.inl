@@ -343,7 +343,6 @@ IFUSIM_HD inline HistogramTile tile_rows(const HistogramTile& tile, const Scatte
   return band;
 }
 
-// The spaxels star i's footprint may reach (scatter_by_rows' span).
 // A star's rows (spaxels) for scatter_by_rows, and its lower velocity node as the key: the stars
 // of one first row and velocity node add into the same few cache lines of each of their rows (a
 // row's window is laid out (SSP node, velocity node, dust term)), where in the stars' own order
