@@ -364,7 +364,7 @@ struct ProductLayout {
   }
 };
 
-ProductLayout product_layout(const BinnedProductInput& in, const HostHistogram& histogram) {
+ProductLayout product_layout(const BinnedProductInput& in, HostHistogram&& histogram) {
   ProductLayout layout;
   const std::size_t n_rows = static_cast<std::size_t>(in.tile.n_spaxels);
   const std::size_t n_columns = in.tile.columns();
@@ -380,12 +380,13 @@ ProductLayout product_layout(const BinnedProductInput& in, const HostHistogram& 
   const std::size_t n_entries = histogram.index.size();
   h.offsets.assign(n_rows + 1, 0);
   h.column.resize(n_entries);
-  h.value.assign(histogram.mass_msun.begin(), histogram.mass_msun.end());
+  h.value = std::move(histogram.mass_msun);
   for (std::size_t e = 0, row = 0, row_index = 0; e < n_entries; ++e) {
     while (histogram.index[e] >= row_index + n_columns) ++row, row_index += n_columns;
     h.column[e] = static_cast<std::int32_t>(histogram.index[e] - row_index);  // of the tile
     ++h.offsets[row + 1];
   }
+  histogram.index = {};  // not held through the sums
   for (std::size_t r = 0; r < n_rows; ++r) h.offsets[r + 1] += h.offsets[r];
   UsedColumns populated_set =
       used_columns(n_columns, h.column, [](std::int32_t c) { return static_cast<std::size_t>(c); });
@@ -476,10 +477,10 @@ void light_moments_of(const ProductLayout& layout, double* light_moments) {
 
 }  // namespace
 
-BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistogram& histogram,
+BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram histogram,
                                   float* cube_rows, double* light_moments) {
   auto clock = std::chrono::steady_clock::now();
-  ProductLayout layout = product_layout(in, histogram);
+  ProductLayout layout = product_layout(in, std::move(histogram));
   layout.stats.seconds.layout = lap_seconds(clock);
   const std::size_t n_rows = layout.n_rows, n_wave = layout.n_wave;
   const std::size_t n_pop = layout.populated.size();
@@ -572,10 +573,10 @@ BinnedProductStats binned_product(const BinnedProductInput& in, const HostHistog
 }
 
 BinnedProductStats binned_product_on_device(const Device& device, const BinnedProductInput& in,
-                                            const HostHistogram& histogram, float* cube_rows,
+                                            HostHistogram histogram, float* cube_rows,
                                             double* light_moments) {
   auto clock = std::chrono::steady_clock::now();
-  ProductLayout layout = product_layout(in, histogram);
+  ProductLayout layout = product_layout(in, std::move(histogram));
   ProductSeconds& seconds = layout.stats.seconds;
   seconds.layout = lap_seconds(clock);
   const std::size_t n_rows = layout.n_rows, n_wave = layout.n_wave;

@@ -519,7 +519,7 @@ class BinnedSpectra final : public PartialResult {
     std::size_t n_tiles = 0;
     while (true) {
       auto clock = std::chrono::steady_clock::now();
-      const HostHistogram histogram = gather(state.mesh);
+      HostHistogram histogram = gather(state.mesh);
       gather_seconds += lap_seconds(clock);
       ++n_tiles;
       // The cube once the first tile is gathered (and freed): not held beside the tile.
@@ -542,8 +542,8 @@ class BinnedSpectra final : public PartialResult {
       double* moments = light_moments.data() + 3 * first;
       const BinnedProductStats stats =
           product_device.is_cuda()
-              ? binned_product_on_device(product_device, in, histogram, rows, moments)
-              : binned_product(in, histogram, rows, moments);
+              ? binned_product_on_device(product_device, in, std::move(histogram), rows, moments)
+              : binned_product(in, std::move(histogram), rows, moments);
       totals.populated_columns += stats.populated_columns;
       totals.nonzeros += stats.nonzeros;
       totals.dense_blocks += stats.dense_blocks;
