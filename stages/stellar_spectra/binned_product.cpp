@@ -116,10 +116,10 @@ struct ChunkAxis {
   // slot[v] * (k1 - k0 + 1) + i.
   std::vector<int> slot, pixel;
   std::vector<double> fraction;
-  // `dust_table`: make the factors for every velocity node (a chunk's many rows); without it
-  // (one row), each row makes its own. `columns`: the columns whose rows will be made, whose
-  // velocity nodes are located here (none: each row locates its own).
-  ChunkAxis(const BinnedProductInput& in, int first, int end, bool dust_table = true,
+  // `columns`: the columns whose rows the chunk will make (a chunk's many rows), whose velocity
+  // nodes' edges are located here, and with dust every velocity node's factors made; none (one
+  // row, basis_row): each row locates its own edges and makes its own factors.
+  ChunkAxis(const BinnedProductInput& in, int first, int end,
             const std::vector<std::size_t>* columns = nullptr)
       : k0(first), k1(end) {
     const WaveBins& bins = in.bins;
@@ -132,8 +132,9 @@ struct ChunkAxis {
       widths[static_cast<std::size_t>(k - k0)] = bins.width(k);
       centres[static_cast<std::size_t>(k - k0)] = bins.vacuum_centre(k);
     }
-    if (columns) locate_edges(in, *columns);
-    if (!in.dust || !dust_table) return;
+    if (!columns) return;
+    locate_edges(in, *columns);
+    if (!in.dust) return;
     rank = in.dust->rank;
     const int n_velocity = in.tile.velocity.n;
     dust.resize(static_cast<std::size_t>(n_velocity) * static_cast<std::size_t>(rank) * n);
@@ -300,7 +301,7 @@ void chunk_row(const BinnedProductInput& in, const ChunkAxis& axis, std::size_t 
 void basis_row(const BinnedProductInput& in, std::size_t column, int k0, int k1, double* out,
                BasisColumn& light) {
   SpectrumBase base;
-  chunk_row(in, ChunkAxis(in, k0, k1, false), column, out, light, base);
+  chunk_row(in, ChunkAxis(in, k0, k1), column, out, light, base);
 }
 
 BasisColumn basis_row(const BinnedProductInput& in, std::size_t column, double* out) {
@@ -525,7 +526,7 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
       const std::size_t k0 = chunk * chunk_bins, k1 = std::min(n_wave, k0 + chunk_bins),
                         width = k1 - k0;
       double* partial = layout.partial(chunk);
-      const ChunkAxis axis(in, static_cast<int>(k0), static_cast<int>(k1), true, &layout.populated);
+      const ChunkAxis axis(in, static_cast<int>(k0), static_cast<int>(k1), &layout.populated);
       basis_buffer.resize(n_pop * width);
       Eigen::Map<RowMatrixF> basis(basis_buffer.data(), static_cast<Eigen::Index>(n_pop),
                                    static_cast<Eigen::Index>(width));
@@ -618,7 +619,7 @@ BinnedProductStats binned_product_on_device(const Device& device, const BinnedPr
       for (std::size_t c = c0; c < c1; ++c) {
         const std::size_t k0 = c * chunk_bins, k1 = std::min(n_wave, k0 + chunk_bins);
         axes[c - c0] = std::make_unique<ChunkAxis>(in, static_cast<int>(k0), static_cast<int>(k1),
-                                                   true, &layout.populated);
+                                                   &layout.populated);
       }
       const std::size_t n_items = (c1 - c0) * n_pop;
 #pragma omp parallel
@@ -659,7 +660,7 @@ namespace {
 // made by the host's threads (a row to a thread at a time).
 void make_transpose_chunk(const BinnedProductInput& in, const std::vector<std::size_t>& used,
                           std::size_t k0, std::size_t width, double* out) {
-  const ChunkAxis axis(in, static_cast<int>(k0), static_cast<int>(k0 + width), true, &used);
+  const ChunkAxis axis(in, static_cast<int>(k0), static_cast<int>(k0 + width), &used);
 #pragma omp parallel
   {
     SpectrumBase base;  // this thread's last spectrum over this chunk's axis
