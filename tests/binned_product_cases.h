@@ -77,7 +77,7 @@ struct ProductCase {
         // S and P rows of B, which are mostly zero); sparse ones: scattered columns.
         const bool keep =
             (block == 0 || block == 4)
-                ? (c < dense_columns && u < 0.8) || (c >= in.tile.spectrum_columns() && u < 0.3)
+                ? (c < dense_columns && u < 0.9) || (c >= in.tile.spectrum_columns() && u < 0.7)
             : (block == 1 || block == 3) ? u < 0.004
                                          : false;
         if (!keep) continue;

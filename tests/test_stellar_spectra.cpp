@@ -543,7 +543,7 @@ TEST_CASE("binned product: B in chunks of bins gives B whole's cube", "[spectra]
   // few scattered columns each (sparse).
   const HostHistogram h =
       random_histogram(in, 12345, [](std::size_t r, std::size_t c, auto& uniform) {
-        return (r < 32 && c < 60) || uniform() < 0.01;
+        return r < 32 ? c < 60 : uniform() < 0.01;
       });
   const std::size_t n_voxels = static_cast<std::size_t>(in.tile.n_spaxels) * in.bins.n;
   struct Product {
@@ -651,32 +651,48 @@ TEST_CASE("multiply_rows: bitwise the ordered float sum, any shape", "[spectra][
 }
 
 // add_scaled_rows (the sparse blocks' product) keeps a tile of y in registers over all the rows:
-// bitwise one axpy after another in the rows' order, whether an element is in a whole tile or
-// left over, for any widths, counts (none included), strides and repeated rows.
-TEST_CASE("add_scaled_rows: bitwise one axpy after another, any shape", "[spectra][binned]") {
+// bitwise its groups of kScaledRowsGroup rows, each summed in float from +0 in order and added to
+// y in double, whether an element is in a whole tile or left over, for any widths, counts (none,
+// part of a group and several groups included), strides and repeated rows; and within the float
+// rounding of the sum in double (each group's sum of g terms off by at most about g float
+// roundings of its terms' magnitudes).
+TEST_CASE("add_scaled_rows: bitwise its float groups added in double, any shape",
+          "[spectra][binned]") {
   std::mt19937_64 rng(47);
   std::uniform_real_distribution<double> value(-1.0, 1.0);
-  for (const auto& [n, count, stride] : std::vector<std::array<std::size_t, 3>>{
-           {1, 1, 1}, {64, 5, 64}, {100, 0, 128}, {31, 17, 40}, {192, 300, 200}, {7, 3, 9}}) {
+  const std::vector<std::array<std::size_t, 3>> shapes = {
+      {1, 1, 1},       {64, 5, 64}, {100, 0, 128}, {31, 17, 40},
+      {192, 300, 200}, {7, 3, 9},   {130, 8, 130}, {65, 9, 70}};
+  for (const auto& [n, count, stride] : shapes) {
     INFO(n << " wide, " << count << " rows, stride " << stride);
     const std::size_t n_rows = count + 3;
     std::vector<float> x(n_rows * stride);
     for (float& v : x) v = static_cast<float>(value(rng));
-    std::vector<double> a(count), y(n), expected(n);
+    std::vector<double> a(count), y(n), expected(n), exact(n), magnitude(n, 0.0);
     std::vector<std::int32_t> rows(count);
     for (std::size_t e = 0; e < count; ++e) {
       a[e] = 1e3 * value(rng);
       rows[e] = static_cast<std::int32_t>((5 * e + 2) % n_rows);  // some rows more than once
     }
-    for (std::size_t k = 0; k < n; ++k) y[k] = expected[k] = value(rng);
-    for (std::size_t e = 0; e < count; ++e)
-      for (std::size_t k = 0; k < n; ++k)
-        expected[k] +=
-            a[e] * static_cast<double>(x[static_cast<std::size_t>(rows[e]) * stride + k]);
+    for (std::size_t k = 0; k < n; ++k) y[k] = expected[k] = exact[k] = value(rng);
+    for (std::size_t k = 0; k < n; ++k)
+      for (std::size_t g = 0; g < count; g += kScaledRowsGroup) {
+        float sum = 0.0f;
+        for (std::size_t e = g; e < std::min(count, g + kScaledRowsGroup); ++e) {
+          const float xk = x[static_cast<std::size_t>(rows[e]) * stride + k];
+          const float product = static_cast<float>(a[e]) * xk;
+          sum += product;
+          exact[k] += a[e] * static_cast<double>(xk);
+          magnitude[k] += std::abs(a[e] * static_cast<double>(xk));
+        }
+        expected[k] += static_cast<double>(sum);
+      }
     add_scaled_rows(y.data(), n, a.data(), rows.data(), count, x.data(), stride);
     for (std::size_t k = 0; k < n; ++k) {
       REQUIRE(std::isfinite(y[k]));
       REQUIRE(std::memcmp(&y[k], &expected[k], sizeof(double)) == 0);
+      CHECK(std::abs(y[k] - exact[k]) <=
+            6e-8 * static_cast<double>(kScaledRowsGroup + 2) * magnitude[k] + 1e-12);
     }
   }
 }
@@ -752,7 +768,7 @@ TEST_CASE("binned product: dense blocks on several threads at once give the same
   const std::size_t n_columns = in.tile.columns();
   in.basis_memory_bytes = 24 * n_columns * sizeof(float);  // chunks of 24 bins: 13 of them
   const HostHistogram h = random_histogram(
-      in, 777, [](std::size_t, std::size_t, auto& uniform) { return uniform() < 0.5; });
+      in, 777, [](std::size_t, std::size_t, auto& uniform) { return uniform() < 0.7; });
   const std::size_t n_voxels = static_cast<std::size_t>(in.tile.n_spaxels) * in.bins.n;
   const int threads_before = omp_get_max_threads();
   std::vector<float> first;

@@ -224,22 +224,25 @@ TEST_CASE("stellar VJP: every star's gradient matches central finite differences
   REQUIRE(d_v.size() == 3 * (n + 1));
 
   // Central differences, with the values as stored (float). Mass: steps of 50 % (L is linear in
-  // it). Age and metallicity: steps in log10 of 0.8 x the distance to the nearest grid node
-  // (>= 0.048 dex; L is linear in the log within a cell, so the difference in log is exact but
-  // for rounding), turned into d/dx by 1 / (x ln 10). Velocity: steps of 20 km/s (>= 25 km/s
-  // from a node, and the ends' steps >= 1 A from a bin's edge; L is linear in ln(1 + v/c) within
-  // a node spacing but for the ends' 1/D, so the difference's error is ~(h / c)^2). The steps
-  // are as large as the pieces allow: the differences are limited by the forward's float cube
-  // (the worst errors, 2e-5 mass, 2e-6 age, 7e-4 metallicity, 3e-4 velocity, are its noise).
+  // it). Age and metallicity: L is linear in the log within a grid cell, so a difference between
+  // any two points of the star's cell is exact but for rounding, and the widest has the least:
+  // the points 5 % of the cell inside its nodes (in log10), turned into d/dx by 1 / (x ln 10).
+  // Velocity: steps of 20 km/s (>= 25 km/s from a node, and the ends' steps >= 1 A from a bin's
+  // edge; L is linear in ln(1 + v/c) within a node spacing but for the ends' 1/D, so the
+  // difference's error is ~(h / c)^2). The steps are as large as the pieces allow: the
+  // differences are limited by the forward's rounding, the float cube's and the product's float
+  // sums' (the worst errors, 1e-5 mass, 2e-6 age, 3e-4 metallicity, 7e-4 velocity, are its noise;
+  // metallicity's was 7e-4 with steps of 0.8 x the distance to the nearest node and sums in
+  // double, 1.3e-3 with those steps and the sums in float groups).
   enum class Step { linear, log10 };
   auto central = [&](std::vector<float> test::HostStars::*field, std::size_t index, Step kind,
-                     double step) {
+                     double step_down, double step_up) {
     test::HostStars up = host, down = host;
     const double x = (host.*field)[index];
     (up.*field)[index] =
-        static_cast<float>(kind == Step::log10 ? x * std::pow(10.0, step) : x + step);
+        static_cast<float>(kind == Step::log10 ? x * std::pow(10.0, step_up) : x + step_up);
     (down.*field)[index] =
-        static_cast<float>(kind == Step::log10 ? x * std::pow(10.0, -step) : x - step);
+        static_cast<float>(kind == Step::log10 ? x * std::pow(10.0, -step_down) : x - step_down);
     const double lp = loss(run_forward(1, up, grid).cube, g);
     const double lm = loss(run_forward(1, down, grid).cube, g);
     const double xp = (up.*field)[index], xm = (down.*field)[index];
@@ -270,14 +273,18 @@ TEST_CASE("stellar VJP: every star's gradient matches central finite differences
     for (std::size_t i = 0; i < n; ++i) {  // the anchor (star n) is not checked
       const std::size_t at = i * c.stride + c.component;
       const double x = (host.*(c.field))[at];
-      double step = c.relative_step * std::abs(x) + c.absolute_step;
+      double step_down = c.relative_step * std::abs(x) + c.absolute_step, step_up = step_down;
       if (c.nodes) {
-        double distance = 1e9;
-        for (double node : *c.nodes)
-          distance = std::min(distance, std::abs(std::log10(x) - std::log10(node)));
-        step = 0.8 * distance;
+        const auto above = std::upper_bound(c.nodes->begin(), c.nodes->end(), x);
+        REQUIRE(above != c.nodes->begin());
+        REQUIRE(above != c.nodes->end());
+        const double lo = std::log10(*(above - 1)), hi = std::log10(*above);
+        step_down = std::log10(x) - (lo + 0.05 * (hi - lo));
+        step_up = hi - 0.05 * (hi - lo) - std::log10(x);
+        REQUIRE(step_down > 0.0);
+        REQUIRE(step_up > 0.0);
       }
-      fd[i] = central(c.field, at, c.kind, step);
+      fd[i] = central(c.field, at, c.kind, step_down, step_up);
       ad[i] = (*c.grad)[i * c.stride + c.component];
       REQUIRE(std::isfinite(ad[i]));
       REQUIRE(std::isfinite(fd[i]));

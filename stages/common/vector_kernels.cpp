@@ -11,34 +11,51 @@ IFUSIM_VECTOR_CLONES void add_scaled(double* __restrict y, double a, const doubl
   for (std::size_t k = 0; k < n; ++k) y[k] += a * x[k];
 }
 
-// Tiles of 64 elements of y (eight AVX-512 registers, sixteen AVX2 ones) summed over every row
-// before they are stored, then the elements left one at a time, in the same order.
+// Tiles of 64 elements of y: a group's float sums in four AVX-512 registers, y's in eight, then
+// the elements left one at a time, in the same order.
 IFUSIM_VECTOR_CLONES void add_scaled_rows(double* __restrict y, std::size_t n,
                                           const double* __restrict a,
                                           const std::int32_t* __restrict rows, std::size_t count,
                                           const float* __restrict x, std::size_t x_stride) {
+  typedef float Floats __attribute__((vector_size(64)));
+  typedef float Floats8 __attribute__((vector_size(32)));
   typedef double Doubles __attribute__((vector_size(64)));
-  typedef float Floats __attribute__((vector_size(32)));
-  constexpr std::size_t kLanes = 8, kVectors = 8, kTile = kLanes * kVectors;
+  constexpr std::size_t kLanes = 16, kVectors = 4, kTile = kLanes * kVectors;
   std::size_t k = 0;
   for (; k + kTile <= n; k += kTile) {
-    Doubles sum[kVectors];
-    std::memcpy(sum, y + k, sizeof sum);
-    for (std::size_t e = 0; e < count; ++e) {
-      const float* xe = x + static_cast<std::size_t>(rows[e]) * x_stride + k;
+    Doubles total[2 * kVectors];
+    std::memcpy(total, y + k, sizeof total);
+    for (std::size_t g = 0; g < count; g += kScaledRowsGroup) {
+      const std::size_t g1 = g + kScaledRowsGroup < count ? g + kScaledRowsGroup : count;
+      Floats sum[kVectors] = {};
+      for (std::size_t e = g; e < g1; ++e) {
+        const float* xe = x + static_cast<std::size_t>(rows[e]) * x_stride + k;
+        const auto ae = static_cast<float>(a[e]);
+        for (std::size_t v = 0; v < kVectors; ++v) {
+          Floats f;
+          std::memcpy(&f, xe + v * kLanes, sizeof f);
+          sum[v] += ae * f;
+        }
+      }
       for (std::size_t v = 0; v < kVectors; ++v) {
-        Floats f;
-        std::memcpy(&f, xe + v * kLanes, sizeof f);
-        sum[v] += a[e] * __builtin_convertvector(f, Doubles);
+        Floats8 half[2];
+        std::memcpy(half, &sum[v], sizeof half);
+        total[2 * v] += __builtin_convertvector(half[0], Doubles);
+        total[2 * v + 1] += __builtin_convertvector(half[1], Doubles);
       }
     }
-    std::memcpy(y + k, sum, sizeof sum);
+    std::memcpy(y + k, total, sizeof total);
   }
   for (; k < n; ++k) {
-    double sum = y[k];
-    for (std::size_t e = 0; e < count; ++e)
-      sum += a[e] * static_cast<double>(x[static_cast<std::size_t>(rows[e]) * x_stride + k]);
-    y[k] = sum;
+    double total = y[k];
+    for (std::size_t g = 0; g < count; g += kScaledRowsGroup) {
+      const std::size_t g1 = g + kScaledRowsGroup < count ? g + kScaledRowsGroup : count;
+      float sum = 0.0f;
+      for (std::size_t e = g; e < g1; ++e)
+        sum += static_cast<float>(a[e]) * x[static_cast<std::size_t>(rows[e]) * x_stride + k];
+      total += static_cast<double>(sum);
+    }
+    y[k] = total;
   }
 }
 

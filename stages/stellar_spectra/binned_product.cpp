@@ -15,16 +15,21 @@
 namespace ifusim {
 namespace {
 
-// B and the dense tiles of H are float: the product is the run's cost, and Eigen's float GEMM
-// packs twice the lanes of its double one (and B takes half the memory). Each block's product is
-// summed in double, so the float rounding (relative 6e-8 a term, random in sign over a
-// row's columns) stays far below the binned method's targets (bench_binned [1], [5], [6]: total
-// light 1e-6, median 1e-3). Light weights (the columns' band energies and the moments) stay double.
+// B and the dense tiles of H are float, and so are the sums: the product is the run's cost, and a
+// float vector holds twice a double one's lanes (and B takes half the memory). A dense block sums
+// in float over its columns, a sparse one in float over groups of its entries added in double
+// (add_scaled_rows): the float rounding (relative 6e-8 a term, random in sign over a row's
+// columns) stays far below the binned method's targets (bench_binned [1], [5], [6]: total light
+// 1e-6, median 1e-3). Light weights (the columns' band energies and the moments) stay double.
 using RowMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using RowMatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 // A block takes the dense product when at least this fraction of its (rows x columns) is filled.
-constexpr double kDenseFill = 0.25;
+// With the sparse blocks' sums in float (add_scaled_rows), an entry of a sparse block costs about
+// what a cell of a dense one does: on the 2-core VM a dusty MaNGA-32 run's sums (`calc_ifu_gas`,
+// bench/realistic_runs.sh, nearly every block between 0.25 and 0.5 full) took 1.06 s with this
+// 0.5 and about 1.8 s with every block dense; its smoothed run's blocks are all fuller than 0.5.
+constexpr double kDenseFill = 0.5;
 // The transpose's dense blocks. Its sparse blocks take each row of B once against the cotangent
 // rows of its entries, four at a time (dots_with_row), nearly as fast a flop as the dense blocks'
 // tiles, which also sum the (rows x columns) the entries leave empty; both give the same bits. On a
@@ -495,8 +500,9 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
   // time: every populated column's values over the chunk's bins, then each block's product over
   // them into those bins of the cube's rows (the threads' bins never overlap: one parallel loop,
   // no barrier per chunk). Each voxel is one sum over its block's columns in their order (a dense
-  // block's in float, multiply_rows; a sparse one's in double, add_scaled_rows), rounded into the
-  // float cube once (data/datacube.h): the chunks do not change its bits.
+  // block's in float, multiply_rows; a sparse one's in float groups added in double,
+  // add_scaled_rows), rounded into the float cube once (data/datacube.h): the chunks do not change
+  // its bits.
   const std::size_t chunk_bins = layout.chunk_bins, n_chunks = layout.n_chunks;
   // The dense blocks of H in float (rows x their columns), made once for every chunk of bins: a
   // chunk made them again, and with MaNGA's thousands of columns a tile's B takes ~70 chunks (a

@@ -405,8 +405,9 @@ void mark_histogram_entries(const Device& device, const SspView& ssp, const Wave
 //   +-0; the sum starts at +0 and never becomes -0 (a sum of two values is -0 in round-to-nearest
 //   only when both are -0, and x + (-x) is +0), and s + (+-0) is s for any s that is not -0. The
 //   row's entries are in ascending order of column, the block's columns' order.
-// - a sparse block's row: the double sum of h * double(B) over the row's entries in their order
-//   (add_scaled_rows).
+// - a sparse block's row (add_scaled_rows): the row's entries in groups of kScaledRowsGroup from
+//   its first, each group's float sum of float(h) * B from +0 in order, the groups' sums added
+//   in double from +0 in order.
 // Either sum is then added to the voxel in double and rounded to float once, as the host adds a
 // block's product into cube rows that hold zeros. A row without entries is left as it is (the
 // host's sum over nothing is +0, which leaves +0 the same).
@@ -428,12 +429,16 @@ struct MultiplyBasisSpan {
                                  basis[static_cast<std::size_t>(rows.column[e]) * width + k]));
       *out = static_cast<float>(add_rn(static_cast<double>(*out), static_cast<double>(sum)));
     } else {
-      double sum = 0.0;
-      for (std::size_t e = e0; e < e1; ++e)
-        sum = add_rn(sum, mul_rn(rows.value[e],
-                                 static_cast<double>(
-                                     basis[static_cast<std::size_t>(rows.column[e]) * width + k])));
-      *out = static_cast<float>(add_rn(static_cast<double>(*out), sum));
+      double total = 0.0;
+      for (std::size_t g = e0; g < e1; g += kScaledRowsGroup) {
+        const std::size_t g1 = g + kScaledRowsGroup < e1 ? g + kScaledRowsGroup : e1;
+        float sum = 0.0f;
+        for (std::size_t e = g; e < g1; ++e)
+          sum = add_rn(sum, mul_rn(static_cast<float>(rows.value[e]),
+                                   basis[static_cast<std::size_t>(rows.column[e]) * width + k]));
+        total = add_rn(total, static_cast<double>(sum));
+      }
+      *out = static_cast<float>(add_rn(static_cast<double>(*out), total));
     }
   }
 };

@@ -814,9 +814,9 @@ class StellarSpectraStage final : public Stage {
       out.push_back({"basis B: each thread's chunk (host, at most)",
                      chunk * static_cast<std::size_t>(omp_get_max_threads()), false, ""});
       // The dense row blocks of H in float, held over all chunks: a block is dense where its
-      // entries fill at least a quarter of it (binned_product.cpp), so at most 4 floats an entry.
+      // entries fill at least half of it (binned_product.cpp), so at most 2 floats an entry.
       out.push_back({"the product's dense blocks of H (float, host, at most)",
-                     std::min(rows * tile.columns(), 4 * nonzeros) * sizeof(float), false, ""});
+                     std::min(rows * tile.columns(), 2 * nonzeros) * sizeof(float), false, ""});
       return out;
     }
     // A GPU mesh sums the product's voxels on its first GPU (binned_product_on_device): a tile's

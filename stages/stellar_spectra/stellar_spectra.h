@@ -38,6 +38,7 @@
 #include "data/ssp_grid.h"
 #include "stages/common/dust_curves.h"
 #include "stages/common/footprint.h"
+#include "stages/common/vector_kernels.h"
 #include "stages/stage.h"
 #include "stages/stellar_spectra/dust_expansion.h"
 #include "stages/stellar_spectra/ssp_lookup.h"
@@ -205,7 +206,8 @@ struct HistogramTile {
 // its populated columns by rows (compressed sparse rows: row r's entries offsets[r] ..
 // offsets[r + 1], its columns ascending, each an index into the populated columns, which are
 // B's rows), and whether each block of rows_per_block rows takes the host's dense product (float
-// sums) or its sparse one (double sums). In the device's memory.
+// sums) or its sparse one (float sums in groups of kScaledRowsGroup entries, vector_kernels.h,
+// added in double). In the device's memory.
 struct BasisProductRows {
   const std::size_t* offsets = nullptr;  // n_rows + 1
   const std::int32_t* column = nullptr;
