@@ -160,10 +160,18 @@ IFUSIM_HD inline double edge_step_fraction_slope(const WaveBins& bins, const Edg
 // light reaches: f(index, mass) with index = row * columns + column into the tile's histogram
 // (8 entries a spaxel, 8 x rank with dust, some of them 0), and the S and P entries of each
 // template end with a window (2 more, 2 x rank with dust).
-template <class F>
+// With `prefetch` (the dense deposit's, on the host): prefetch(index) for the next spaxel's SSP
+// nodes' entries before each spaxel's of a smoothed footprint are made, so that the next row of
+// the tile (megabytes away) is on its way while this one is written. A smoothed MaNGA-32 run's
+// (1e6 stars + 1e5 gas, calc_ifu_gas) deposit spent 62% of its samples waiting on the adds; with
+// the prefetch its stage took 3.1-3.3 s against 3.4-3.8 s (three pairs, the 2-core VM).
+struct NoPrefetch {
+  IFUSIM_HD void operator()(std::size_t) const {}
+};
+template <class F, class P = NoPrefetch>
 IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const WaveBins& bins,
                                         const StarViews& stars, const HistogramTile& tile,
-                                        std::size_t i, F&& f) {
+                                        std::size_t i, F&& f, P prefetch = {}) {
   const NodeWeights w = node_weights(ssp, stars.age_gyr[i], stars.metallicity[i]);
   if (w.skip) return;
   const double v = stars.velocity_los_kms[i];
@@ -201,10 +209,20 @@ IFUSIM_HD void for_each_histogram_entry(const SspView& ssp, const WaveBins& bins
     for (int n = 0; n < 4; ++n) flux += w.weight[n] * end_flux_density(ssp, w.node[n], window.red);
     edge_amount[e] = flux / (doppler * window.flux_scale);
   }
+  std::int32_t span_first = 0, span_last = -1;  // the spaxels the footprint may reach
+  if constexpr (!std::is_same_v<P, NoPrefetch>)
+    stars.footprint.spaxel_span(i, span_first, span_last);
   stars.footprint.for_each(i, [&](std::int32_t spaxel, double weight) {
     const std::int32_t row = spaxel - tile.first_spaxel;
     if (row < 0 || row >= tile.n_spaxels) return;
     const std::size_t base = tile.row_base(row);
+    if constexpr (!std::is_same_v<P, NoPrefetch>) {
+      if (spaxel < span_last && row + 1 < tile.n_spaxels) {
+        const std::size_t next = tile.row_base(row + 1);
+        for (int n = 0; n < 4; ++n)
+          prefetch(next + tile.row_spectrum_place(row + 1, w.node[n], jv));
+      }
+    }
     for (int n = 0; n < 4; ++n) {
       const double m = mass * weight * w.weight[n];
       const std::size_t column = tile.row_spectrum_place(row, w.node[n], jv);
@@ -579,9 +597,16 @@ struct DepositHistogram {
   IFUSIM_HD void operator()(std::size_t i, const ScatterRows& rows) const {
     std::int64_t* sums = histogram;
     const HistogramTile band = tile_rows(tile, rows, sums);
-    for_each_histogram_entry(ssp, bins, stars, band, i, [&](std::size_t index, double m) {
-      if (m != 0.0) rows.add(sums + index, to_fixed(m, counts_per_unit));
-    });
+    for_each_histogram_entry(
+        ssp, bins, stars, band, i,
+        [&](std::size_t index, double m) {
+          if (m != 0.0) rows.add(sums + index, to_fixed(m, counts_per_unit));
+        },
+        [&](std::size_t index) {
+#if !defined(__CUDA_ARCH__)
+          __builtin_prefetch(sums + index, 1);
+#endif
+        });
   }
 };
 

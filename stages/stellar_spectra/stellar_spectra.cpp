@@ -667,6 +667,12 @@ class BinnedSpectra final : public PartialResult {
     HostHistogram out;
     if (storage_ == HistogramStorage::dense) {
       psum(mesh, sums_);
+      // Room for every entry the tile holds, its non-zeros' count not known before the scan: only
+      // the pages written become resident, where growing the lists as they fill allocated and
+      // copied them over again (twice the final lists' pages touched: 0.8 GB for a smoothed
+      // MaNGA-32 run's 25.7 million entries).
+      out.index.reserve(windows_.entries(tile_));
+      out.mass_msun.reserve(windows_.entries(tile_));
       for_each_nonzero_entry(
           sums_, tile_, windows_,
           [&](std::size_t row, std::size_t column, std::size_t, std::int64_t sum) {

@@ -28,6 +28,7 @@
 // basis rows carry the terms' wavelength factors.
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "core/json_params.h"
