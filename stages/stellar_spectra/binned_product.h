@@ -1,10 +1,11 @@
 #pragma once
 // The binned method's second half, on the host after psum: cube rows = H x B (see
 // stellar_spectra.h). Only populated columns of H are given a row of B, and each block of
-// spaxels takes a dense product (Eigen's GEMM, in float, summed in double) where its
-// part of H is dense and a sparse one (one axpy per non-zero) where it is not, so that a wide,
-// sparsely filled field costs what its stars cost. Row blocks are independent and each is computed
-// the same way whatever the number of threads or devices, so the cube is bitwise reproducible.
+// spaxels takes a dense product (multiply_rows, a register-tiled GEMM summed in float) where its
+// part of H is dense and a sparse one (one axpy per non-zero, in float groups added in double)
+// where it is not, so that a wide, sparsely filled field costs what its stars cost. Row blocks
+// are independent and each is computed the same way whatever the number of threads or devices,
+// so the cube is bitwise reproducible.
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
