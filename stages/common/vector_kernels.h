@@ -1,11 +1,12 @@
 #pragma once
-// The innermost loops of the host-side cube passes (the binned product's sparse blocks, the PSF's
-// and LSF's convolutions): y[k] += a * x[k] in double. The project builds for baseline x86-64
-// (SSE2: two doubles a vector register); these are compiled again for AVX2 and AVX-512 and the
-// CPU's best is chosen when the program loads (GCC's target_clones). Contraction into fused
-// multiply-adds is off in every clone, so each product and each sum is rounded on its own, as in
-// the baseline: the same bits on any x86-64 CPU. Out of line on purpose: inlined into a loop over
-// non-zeros, GCC's unroll-and-jam pairs the outer iterations and leaves the inner loop scalar.
+// The innermost loops of the host-side cube passes (the binned product's blocks, the PSF's and
+// LSF's convolutions): y[k] += a * x[k] and its kin, in double or float. The project builds for
+// baseline x86-64 (SSE2: two doubles a vector register); these are compiled again for AVX2 and
+// AVX-512 and the CPU's best is chosen when the program loads (GCC's target_clones). Contraction
+// into fused multiply-adds is off in every clone, so each product and each sum is rounded on its
+// own, as in the baseline: the same bits on any x86-64 CPU. Out of line on purpose: inlined into
+// a loop over non-zeros, GCC's unroll-and-jam pairs the outer iterations and leaves the inner
+// loop scalar.
 #include <cstddef>
 #include <cstdint>
 
