@@ -22,12 +22,14 @@ namespace ifusim::test {
 // the templates' red end at 8000 A rest inside the band) or a logarithmic (MaNGA-like: dlog10 =
 // 1e-4 from 3600 A, 1000 bins, the blue end at 3000 A rest inside the band at z = 0.25) grid, a
 // window of bins at that end (the S and P columns, EdgeWindow), velocity nodes +-300 km/s, with
-// or without a dust expansion (CCM89, A_V <= 5 mag: rank 7 or so), 133 rows (blocks of 32, 32,
-// 32, 32 and 5), and H with a dense first and last block, sparse second and fourth ones and an
-// empty third. B in chunks of 64 bins. Held in place: the input points into its tables.
+// or without a dust expansion (CCM89, A_V <= 5 mag: rank 7 or so, and its segments' fewer terms),
+// 133 rows (blocks of 32, 32, 32, 32 and 5), and H with a dense first and last block, sparse
+// second and fourth ones and an empty third (its dust groups mostly not whole: the product makes
+// them whole). B in chunks of 64 bins. Held in place: the input points into its tables.
 struct ProductCase {
   SspTables tables;
   DustExpansion dust;
+  DustSegments dust_segments;
   BinnedProductInput in;
   HostHistogram histogram;
   std::size_t n_populated = 0;
@@ -55,6 +57,9 @@ struct ProductCase {
       REQUIRE(dust.rank > 1);
       in.dust = &dust;
       in.tile.dust = dust.view(dust.phi.data());
+      dust_segments = make_dust_segments(dust, in.bins, in.tile);
+      REQUIRE(dust_segments.max_terms < dust.rank);
+      in.dust_segments = &dust_segments;
     }
     set_end_window(log_grid ? 0 : 1);
     REQUIRE(in.tile.edges[log_grid ? 0 : 1].n_bins > 0);
@@ -174,7 +179,8 @@ inline ProductResult run_on_device(const Device& device, const ProductCase& c) {
   const DeviceProductBytes planned = device_product_bytes(
       static_cast<std::size_t>(c.in.tile.n_spaxels), static_cast<std::size_t>(c.in.bins.n),
       out.stats.nonzeros, out.stats.populated_columns,
-      basis_chunk_bins(c.in.basis_memory_bytes, c.in.tile.columns()), c.in.device_basis_bytes);
+      basis_chunk_bins(c.in.basis_memory_bytes, c.in.tile.columns()), c.in.device_basis_bytes,
+      c.in.dust_segments != nullptr);
   INFO("peak " << peak << " bytes; planned: H's rows " << planned.h_rows << ", B's span "
                << planned.basis_span << ", cube rows " << planned.cube_rows);
   CHECK(peak >= planned.cube_rows + planned.basis_span);

@@ -794,6 +794,85 @@ TEST_CASE("binned product: dense blocks on several threads at once give the same
   omp_set_num_threads(threads_before);
 }
 
+// Dust segments (dust_expansion.h, DustSegment): each segment of 64 bins sums its fewer reduced
+// terms. The cube stays within the truncation's tolerance (5e-7 of a star's least attenuated
+// light, here below 1e-6 of the peak voxel with float's rounding) of the product over the whole
+// expansion, and the transpose, which makes B's rows with each term's projected factor, is the
+// reduced product's adjoint: sum_e H_e dL/dH_e = sum G . cube to float's rounding of the cube.
+TEST_CASE("binned product with dust segments: the expansion's cube, and the transpose its adjoint",
+          "[spectra][binned][vjp]") {
+  for (const bool log_grid : {false, true}) {
+    INFO((log_grid ? "logarithmic" : "linear") << " grid");
+    test::ProductCase c(log_grid, true);
+    // A star's dust terms are m phi_r(A_V), and the segments hold sums of such (the truncation is
+    // judged on them, not on any vector of terms): each group the case's H meets gets one or two
+    // stars' worth, A_V in [0, 5] mag.
+    {
+      const auto rank = static_cast<std::uint64_t>(c.dust.rank);
+      const std::uint64_t n_columns = c.in.tile.columns();
+      const DustExpansionView view = c.dust.view(c.dust.phi.data());
+      std::mt19937_64 random(7);
+      std::uniform_real_distribution<double> av(0.0, 5.0), mass(0.5e4, 1.5e4);
+      HostHistogram physical;
+      for (const std::uint64_t i : c.histogram.index) {
+        const std::uint64_t first = i / n_columns * n_columns + i % n_columns / rank * rank;
+        if (!physical.index.empty() && physical.index.back() >= first) continue;
+        std::vector<double> h(rank, 0.0);
+        for (int star = 0; star < 1 + static_cast<int>(i % 2); ++star) {
+          int row = 0;
+          double upper = 0.0;
+          view.locate(av(random), row, upper);
+          const double m = mass(random);
+          for (std::uint64_t r = 0; r < rank; ++r)
+            h[r] += m * view.weight(row, upper, static_cast<int>(r));
+        }
+        for (std::uint64_t r = 0; r < rank; ++r) {
+          physical.index.push_back(first + r);
+          physical.mass_msun.push_back(h[r]);
+        }
+      }
+      c.histogram = std::move(physical);
+    }
+    const test::ProductResult reduced = test::run_product(c, binned_product);
+    const DustSegments* segments = c.in.dust_segments;
+    c.in.dust_segments = nullptr;
+    const test::ProductResult whole = test::run_product(c, binned_product);
+    c.in.dust_segments = segments;
+    double peak = 0.0, worst = 0.0;
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < whole.cube.size(); ++i) {
+      REQUIRE(std::isfinite(reduced.cube[i]));
+      peak = std::max(peak, std::abs(static_cast<double>(whole.cube[i])));
+      worst = std::max(worst, std::abs(static_cast<double>(reduced.cube[i]) - whole.cube[i]));
+      differ += reduced.cube[i] != whole.cube[i];
+    }
+    REQUIRE(peak > 0.0);
+    INFO("largest difference " << worst / peak << " of the peak voxel, " << differ << " voxels");
+    CHECK(differ > 0);  // the reduced terms were summed, not the whole expansion's
+    CHECK(worst <= 1e-6 * peak);
+    for (std::size_t i = 0; i < whole.moments.size(); ++i)
+      CHECK(std::abs(reduced.moments[i] - whole.moments[i]) <=
+            1e-6 * std::abs(whole.moments[i]) + 1e-12);
+
+    const test::TransposeCase t(c, false);
+    const std::vector<double> dl_dh =
+        t.run(c, [](auto&&... args) { binned_product_transpose(args...); });
+    const std::size_t n_columns = c.in.tile.columns();
+    double adjoint = 0.0, forward = 0.0, scale = 0.0;
+    for (std::size_t e = 0; e < c.histogram.index.size(); ++e) {
+      const std::size_t i = c.histogram.index[e];
+      REQUIRE(i / n_columns < static_cast<std::size_t>(c.in.tile.n_spaxels));
+      adjoint += c.histogram.mass_msun[e] * (dl_dh[i] - t.dl_dh[i]);
+    }
+    for (std::size_t i = 0; i < reduced.cube.size(); ++i) {
+      forward += t.cotangent[i] * reduced.cube[i];
+      scale += std::abs(t.cotangent[i] * reduced.cube[i]);
+    }
+    INFO("sum H dL/dH " << adjoint << ", sum G cube " << forward << " (of " << scale << ")");
+    CHECK(std::abs(adjoint - forward) <= 1e-6 * scale);
+  }
+}
+
 // The product on a device (binned_product_on_device: H's rows and B's spans sent to the device,
 // each voxel summed there by MultiplyBasisSpan, kernels.inl) run on a CPU device: the functor's
 // one source through the CPU backend's dispatch (the CUDA suite runs it on a GPU,

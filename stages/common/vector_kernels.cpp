@@ -11,6 +11,24 @@ IFUSIM_VECTOR_CLONES void add_scaled(double* __restrict y, double a, const doubl
   for (std::size_t k = 0; k < n; ++k) y[k] += a * x[k];
 }
 
+IFUSIM_VECTOR_CLONES void mix_planes(double* __restrict out, std::size_t n,
+                                     const double* __restrict planes, std::size_t n_planes,
+                                     const double* __restrict weights, std::size_t n_out) {
+  for (std::size_t q = 0; q < n_out; ++q) {
+    const double* w = weights + q * n_planes;
+    double* o = out + q * n;
+    // Plane after plane over out's row (in L1), not each element over the planes: GCC
+    // vectorises that inner loop across the planes (a strided gather).
+#pragma omp simd
+    for (std::size_t g = 0; g < n; ++g) o[g] = w[0] * planes[g];
+    for (std::size_t t = 1; t < n_planes; ++t) {
+      const double* plane = planes + t * n;
+#pragma omp simd
+      for (std::size_t g = 0; g < n; ++g) o[g] += w[t] * plane[g];
+    }
+  }
+}
+
 // Tiles of 64 elements of y: a group's float sums in four AVX-512 registers, y's in eight, then
 // the elements left one at a time, in the same order.
 IFUSIM_VECTOR_CLONES void add_scaled_rows(double* __restrict y, std::size_t n,

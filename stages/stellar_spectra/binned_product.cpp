@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <optional>
 
 #include "data/runtime.h"
 #include "stages/common/vector_kernels.h"
@@ -98,6 +99,67 @@ struct SparseRows {
   std::vector<double> value;
 };
 
+// Makes every group of `rank` columns (a spectrum's or an end's dust terms, HistogramTile) that
+// a row meets whole in that row, a zero entry for each term it lacks (a term whose fixed-point sum
+// was 0): a dust segment mixes a group's terms together (reduced_rows). Rows whose groups are
+// whole, nearly all, are left as they are.
+void complete_term_groups(SparseRows& h, std::size_t n_rows, std::size_t rank) {
+  auto whole = [&](std::size_t r) {
+    for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; e += rank) {
+      const auto c = static_cast<std::size_t>(h.column[e]);
+      if (c % rank != 0 || e + rank > h.offsets[r + 1] ||
+          static_cast<std::size_t>(h.column[e + rank - 1]) != c + rank - 1)
+        return false;
+    }
+    return true;
+  };
+  std::size_t r = 0;
+  while (r < n_rows && whole(r)) ++r;
+  if (r == n_rows) return;
+  SparseRows out;
+  out.offsets.assign(n_rows + 1, 0);
+  out.column.reserve(h.column.size() + h.column.size() / 8);
+  out.value.reserve(out.column.capacity());
+  for (r = 0; r < n_rows; ++r) {
+    for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1];) {
+      const std::size_t first = static_cast<std::size_t>(h.column[e]) / rank * rank;
+      for (std::size_t t = 0; t < rank; ++t) {
+        const bool held =
+            e < h.offsets[r + 1] && static_cast<std::size_t>(h.column[e]) == first + t;
+        out.column.push_back(static_cast<std::int32_t>(first + t));
+        out.value.push_back(held ? h.value[e++] : 0.0);
+      }
+    }
+    out.offsets[r + 1] = out.column.size();
+  }
+  h = std::move(out);
+}
+
+// Each row's whole groups of `rank` entries held term by term: entry (group g, term t) of a row
+// of G groups at t * G + g from the row's start, its column and value together (SegmentTerms
+// reduces a term's plane in one vector loop). Every use of H's rows but the segments' takes its
+// entries in any order (the columns' sets, each entry's place, the light moments).
+void term_major_rows(SparseRows& h, std::size_t n_rows, std::size_t rank) {
+#pragma omp parallel
+  {
+    std::vector<std::int32_t> column;
+    std::vector<double> value;
+#pragma omp for schedule(dynamic, 256)
+    for (std::size_t r = 0; r < n_rows; ++r) {
+      const std::size_t e0 = h.offsets[r], n = h.offsets[r + 1] - e0, n_groups = n / rank;
+      column.assign(h.column.begin() + static_cast<std::ptrdiff_t>(e0),
+                    h.column.begin() + static_cast<std::ptrdiff_t>(e0 + n));
+      value.assign(h.value.begin() + static_cast<std::ptrdiff_t>(e0),
+                   h.value.begin() + static_cast<std::ptrdiff_t>(e0 + n));
+      for (std::size_t g = 0; g < n_groups; ++g)
+        for (std::size_t t = 0; t < rank; ++t) {
+          h.column[e0 + t * n_groups + g] = column[g * rank + t];
+          h.value[e0 + t * n_groups + g] = value[g * rank + t];
+        }
+    }
+  }
+}
+
 // The Doppler factor (1 + z) exp(u) of a velocity node.
 double node_doppler(const HistogramTile& tile, int velocity_node) {
   return tile.one_plus_z * std::exp(tile.velocity.u_min + velocity_node * tile.velocity.du);
@@ -110,9 +172,36 @@ double node_doppler(const HistogramTile& tile, int velocity_node) {
 // also each velocity node's dust factors psi_r over the bins: they depend on the node, the term
 // and the bin, not on the SSP node, and making them row by row (the curve's polynomial and the
 // psi table, every SSP node again) was 12% of a dusty MaNGA run.
+// Which dust factors a chunk's rows take (BinnedProductInput::dust_segments): term r's psi~_r
+// (its segment's projected factor: basis_row and the transpose, the reduced product's rows of B
+// in the histogram's terms), or, in the forward product over one segment, reduced term q's
+// chi_q. Without segments both are psi_r.
+enum class TermFactors { projected, reduced };
+
+// The dust factors of every term at attenuation ratio k in bin `bin`, out[0, rank) (a reduced
+// segment's terms beyond its own are 0).
+void term_factors(const BinnedProductInput& in, TermFactors factors, int bin, double k,
+                  double* out) {
+  const int rank = in.dust->rank;
+  for (int r = 0; r < rank; ++r) out[r] = in.dust->psi_at(k, r);
+  if (!in.dust_segments) return;
+  const DustSegment& segment = in.dust_segments->of_bin(bin);
+  const bool reduced = factors == TermFactors::reduced;
+  const std::vector<double>& m = reduced ? segment.mix : segment.project;
+  double psi[kMaxDustRank];
+  std::copy(out, out + rank, psi);
+  for (int t = 0; t < rank; ++t) {
+    double f = 0.0;
+    if (!reduced || t < segment.terms)
+      for (int r = 0; r < rank; ++r) f += m[static_cast<std::size_t>(t) * rank + r] * psi[r];
+    out[t] = f;
+  }
+}
+
 struct ChunkAxis {
   int k0 = 0, k1 = 0;
   std::vector<double> edges, widths, centres;  // k1 - k0 + 1 edges, k1 - k0 widths and centres
+  TermFactors factors = TermFactors::projected;
   int rank = 1;
   std::vector<double> dust;  // ((velocity node, term), bin): psi at the bin's rest centre
   // Each velocity node's template pixel and fraction at the chunk's edges over its shift, for
@@ -125,8 +214,9 @@ struct ChunkAxis {
   // nodes' edges are located here, and with dust every velocity node's factors made; none (one
   // row, basis_row): each row locates its own edges and makes its own factors.
   ChunkAxis(const BinnedProductInput& in, int first, int end,
-            const std::vector<std::size_t>* columns = nullptr)
-      : k0(first), k1(end) {
+            const std::vector<std::size_t>* columns = nullptr,
+            TermFactors kind = TermFactors::projected)
+      : k0(first), k1(end), factors(kind) {
     const WaveBins& bins = in.bins;
     const auto n = static_cast<std::size_t>(k1 - k0);
     edges.resize(n + 1);
@@ -144,11 +234,14 @@ struct ChunkAxis {
     const int n_velocity = in.tile.velocity.n;
     dust.resize(static_cast<std::size_t>(n_velocity) * static_cast<std::size_t>(rank) * n);
     for (int v = 0; v < n_velocity; ++v) {
+      if (slot[static_cast<std::size_t>(v)] < 0) continue;  // no row of this chunk's uses it
       const double doppler = node_doppler(in.tile, v);
       for (std::size_t i = 0; i < n; ++i) {
         const double k = attenuation_ratio(in.dust->curve, centres[i] / doppler);
+        double f[kMaxDustRank];
+        term_factors(in, factors, k0 + static_cast<int>(i), k, f);
         for (int r = 0; r < rank; ++r)
-          dust[(static_cast<std::size_t>(v) * rank + r) * n + i] = in.dust->psi_at(k, r);
+          dust[(static_cast<std::size_t>(v) * rank + r) * n + i] = f[r];
       }
     }
   }
@@ -190,7 +283,11 @@ struct ChunkAxis {
 // without dust).
 double dust_factor(const BinnedProductInput& in, const ChunkAxis& axis, int term, int k,
                    double doppler) {
-  return in.dust ? in.dust->factor(axis.vacuum_centre(k) / doppler, term) : 1.0;
+  if (!in.dust) return 1.0;
+  double f[kMaxDustRank];
+  term_factors(in, axis.factors, k,
+               attenuation_ratio(in.dust->curve, axis.vacuum_centre(k) / doppler), f);
+  return f[term];
 }
 
 // The same at a velocity node's shift D = node_doppler(velocity_node): the chunk's table where
@@ -303,6 +400,38 @@ void chunk_row(const BinnedProductInput& in, const ChunkAxis& axis, std::size_t 
 
 }  // namespace
 
+DustSegments make_dust_segments(const DustExpansion& dust, const WaveBins& bins,
+                                const HistogramTile& tile) {
+  const VelocityBins& v = tile.velocity;
+  const double d_lo = tile.one_plus_z * std::exp(v.u_min);
+  const double d_hi = tile.one_plus_z * std::exp(v.u_min + (v.n - 1) * v.du);
+  DustSegments segments;
+  const int n_segments = (bins.n + kDustSegmentBins - 1) / kDustSegmentBins;
+  segments.segment.resize(static_cast<std::size_t>(n_segments));
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int s = 0; s < n_segments; ++s) {
+    const double rest_lo = bins.vacuum_edge(std::max(0, s * kDustSegmentBins - 1)) / d_hi;
+    const double rest_hi =
+        bins.vacuum_edge(std::min(bins.n, (s + 1) * kDustSegmentBins + 1)) / d_lo;
+    // The curves are not monotonic everywhere (the 2175 A bump): k's range from samples.
+    double k_lo = INFINITY, k_hi = -INFINITY;
+    constexpr int kWaveSamples = 64;
+    for (int i = 0; i <= kWaveSamples; ++i) {
+      const double k = attenuation_ratio(
+          dust.curve, rest_lo * std::pow(rest_hi / rest_lo, double(i) / kWaveSamples));
+      k_lo = std::min(k_lo, k);
+      k_hi = std::max(k_hi, k);
+    }
+    const double pad = 0.02 * (k_hi - k_lo) + 1e-6;
+    segments.segment[static_cast<std::size_t>(s)] = make_dust_segment(dust, k_lo - pad, k_hi + pad);
+  }
+  for (const DustSegment& segment : segments.segment) {
+    segments.max_terms = std::max(segments.max_terms, segment.terms);
+    segments.max_error = std::max(segments.max_error, segment.max_error);
+  }
+  return segments;
+}
+
 void basis_row(const BinnedProductInput& in, std::size_t column, int k0, int k1, double* out,
                BasisColumn& light) {
   SpectrumBase base;
@@ -350,6 +479,9 @@ std::size_t entry_place(const TileEntries& entries, std::size_t n_columns, std::
 // device's: the same populated columns, rows of H, row blocks and chunks whichever runs it.
 struct ProductLayout {
   std::size_t n_rows = 0, n_wave = 0;
+  // With dust segments (BinnedProductInput::dust_segments): each chunk is a segment, summed over
+  // its reduced terms (reduced_rows), and H's rows hold whole groups of terms.
+  bool reduced = false;
   std::vector<std::size_t> populated;  // column ids, ascending
   SparseRows h;
   RowBlocks blocks;
@@ -394,6 +526,12 @@ ProductLayout product_layout(const BinnedProductInput& in, HostHistogram&& histo
   }
   histogram.index = {};  // not held through the sums
   for (std::size_t r = 0; r < n_rows; ++r) h.offsets[r + 1] += h.offsets[r];
+  const auto rank = static_cast<std::size_t>(in.tile.dust.rank);
+  layout.reduced = in.dust_segments && rank > 1;
+  if (layout.reduced) {
+    complete_term_groups(h, n_rows, rank);
+    term_major_rows(h, n_rows, rank);
+  }
   UsedColumns populated_set =
       used_columns(n_columns, h.column, [](std::int32_t c) { return static_cast<std::size_t>(c); });
   for (std::int32_t& c : h.column) c = populated_set.index[static_cast<std::size_t>(c)];
@@ -425,7 +563,10 @@ ProductLayout product_layout(const BinnedProductInput& in, HostHistogram&& histo
   // thread or device count, so that it is the same for every tile and device count; at most
   // basis_memory_bytes even if every column is populated, and whole multiples of kChunkBinAlign
   // bins (the host product's register tile over them).
-  layout.chunk_bins = basis_chunk_bins(in.basis_memory_bytes, n_columns);
+  // With dust segments, a chunk is a segment (each takes its own terms; kDustSegmentBins is a
+  // multiple of kChunkBinAlign, and its B, over the populated columns, within the bound).
+  layout.chunk_bins = layout.reduced ? static_cast<std::size_t>(kDustSegmentBins)
+                                     : basis_chunk_bins(in.basis_memory_bytes, n_columns);
   layout.n_chunks = n_pop == 0 ? 0 : (n_wave + layout.chunk_bins - 1) / layout.chunk_bins;
   // Each column's band energy is summed per chunk as its rows are made (one pass over B, not a
   // second over the band), a partial per chunk that meets the band; the partials are added in the
@@ -456,6 +597,56 @@ void make_chunk_rows(const BinnedProductInput& in, const ProductLayout& layout,
   if (partial) partial[p] = light.band_energy;
   for (std::size_t k = 0; k < width; ++k) to[k] = static_cast<float>(row[k]);  // float B
 }
+
+// A dust segment's part of the product (ProductLayout::reduced). A row's whole groups of `rank`
+// entries (one spectrum's or end's terms h_t, complete_term_groups), held term by term
+// (term_major_rows: h_t of its G groups at t * G), become the segment's `terms` entries a group
+// c_q = sum_t reduce[q, t] h_t (in double, from H's own values, the terms in order), q by q,
+// at the group's column plus q, whose rows of B the segment makes with chi_q
+// (TermFactors::reduced). Term by term, each c_q is one vector loop over the row's groups.
+struct SegmentTerms {
+  const DustSegment& segment;
+  std::size_t rank;
+  std::size_t terms() const { return static_cast<std::size_t>(segment.terms); }
+  // Row entries [e0, e1), reduced: c_q of group g at out[q * G + g].
+  void reduce(const SparseRows& h, std::size_t e0, std::size_t e1, double* out) const {
+    mix_planes(out, (e1 - e0) / rank, h.value.data() + e0, rank, segment.reduce.data(), terms());
+  }
+  // The same into value and column (resized), each c_q at its group's column plus q.
+  void reduce_entries(const SparseRows& h, std::size_t e0, std::size_t e1,
+                      std::vector<double>& value, std::vector<std::int32_t>& column) const {
+    const std::size_t n_groups = (e1 - e0) / rank;
+    value.resize(n_groups * terms());
+    column.resize(value.size());
+    reduce(h, e0, e1, value.data());
+    for (std::size_t q = 0; q < terms(); ++q)
+      for (std::size_t g = 0; g < n_groups; ++g)
+        column[q * n_groups + g] = h.column[e0 + g] + static_cast<std::int32_t>(q);
+  }
+  // A dense block's columns (ascending, whole groups) over the segment's terms, q by q: group
+  // b's term q at q * (its groups) + b.
+  void reduce_columns(const std::vector<std::int32_t>& columns,
+                      std::vector<std::int32_t>& out) const {
+    const std::size_t n_groups = columns.size() / rank;
+    out.resize(n_groups * terms());
+    for (std::size_t q = 0; q < terms(); ++q)
+      for (std::size_t b = 0; b < n_groups; ++b)
+        out[q * n_groups + b] = columns[b * rank] + static_cast<std::int32_t>(q);
+  }
+  // The band energies of the chunk's populated columns, from those of the rows it made (the
+  // reduced terms'): column (group, t) weighs sum_q reduce[q, t] energy(group, q), what its
+  // entries' light is in the reduced product.
+  void column_energies(const std::vector<std::size_t>& populated, const double* reduced_energy,
+                       double* partial) const {
+    for (std::size_t p = 0; p < populated.size(); p += rank)
+      for (std::size_t t = 0; t < rank; ++t) {
+        double energy = 0.0;
+        for (std::size_t q = 0; q < terms(); ++q)
+          energy += segment.reduce[q * rank + t] * reduced_energy[p + q];
+        partial[p + t] = energy;
+      }
+  }
+};
 
 // 5. Light-weighted moments of v per spaxel, from the chunks' band partials (in the chunks'
 // order, fixed).
@@ -495,6 +686,7 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
   const std::vector<std::vector<std::int32_t>>& block_columns = layout.blocks.columns;
   const std::vector<char>& block_dense = layout.blocks.dense;
   const std::vector<std::int32_t>& entry_q = layout.blocks.entry_place;
+  const auto rank = static_cast<std::size_t>(in.tile.dust.rank);
 
   // 4. B in chunks of wavelength bins (bounded memory, binned_product.h), a chunk to a thread at a
   // time: every populated column's values over the chunk's bins, then each block's product over
@@ -510,7 +702,8 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
   std::vector<std::vector<float>> dense_h(n_blocks);
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::size_t b = 0; b < n_blocks; ++b) {
-    if (!block_dense[b] || block_columns[b].empty()) continue;
+    // With dust segments each segment makes its own (its reduced terms), below.
+    if (layout.reduced || !block_dense[b] || block_columns[b].empty()) continue;
     const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
     const std::size_t cols = block_columns[b].size();
     std::vector<float>& hd = dense_h[b];
@@ -527,19 +720,35 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
     std::vector<float> basis_buffer, product_buffer;
     std::vector<double> row;
     RowMatrix sums;
+    // A segment's reduced H (dense blocks: float, rows x reduced columns; sparse rows: entries),
+    // and the band energies of the rows it makes.
+    std::vector<float> reduced_dense;
+    std::vector<std::int32_t> reduced_columns;
+    std::vector<double> reduced_value, reduced_energy;
 #pragma omp for schedule(dynamic, 1)
     for (std::size_t chunk = 0; chunk < n_chunks; ++chunk) {
       const std::size_t k0 = chunk * chunk_bins, k1 = std::min(n_wave, k0 + chunk_bins),
                         width = k1 - k0;
       double* partial = layout.partial(chunk);
-      const ChunkAxis axis(in, static_cast<int>(k0), static_cast<int>(k1), &layout.populated);
+      std::optional<SegmentTerms> segment;
+      if (layout.reduced)
+        segment.emplace(SegmentTerms{in.dust_segments->of_bin(static_cast<int>(k0)), rank});
+      const ChunkAxis axis(in, static_cast<int>(k0), static_cast<int>(k1), &layout.populated,
+                           segment ? TermFactors::reduced : TermFactors::projected);
       basis_buffer.resize(n_pop * width);
       Eigen::Map<RowMatrixF> basis(basis_buffer.data(), static_cast<Eigen::Index>(n_pop),
                                    static_cast<Eigen::Index>(width));
       SpectrumBase base;  // over this chunk's axis
-      for (std::size_t p = 0; p < n_pop; ++p)
+      if (segment && partial) reduced_energy.assign(n_pop, 0.0);
+      for (std::size_t p = 0; p < n_pop; ++p) {
+        // A segment makes only its reduced terms' rows (the other rows are not read).
+        if (segment && layout.populated[p] % rank >= segment->terms()) continue;
         make_chunk_rows(in, layout, axis, p, base, row,
-                        basis.row(static_cast<Eigen::Index>(p)).data(), partial);
+                        basis.row(static_cast<Eigen::Index>(p)).data(),
+                        segment && partial ? reduced_energy.data() : partial);
+      }
+      if (segment && partial)
+        segment->column_energies(layout.populated, reduced_energy.data(), partial);
       for (std::size_t b = 0; b < n_blocks; ++b) {
         const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
         const std::vector<std::int32_t>& columns = block_columns[b];
@@ -551,9 +760,31 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
             Eigen::OuterStride<>(static_cast<Eigen::Index>(n_wave)));
         if (block_dense[b]) {
           // The block's columns' rows of B read where they lie in the chunk.
+          const float* hd = dense_h[b].data();
+          const std::int32_t* hd_columns = columns.data();
+          std::size_t hd_cols = cols;
+          if (segment) {
+            segment->reduce_columns(columns, reduced_columns);
+            hd_cols = reduced_columns.size();
+            const std::size_t block_groups = cols / rank;
+            reduced_dense.assign(rows * hd_cols, 0.0f);
+            for (std::size_t r = r0; r < r1; ++r) {
+              const std::size_t e0 = h.offsets[r], n_groups = (h.offsets[r + 1] - e0) / rank;
+              reduced_value.resize(n_groups * segment->terms());
+              segment->reduce(h, e0, h.offsets[r + 1], reduced_value.data());
+              float* out = reduced_dense.data() + (r - r0) * hd_cols;
+              for (std::size_t g = 0; g < n_groups; ++g) {
+                const auto b = static_cast<std::size_t>(entry_q[e0 + g]) / rank;
+                for (std::size_t q = 0; q < segment->terms(); ++q)
+                  out[q * block_groups + b] = static_cast<float>(reduced_value[q * n_groups + g]);
+              }
+            }
+            hd = reduced_dense.data();
+            hd_columns = reduced_columns.data();
+          }
           product_buffer.resize(rows * width);
-          multiply_rows(dense_h[b].data(), rows, cols, basis_buffer.data(), width, columns.data(),
-                        width, product_buffer.data());
+          multiply_rows(hd, rows, hd_cols, basis_buffer.data(), width, hd_columns, width,
+                        product_buffer.data());
           const Eigen::Map<const RowMatrixF> product(product_buffer.data(),
                                                      static_cast<Eigen::Index>(rows),
                                                      static_cast<Eigen::Index>(width));
@@ -564,9 +795,17 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
             // The row's non-zeros' rows of B, scaled and summed in order (vector_kernels.h: most
             // of a wide field's product).
             const std::size_t e0 = h.offsets[r];
-            add_scaled_rows(sums.row(static_cast<Eigen::Index>(r - r0)).data(), width,
-                            h.value.data() + e0, h.column.data() + e0, h.offsets[r + 1] - e0,
-                            basis_buffer.data(), width);
+            const double* value = h.value.data() + e0;
+            const std::int32_t* column = h.column.data() + e0;
+            std::size_t count = h.offsets[r + 1] - e0;
+            if (segment) {
+              segment->reduce_entries(h, e0, h.offsets[r + 1], reduced_value, reduced_columns);
+              value = reduced_value.data();
+              column = reduced_columns.data();
+              count = reduced_value.size();
+            }
+            add_scaled_rows(sums.row(static_cast<Eigen::Index>(r - r0)).data(), width, value,
+                            column, count, basis_buffer.data(), width);
           }
           out = (out.cast<double>() + sums).cast<float>();
         }
@@ -591,14 +830,18 @@ BinnedProductStats binned_product_on_device(const Device& device, const BinnedPr
   const std::size_t chunk_bins = layout.chunk_bins, n_chunks = layout.n_chunks;
   if (n_chunks > 0) {
     if (device.is_cuda()) runtime::bind_current_thread(device);
-    // H's rows and each block's kind of product, on the device.
+    // H's rows (each segment's own, below, with dust segments) and each block's kind of product,
+    // on the device.
     const SparseRows& h = layout.h;
-    DeviceBuffer<std::size_t> offsets(device, n_rows + 1);
-    offsets.upload(h.offsets.data(), h.offsets.size());
-    DeviceBuffer<std::int32_t> column(device, h.column.size());
-    column.upload(h.column.data(), h.column.size());
-    DeviceBuffer<double> value(device, h.value.size());
-    value.upload(h.value.data(), h.value.size());
+    const std::size_t whole_h = layout.reduced ? 0 : h.value.size();
+    DeviceBuffer<std::size_t> offsets(device, layout.reduced ? 0 : n_rows + 1);
+    DeviceBuffer<std::int32_t> column(device, whole_h);
+    DeviceBuffer<double> value(device, whole_h);
+    if (!layout.reduced) {
+      offsets.upload(h.offsets.data(), h.offsets.size());
+      column.upload(h.column.data(), whole_h);
+      value.upload(h.value.data(), whole_h);
+    }
     const std::vector<std::uint8_t> dense(layout.blocks.dense.begin(), layout.blocks.dense.end());
     DeviceBuffer<std::uint8_t> dense_on(device, dense.size());
     dense_on.upload(dense.data(), dense.size());
@@ -606,13 +849,34 @@ BinnedProductStats binned_product_on_device(const Device& device, const BinnedPr
                                 dense_on.data(), n_rows,        kRowsPerBlock};
     DeviceBuffer<float> cube(device, n_rows * n_wave);
     cube.zero();
+    // With dust segments (ProductLayout::reduced), each chunk is one segment, and its rows of H
+    // over its reduced terms (SegmentTerms, the host's values and order) are sent with it: room
+    // for the most terms any segment takes.
+    const auto rank = static_cast<std::size_t>(in.tile.dust.rank);
+    const std::size_t most_reduced =
+        layout.reduced
+            ? h.value.size() / rank * static_cast<std::size_t>(in.dust_segments->max_terms)
+            : 0;
+    std::vector<std::size_t> reduced_offsets(layout.reduced ? n_rows + 1 : 0);
+    std::vector<std::int32_t> reduced_column(most_reduced);
+    std::vector<double> reduced_value(most_reduced), reduced_energy;
+    DeviceBuffer<std::size_t> reduced_offsets_on(device, reduced_offsets.size());
+    DeviceBuffer<std::int32_t> reduced_column_on(device, most_reduced);
+    DeviceBuffer<double> reduced_value_on(device, most_reduced);
+    const BasisProductRows reduced_rows{reduced_offsets_on.data(),
+                                        reduced_column_on.data(),
+                                        reduced_value_on.data(),
+                                        dense_on.data(),
+                                        n_rows,
+                                        kRowsPerBlock};
     seconds.transfer += lap_seconds(clock);
     // B a span of whole chunks at a time: each chunk's rows made on the host as binned_product
     // makes them (its ChunkAxis, its band partials), every (chunk, column) of the span a work item
     // of the host's threads, into the span's rows (row p at p * width, the chunk at its first
     // bin's place), then sent and multiplied.
     const std::size_t span_bins =
-        device_span_bins(in.device_basis_bytes, n_pop, chunk_bins, n_wave);
+        layout.reduced ? chunk_bins
+                       : device_span_bins(in.device_basis_bytes, n_pop, chunk_bins, n_wave);
     const std::size_t span_chunks = span_bins / chunk_bins + (span_bins % chunk_bins ? 1 : 0);
     DeviceBuffer<float> basis(device, n_pop * span_bins);
     HostStaging<float> staging(device, n_pop * span_bins);
@@ -624,8 +888,14 @@ BinnedProductStats binned_product_on_device(const Device& device, const BinnedPr
 #pragma omp parallel for schedule(dynamic, 1)
       for (std::size_t c = c0; c < c1; ++c) {
         const std::size_t k0 = c * chunk_bins, k1 = std::min(n_wave, k0 + chunk_bins);
-        axes[c - c0] = std::make_unique<ChunkAxis>(in, static_cast<int>(k0), static_cast<int>(k1),
-                                                   &layout.populated);
+        axes[c - c0] = std::make_unique<ChunkAxis>(
+            in, static_cast<int>(k0), static_cast<int>(k1), &layout.populated,
+            layout.reduced ? TermFactors::reduced : TermFactors::projected);
+      }
+      std::optional<SegmentTerms> segment;
+      if (layout.reduced) {
+        segment.emplace(SegmentTerms{in.dust_segments->of_bin(static_cast<int>(k_lo)), rank});
+        if (layout.partial(c0)) reduced_energy.assign(n_pop, 0.0);
       }
       const std::size_t n_items = (c1 - c0) * n_pop;
 #pragma omp parallel
@@ -641,15 +911,46 @@ BinnedProductStats binned_product_on_device(const Device& device, const BinnedPr
             base = SpectrumBase{};
             base_chunk = c;
           }
+          double* partial = layout.partial(c);
+          if (segment) {  // only the segment's reduced terms' rows (the others are not read)
+            if (layout.populated[p] % rank >= segment->terms()) continue;
+            if (partial) partial = reduced_energy.data();
+          }
           make_chunk_rows(in, layout, *axes[c - c0], p, base, row,
-                          staging.data() + p * width + (c * chunk_bins - k_lo), layout.partial(c));
+                          staging.data() + p * width + (c * chunk_bins - k_lo), partial);
         }
       }
+      if (segment && layout.partial(c0))
+        segment->column_energies(layout.populated, reduced_energy.data(), layout.partial(c0));
       seconds.basis += lap_seconds(clock);
+      if (segment) {
+        // The segment's rows of H, as the host's product reduces them, row by row.
+        reduced_offsets[0] = 0;
+        for (std::size_t r = 0; r < n_rows; ++r)
+          reduced_offsets[r + 1] =
+              reduced_offsets[r] + (h.offsets[r + 1] - h.offsets[r]) / rank * segment->terms();
+#pragma omp parallel
+        {
+          std::vector<double> value_of_row;
+          std::vector<std::int32_t> column_of_row;
+#pragma omp for schedule(dynamic, 64)
+          for (std::size_t r = 0; r < n_rows; ++r) {
+            segment->reduce_entries(h, h.offsets[r], h.offsets[r + 1], value_of_row, column_of_row);
+            std::copy(value_of_row.begin(), value_of_row.end(),
+                      reduced_value.begin() + static_cast<std::ptrdiff_t>(reduced_offsets[r]));
+            std::copy(column_of_row.begin(), column_of_row.end(),
+                      reduced_column.begin() + static_cast<std::ptrdiff_t>(reduced_offsets[r]));
+          }
+        }
+        seconds.layout += lap_seconds(clock);
+        reduced_offsets_on.upload(reduced_offsets.data(), n_rows + 1);
+        reduced_column_on.upload(reduced_column.data(), reduced_offsets[n_rows]);
+        reduced_value_on.upload(reduced_value.data(), reduced_offsets[n_rows]);
+      }
       basis.upload(staging.data(), n_pop * width);
       seconds.transfer += lap_seconds(clock);
-      IFUSIM_DISPATCH(device, multiply_basis_span, device, rows, basis.data(), width,
-                      cube.data() + k_lo, n_wave);
+      IFUSIM_DISPATCH(device, multiply_basis_span, device, segment ? reduced_rows : rows,
+                      basis.data(), width, cube.data() + k_lo, n_wave);
       seconds.sums += lap_seconds(clock);
     }
     cube.download(cube_rows, n_rows * n_wave);

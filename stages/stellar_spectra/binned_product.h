@@ -71,6 +71,10 @@ struct BinnedProductInput {
   SspView ssp;  // host view of the template tables
   WaveBins bins;
   const DustExpansion* dust = nullptr;  // the terms of the dust axis (tile.dust); none without
+  // With dust, the expansion's terms by segments of bins (make_dust_segments): the product sums
+  // each segment over its fewer terms, and B's rows (basis_row, the transpose) are the reduced
+  // product's. None: every bin takes the expansion's own terms.
+  const DustSegments* dust_segments = nullptr;
   HistogramTile tile;
   int band_first_bin = 0, band_end_bin = 0;  // bins whose energy weighs the light moments
   // Each thread's chunk of B: basis_chunk_bytes of the whole field.
@@ -151,22 +155,23 @@ inline std::size_t device_span_bins(std::size_t device_basis_bytes, std::size_t 
   return std::min(n_wave, std::max<std::size_t>(1, device_basis_bytes / chunk_bytes) * chunk_bins);
 }
 // Bytes binned_product_on_device holds on the device at most: H's rows (offsets, and a column
-// index and a mass an entry), B's span (its pinned host copy is as large) and the tile's float
-// cube rows.
+// index and a mass an entry; with dust segments, a segment's fewer at a time), B's span (its
+// pinned host copy is as large; with dust segments one segment) and the tile's float cube rows.
 struct DeviceProductBytes {
   std::size_t h_rows = 0, basis_span = 0, cube_rows = 0;
 };
 inline DeviceProductBytes device_product_bytes(std::size_t n_rows, std::size_t n_wave,
                                                std::size_t nonzeros, std::size_t n_populated,
                                                std::size_t chunk_bins,
-                                               std::size_t device_basis_bytes) {
+                                               std::size_t device_basis_bytes, bool dust_segments) {
   DeviceProductBytes bytes;
   bytes.h_rows = (n_rows + 1) * sizeof(std::size_t) +
                  nonzeros * (sizeof(std::int32_t) + sizeof(double)) +
                  (n_rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  bytes.basis_span = n_populated *
-                     device_span_bins(device_basis_bytes, n_populated, chunk_bins, n_wave) *
-                     sizeof(float);
+  const std::size_t span_bins =
+      dust_segments ? std::min(n_wave, static_cast<std::size_t>(kDustSegmentBins))
+                    : device_span_bins(device_basis_bytes, n_populated, chunk_bins, n_wave);
+  bytes.basis_span = n_populated * span_bins * sizeof(float);
   bytes.cube_rows = n_rows * n_wave * sizeof(float);
   return bytes;
 }
@@ -223,11 +228,18 @@ inline DeviceTransposeBytes device_transpose_bytes(std::size_t n_rows, std::size
   return bytes;
 }
 
+// The segments of the observed axis for `dust` (dust_expansion.h, DustSegment): each over the
+// attenuation ratios of the rest wavelengths its basis rows reach (the segment's bins, one bin
+// beyond each end, over the tile's velocity nodes).
+DustSegments make_dust_segments(const DustExpansion& dust, const WaveBins& bins,
+                                const HistogramTile& tile);
+
 // Row `column` of B (the tile's column layout, HistogramTile). A spectrum column (node, j, a):
 // the node's template for unit initial mass, shifted by (1 + z) e^(u_j), resampled onto the
 // observed bins (L_sun / A), continued beyond its ends within their windows (EdgeWindow), and
 // with dust times term r's factor psi_r at each bin centre's rest-frame wavelength (the exact
-// kernel attenuates there). An S or P column of a template's end: minus the continuation's
+// kernel attenuates there; with dust segments, the bin's segment's projected factor psi~_r, so
+// that B is the reduced product's). An S or P column of a template's end: minus the continuation's
 // light that one unit of it stands for, times psi_r at the rest wavelengths of a star whose
 // step is at that bin's centre. Returns the column's light weight: for a spectrum column, the
 // energy of the (uncontinued) template within the band and its velocity; 0 for the ends' columns,

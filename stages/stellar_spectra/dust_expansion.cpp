@@ -150,4 +150,69 @@ DustExpansion make_dust_expansion(const DustCurve& curve, double av_max_mag,
   return e;
 }
 
+DustSegment make_dust_segment(const DustExpansion& e, double k_lo, double k_hi) {
+  const int rank = e.rank;
+  // Samples: A_V over the table's range, k over the segment's (both ends included). The
+  // truncation is judged relative to each star's least attenuated light, as the expansion's own
+  // error is: phi's rows divided by T(A_V, k_ref).
+  constexpr int kAvSamples = 256, kKSamples = 64;
+  const int n_a = e.av_max_mag > 0.0 ? kAvSamples : 1;
+  const DustExpansionView view = e.view(e.phi.data());
+  Eigen::MatrixXd phi(n_a, rank);
+  for (int i = 0; i < n_a; ++i) {
+    const double a_v = n_a > 1 ? e.av_max_mag * i / (n_a - 1) : 0.0;
+    int row = 0;
+    double upper = 0.0;
+    view.locate(a_v, row, upper);
+    for (int r = 0; r < rank; ++r)
+      phi(i, r) = view.weight(row, upper, r) / transmission(a_v, e.k_ref);
+  }
+  Eigen::MatrixXd psi(kKSamples, rank);
+  for (int j = 0; j < kKSamples; ++j)
+    for (int r = 0; r < rank; ++r)
+      psi(j, r) = e.psi_at(k_lo + (k_hi - k_lo) * j / (kKSamples - 1), r);
+  // F = phi psi^T = Q (R_phi psi^T) = Q G: the SVD of the small G gives F's singular values and
+  // right vectors (Z = G^T W / sigma = psi R_phi^T W / sigma, so chi_q = sum_r (R_phi^T W_q /
+  // sigma_q)_r psi_r between the samples too).
+  const Eigen::HouseholderQR<Eigen::MatrixXd> qr(phi);
+  const Eigen::MatrixXd q = qr.householderQ() * Eigen::MatrixXd::Identity(n_a, std::min(n_a, rank));
+  const Eigen::MatrixXd r_phi =
+      qr.matrixQR().topRows(std::min(n_a, rank)).triangularView<Eigen::Upper>();
+  const Eigen::MatrixXd g = r_phi * psi.transpose();
+  const Eigen::JacobiSVD<Eigen::MatrixXd> svd(g, Eigen::ComputeThinU | Eigen::ComputeThinV);
+  const auto& sigma = svd.singularValues();
+  DustSegment s;
+  Eigen::MatrixXd residual = g;
+  const int max_terms = static_cast<int>(sigma.size());
+  while (s.terms < max_terms && sigma(s.terms) > 0.0) {
+    const int t = s.terms++;
+    residual -= sigma(t) * svd.matrixU().col(t) * svd.matrixV().col(t).transpose();
+    s.max_error = (q * residual).cwiseAbs().maxCoeff();
+    if (s.max_error <= kDustSegmentTolerance) break;
+  }
+  s.terms = std::max(s.terms, 1);
+  // reduce = Z^T psi and mix = (R_phi^T W / sigma)^T, each term scaled so that chi_q's samples
+  // peak at 1 (c_q of the order of h_r, for the float product).
+  s.reduce.assign(static_cast<std::size_t>(s.terms) * rank, 0.0);
+  s.mix.assign(s.reduce.size(), 0.0);
+  for (int t = 0; t < s.terms && t < max_terms; ++t) {
+    if (!(sigma(t) > 0.0)) continue;  // F is 0 over the segment: its factor stays 0
+    const double peak = std::max(svd.matrixV().col(t).cwiseAbs().maxCoeff(), 1e-300);
+    const Eigen::VectorXd reduce = psi.transpose() * svd.matrixV().col(t) * peak;
+    const Eigen::VectorXd mix = r_phi.transpose() * svd.matrixU().col(t) / (sigma(t) * peak);
+    for (int r = 0; r < rank; ++r) {
+      s.reduce[static_cast<std::size_t>(t) * rank + r] = reduce(r);
+      s.mix[static_cast<std::size_t>(t) * rank + r] = mix(r);
+    }
+  }
+  s.project.assign(static_cast<std::size_t>(rank) * rank, 0.0);
+  for (int a = 0; a < rank; ++a)
+    for (int b = 0; b < rank; ++b)
+      for (int t = 0; t < s.terms; ++t)
+        s.project[static_cast<std::size_t>(a) * rank + b] +=
+            s.reduce[static_cast<std::size_t>(t) * rank + a] *
+            s.mix[static_cast<std::size_t>(t) * rank + b];
+  return s;
+}
+
 }  // namespace ifusim

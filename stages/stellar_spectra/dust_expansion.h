@@ -92,4 +92,41 @@ struct DustExpansion {
 DustExpansion make_dust_expansion(const DustCurve& curve, double av_max_mag,
                                   double rest_lo_angstrom, double rest_hi_angstrom);
 
+// The expansion's terms over a narrow range of k: fewer. The binned product makes B and sums
+// H x B in segments of kDustSegmentBins observed bins, and over one segment's rest wavelengths k
+// spans a few percent of the whole range, where T(A_V, k) needs 3-5 terms, not the 7 (A_V <= 5
+// mag) to 13 (40 mag) of the whole range. So a star's `rank` coefficients h_r (the histogram's
+// dust columns, deposited once) are mixed, for each segment, into `terms` coefficients
+//   c_q = sum_r reduce[q, r] h_r,   q < terms,
+// and the segment's basis rows take the factors chi_q(k) = sum_r mix[q, r] psi_r(k) in place of
+// psi_r: the product's work over the segment falls by rank / terms. The pair is the truncated
+// SVD of the expansion itself over the segment: F(A_V, k) = sum_r phi_r(A_V) psi_r(k) / T(A_V,
+// k_ref) sampled on A_V and k, its right singular vectors (functions of k) are chi's samples,
+// and c projects a star's factor onto them. terms is the fewest whose truncation stays below
+// kDustSegmentTolerance of the star's least attenuated light on the samples. Equivalently, term r
+// of the segment's rows of B has the factor psi~_r(k) = sum_q reduce[q, r] chi_q(k) (project =
+// reduce^T mix, rank x rank): what the transpose and basis_row make, so that they are the exact
+// transpose and rows of the reduced product.
+inline constexpr int kDustSegmentBins = 64;
+inline constexpr double kDustSegmentTolerance = 5e-7;
+struct DustSegment {
+  int terms = 0;                // <= rank; rank: the whole expansion, unchanged (identity)
+  std::vector<double> reduce;   // (terms, rank), row-major
+  std::vector<double> mix;      // (terms, rank)
+  std::vector<double> project;  // (rank, rank)
+  double max_error = 0.0;       // of the truncation, relative to T(A_V, k_ref), on the samples
+};
+// The segment for rest-frame attenuation ratios k in [k_lo, k_hi].
+DustSegment make_dust_segment(const DustExpansion& e, double k_lo, double k_hi);
+// The segments of an observed axis (segment s: bins [s * kDustSegmentBins, ...)): `k_range`
+// gives each segment's range of k over the rest wavelengths its basis rows reach.
+struct DustSegments {
+  std::vector<DustSegment> segment;
+  int max_terms = 0;
+  double max_error = 0.0;
+  const DustSegment& of_bin(int bin) const {
+    return segment[static_cast<std::size_t>(bin / kDustSegmentBins)];
+  }
+};
+
 }  // namespace ifusim

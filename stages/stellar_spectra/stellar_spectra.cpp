@@ -330,6 +330,8 @@ struct SpectralSetup {
   DustCurve dust;
   double dust_av_bound_mag = 0.0;
   std::shared_ptr<const DustExpansion> dust_expansion;
+  // The expansion's fewer terms over each segment of bins (the binned product's).
+  std::shared_ptr<const DustSegments> dust_segments;
   std::shared_ptr<const ShardedArray<double>> device_dust_phi;
 
   // The bins as device d's kernels see them.
@@ -528,6 +530,7 @@ class BinnedSpectra final : public PartialResult {
       in.ssp = setup_.tables->host_view(setup_.outside);
       in.bins = setup_.bins;
       in.dust = setup_.dust_expansion.get();
+      in.dust_segments = setup_.dust_segments.get();
       in.tile = tile_;
       in.band_first_bin = setup_.band_first_bin;
       in.band_end_bin = setup_.band_end_bin;
@@ -830,8 +833,8 @@ class StellarSpectraStage final : public Stage {
     // span also in pinned host memory. Counted here for every GPU, an upper bound.
     const DeviceProductBytes product = device_product_bytes(
         rows, n_wave, nonzeros, std::min(tile.columns(), nonzeros),
-        basis_chunk_bins(basis_chunk_bytes(c.n_spaxels, n_wave), tile.columns()),
-        kDeviceBasisBytes);
+        basis_chunk_bins(basis_chunk_bytes(c.n_spaxels, n_wave), tile.columns()), kDeviceBasisBytes,
+        tile.dust.rank > 1);
     out.push_back({"binned product on the first GPU: the tile's cube rows (float)",
                    product.cube_rows, true, ""});
     out.push_back({"binned product on the first GPU: H's rows", product.h_rows, true, ""});
@@ -963,6 +966,7 @@ class StellarSpectraStage final : public Stage {
       in.ssp = setup.tables->host_view(setup.outside);
       in.bins = setup.bins;
       in.dust = setup.dust_expansion.get();
+      in.dust_segments = setup.dust_segments.get();
       in.tile = tile;
       in.band_first_bin = setup.band_first_bin;
       in.band_end_bin = setup.band_end_bin;
@@ -1114,10 +1118,16 @@ class StellarSpectraStage final : public Stage {
       setup.device_dust_phi = std::make_shared<const ShardedArray<double>>(
           device_put(state.mesh, setup.dust_expansion->phi, 1, Sharding::replicated()));
       tile.dust = setup.dust_expansion->view(nullptr);  // each device's table at its deposit
+      if (tile.dust.rank > 1)
+        setup.dust_segments = std::make_shared<const DustSegments>(
+            make_dust_segments(*setup.dust_expansion, setup.bins, tile));
       spdlog::info(
           "stellar_spectra: dust as {} separable terms for A_V <= {:.3g} mag (off by at most "
-          "{:.1e} of a star's least attenuated light)",
-          tile.dust.rank, setup.dust_av_bound_mag, setup.dust_expansion->max_error);
+          "{:.1e} of a star's least attenuated light), at most {} over each {} bins (off by at "
+          "most {:.1e} more)",
+          tile.dust.rank, setup.dust_av_bound_mag, setup.dust_expansion->max_error,
+          setup.dust_segments ? setup.dust_segments->max_terms : tile.dust.rank, kDustSegmentBins,
+          setup.dust_segments ? setup.dust_segments->max_error : 0.0);
     }
     // Sparse where the stars' entries (times their mean footprint with smoothing) take less
     // memory than the dense field (few stars on many spaxels); dense otherwise, in tiles of whole
