@@ -697,6 +697,30 @@ TEST_CASE("add_scaled_rows: bitwise its float groups added in double, any shape"
   }
 }
 
+// mix_planes (a dust segment's reduced terms) sums each output element over the planes in order
+// from the first product, each product and sum rounded on its own: bitwise that, written out here
+// one element at a time, whether the element is in a whole eight or left over, for 1 to 9 outputs
+// (more than one register group of four) and 1 to 12 planes.
+TEST_CASE("mix_planes: bitwise the ordered sum over the planes, any shape", "[spectra][binned]") {
+  std::mt19937_64 rng(53);
+  std::uniform_real_distribution<double> value(-1.0, 1.0);
+  for (const auto& [n, n_planes, n_out] : std::vector<std::array<std::size_t, 3>>{
+           {1, 1, 1}, {8, 7, 3}, {13, 12, 9}, {64, 7, 4}, {350, 7, 3}, {5, 2, 5}, {17, 10, 1}}) {
+    INFO(n << " elements, " << n_planes << " planes, " << n_out << " outputs");
+    std::vector<double> planes(n * n_planes), weights(n_out * n_planes), out(n * n_out, -7.0);
+    for (double& v : planes) v = 1e3 * value(rng);
+    for (double& v : weights) v = value(rng);
+    mix_planes(out.data(), n, planes.data(), n_planes, weights.data(), n_out);
+    for (std::size_t q = 0; q < n_out; ++q)
+      for (std::size_t g = 0; g < n; ++g) {
+        double expected = weights[q * n_planes] * planes[g];
+        for (std::size_t t = 1; t < n_planes; ++t)
+          expected += weights[q * n_planes + t] * planes[t * n + g];
+        REQUIRE(std::memcmp(&out[q * n + g], &expected, sizeof(double)) == 0);
+      }
+  }
+}
+
 // multiply_by_transpose (the transpose's dL/dH = G B^T) sums each element in eight lanes (q mod
 // 8), adds the lanes in one tree, then the last depth mod 8 products in order: bitwise that,
 // written out here one element at a time, for any shape (leftover rows, columns and depths),

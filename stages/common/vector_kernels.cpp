@@ -11,22 +11,36 @@ IFUSIM_VECTOR_CLONES void add_scaled(double* __restrict y, double a, const doubl
   for (std::size_t k = 0; k < n; ++k) y[k] += a * x[k];
 }
 
+// Eight elements at a time (an AVX-512 register; two or four narrower ones in the other clones),
+// up to four outputs' sums held in registers while each plane's eight are read once, then the
+// elements left one at a time, in the same order.
 IFUSIM_VECTOR_CLONES void mix_planes(double* __restrict out, std::size_t n,
                                      const double* __restrict planes, std::size_t n_planes,
                                      const double* __restrict weights, std::size_t n_out) {
-  for (std::size_t q = 0; q < n_out; ++q) {
-    const double* w = weights + q * n_planes;
-    double* o = out + q * n;
-    // Plane after plane over out's row (in L1), not each element over the planes: GCC
-    // vectorises that inner loop across the planes (a strided gather).
-#pragma omp simd
-    for (std::size_t g = 0; g < n; ++g) o[g] = w[0] * planes[g];
-    for (std::size_t t = 1; t < n_planes; ++t) {
-      const double* plane = planes + t * n;
-#pragma omp simd
-      for (std::size_t g = 0; g < n; ++g) o[g] += w[t] * plane[g];
+  typedef double Doubles __attribute__((vector_size(64)));
+  constexpr std::size_t kLanes = 8, kOutputs = 4;
+  std::size_t g = 0;
+  for (; g + kLanes <= n; g += kLanes)
+    for (std::size_t q0 = 0; q0 < n_out; q0 += kOutputs) {
+      const std::size_t outputs = n_out - q0 < kOutputs ? n_out - q0 : kOutputs;
+      Doubles sum[kOutputs], plane;
+      std::memcpy(&plane, planes + g, sizeof plane);
+      for (std::size_t q = 0; q < outputs; ++q) sum[q] = weights[(q0 + q) * n_planes] * plane;
+      for (std::size_t t = 1; t < n_planes; ++t) {
+        std::memcpy(&plane, planes + t * n + g, sizeof plane);
+        for (std::size_t q = 0; q < outputs; ++q)
+          sum[q] += weights[(q0 + q) * n_planes + t] * plane;
+      }
+      for (std::size_t q = 0; q < outputs; ++q)
+        std::memcpy(out + (q0 + q) * n + g, &sum[q], sizeof sum[q]);
     }
-  }
+  for (; g < n; ++g)
+    for (std::size_t q = 0; q < n_out; ++q) {
+      const double* w = weights + q * n_planes;
+      double sum = w[0] * planes[g];
+      for (std::size_t t = 1; t < n_planes; ++t) sum += w[t] * planes[t * n + g];
+      out[q * n + g] = sum;
+    }
 }
 
 // Tiles of 64 elements of y: a group's float sums in four AVX-512 registers, y's in eight, then

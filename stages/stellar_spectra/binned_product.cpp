@@ -48,7 +48,9 @@ constexpr double kTransposeDenseFill = 0.5;
 struct RowBlocks {
   std::vector<std::vector<std::int32_t>> columns;
   std::vector<char> dense;
-  std::vector<std::int32_t> entry_place;  // meaningful in dense blocks only
+  // Meaningful in dense blocks only; with dust segments, each group's place among the block's
+  // groups, at its first term's entry (product_layout).
+  std::vector<std::int32_t> entry_place;
 };
 
 // Columns are indices below n_columns. Each thread marks the columns it has met in a block (a
@@ -547,9 +549,21 @@ ProductLayout product_layout(const BinnedProductInput& in, HostHistogram&& histo
   // dense product where it is filled enough, over all its columns at once.
   layout.blocks = row_blocks(
       n_rows, h.offsets, n_pop, [&](std::size_t e) { return h.column[e]; }, kDenseFill);
-  const RowBlocks& blocks = layout.blocks;
+  RowBlocks& blocks = layout.blocks;
   for (std::size_t b = 0; b < blocks.columns.size(); ++b)
     if (!blocks.columns[b].empty()) ++(blocks.dense[b] ? stats.dense_blocks : stats.sparse_blocks);
+  // With dust segments a dense block's rows are reduced group by group: each group's place among
+  // the block's groups, at its first term's entry (a division once, not once a segment).
+  if (layout.reduced)
+    for (std::size_t b = 0; b < blocks.columns.size(); ++b) {
+      if (!blocks.dense[b]) continue;
+      const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
+      for (std::size_t r = r0; r < r1; ++r) {
+        const std::size_t e0 = h.offsets[r], n_groups = (h.offsets[r + 1] - e0) / rank;
+        for (std::size_t g = 0; g < n_groups; ++g)
+          blocks.entry_place[e0 + g] /= static_cast<std::int32_t>(rank);
+      }
+    }
 
   layout.column_velocity.assign(n_pop, 0.0);
   for (std::size_t p = 0; p < n_pop; ++p)
@@ -774,7 +788,7 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
               segment->reduce(h, e0, h.offsets[r + 1], reduced_value.data());
               float* out = reduced_dense.data() + (r - r0) * hd_cols;
               for (std::size_t g = 0; g < n_groups; ++g) {
-                const auto b = static_cast<std::size_t>(entry_q[e0 + g]) / rank;
+                const auto b = static_cast<std::size_t>(entry_q[e0 + g]);  // its group's
                 for (std::size_t q = 0; q < segment->terms(); ++q)
                   out[q * block_groups + b] = static_cast<float>(reduced_value[q * n_groups + g]);
               }
