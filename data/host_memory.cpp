@@ -1,6 +1,7 @@
 #include "data/host_memory.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace ifusim {
 
@@ -29,6 +30,22 @@ void populate_pages(void* data, std::size_t bytes) {
     // storage holds no objects yet; the caller's fill writes every value afterwards.
     for (std::size_t offset = 0; offset < length; offset += 4096) first[offset] = 0;
     first[length - 1] = 0;
+  }
+}
+
+void zero_bytes(void* data, std::size_t bytes) {
+  constexpr std::size_t kThresholdBytes = std::size_t(8) << 20;
+  if (bytes < kThresholdBytes) {
+    if (bytes > 0) std::memset(data, 0, bytes);
+    return;
+  }
+  constexpr std::size_t kPieceBytes = kHugePageBytes;
+  auto* begin = static_cast<unsigned char*>(data);
+  const long long pieces = static_cast<long long>((bytes + kPieceBytes - 1) / kPieceBytes);
+#pragma omp parallel for schedule(static)
+  for (long long p = 0; p < pieces; ++p) {
+    const std::size_t offset = static_cast<std::size_t>(p) * kPieceBytes;
+    std::memset(begin + offset, 0, std::min(kPieceBytes, bytes - offset));
   }
 }
 

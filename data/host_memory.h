@@ -35,6 +35,12 @@ inline void advise_huge_pages([[maybe_unused]] void* data, [[maybe_unused]] std:
 // left to the caller's fill.
 void populate_pages(void* data, std::size_t bytes);
 
+// Zeroes [data, data + bytes) on all of OpenMP's threads at once where it is large (a partial
+// array's fill, memory::fill_zero): on fresh storage the fill is the first write, whose page faults
+// and kernel zeroing are most of its cost on the VM (populate_pages), and take one thread's time
+// per thread. Below a few MB, one memset.
+void zero_bytes(void* data, std::size_t bytes);
+
 // An empty vector with room for n values, its storage advised huge pages and mapped in on all
 // threads (an allocation of many MB is a fresh mapping from malloc, untouched until filled).
 template <class T>

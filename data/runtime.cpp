@@ -213,7 +213,7 @@ void fill_zero(const Device& device, void* dst, std::size_t bytes) {
     no_cuda();
 #endif
   } else {
-    std::memset(dst, 0, bytes);
+    zero_bytes(dst, bytes);
   }
 }
 

@@ -697,8 +697,8 @@ TEST_CASE("add_scaled_rows: bitwise its float groups added in double, any shape"
   }
 }
 
-// mix_planes (a dust segment's reduced terms) sums each output element over the planes in order
-// from the first product, each product and sum rounded on its own: bitwise that, written out here
+// mix_planes (a dust segment's reduced terms) sums each output element in double over the float
+// planes in order from the first product, each product and sum rounded on its own: bitwise that, written out here
 // one element at a time, whether the element is in a whole eight or left over, for 1 to 9 outputs
 // (more than one register group of four) and 1 to 12 planes.
 TEST_CASE("mix_planes: bitwise the ordered sum over the planes, any shape", "[spectra][binned]") {
@@ -707,15 +707,16 @@ TEST_CASE("mix_planes: bitwise the ordered sum over the planes, any shape", "[sp
   for (const auto& [n, n_planes, n_out] : std::vector<std::array<std::size_t, 3>>{
            {1, 1, 1}, {8, 7, 3}, {13, 12, 9}, {64, 7, 4}, {350, 7, 3}, {5, 2, 5}, {17, 10, 1}}) {
     INFO(n << " elements, " << n_planes << " planes, " << n_out << " outputs");
-    std::vector<double> planes(n * n_planes), weights(n_out * n_planes), out(n * n_out, -7.0);
-    for (double& v : planes) v = 1e3 * value(rng);
+    std::vector<float> planes(n * n_planes);
+    std::vector<double> weights(n_out * n_planes), out(n * n_out, -7.0);
+    for (float& v : planes) v = static_cast<float>(1e3 * value(rng));
     for (double& v : weights) v = value(rng);
     mix_planes(out.data(), n, planes.data(), n_planes, weights.data(), n_out);
     for (std::size_t q = 0; q < n_out; ++q)
       for (std::size_t g = 0; g < n; ++g) {
-        double expected = weights[q * n_planes] * planes[g];
+        double expected = weights[q * n_planes] * static_cast<double>(planes[g]);
         for (std::size_t t = 1; t < n_planes; ++t)
-          expected += weights[q * n_planes + t] * planes[t * n + g];
+          expected += weights[q * n_planes + t] * static_cast<double>(planes[t * n + g]);
         REQUIRE(std::memcmp(&out[q * n + g], &expected, sizeof(double)) == 0);
       }
   }

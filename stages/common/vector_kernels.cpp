@@ -12,22 +12,26 @@ IFUSIM_VECTOR_CLONES void add_scaled(double* __restrict y, double a, const doubl
 }
 
 // Eight elements at a time (an AVX-512 register; two or four narrower ones in the other clones),
-// up to four outputs' sums held in registers while each plane's eight are read once, then the
-// elements left one at a time, in the same order.
+// up to four outputs' sums held in registers while each plane's eight are read once (and widened),
+// then the elements left one at a time, in the same order.
 IFUSIM_VECTOR_CLONES void mix_planes(double* __restrict out, std::size_t n,
-                                     const double* __restrict planes, std::size_t n_planes,
+                                     const float* __restrict planes, std::size_t n_planes,
                                      const double* __restrict weights, std::size_t n_out) {
   typedef double Doubles __attribute__((vector_size(64)));
+  typedef float Floats8 __attribute__((vector_size(32)));
   constexpr std::size_t kLanes = 8, kOutputs = 4;
   std::size_t g = 0;
   for (; g + kLanes <= n; g += kLanes)
     for (std::size_t q0 = 0; q0 < n_out; q0 += kOutputs) {
       const std::size_t outputs = n_out - q0 < kOutputs ? n_out - q0 : kOutputs;
-      Doubles sum[kOutputs], plane;
-      std::memcpy(&plane, planes + g, sizeof plane);
+      Doubles sum[kOutputs];
+      Floats8 narrow;
+      std::memcpy(&narrow, planes + g, sizeof narrow);
+      Doubles plane = __builtin_convertvector(narrow, Doubles);
       for (std::size_t q = 0; q < outputs; ++q) sum[q] = weights[(q0 + q) * n_planes] * plane;
       for (std::size_t t = 1; t < n_planes; ++t) {
-        std::memcpy(&plane, planes + t * n + g, sizeof plane);
+        std::memcpy(&narrow, planes + t * n + g, sizeof narrow);
+        plane = __builtin_convertvector(narrow, Doubles);
         for (std::size_t q = 0; q < outputs; ++q)
           sum[q] += weights[(q0 + q) * n_planes + t] * plane;
       }
@@ -37,8 +41,9 @@ IFUSIM_VECTOR_CLONES void mix_planes(double* __restrict out, std::size_t n,
   for (; g < n; ++g)
     for (std::size_t q = 0; q < n_out; ++q) {
       const double* w = weights + q * n_planes;
-      double sum = w[0] * planes[g];
-      for (std::size_t t = 1; t < n_planes; ++t) sum += w[t] * planes[t * n + g];
+      double sum = w[0] * static_cast<double>(planes[g]);
+      for (std::size_t t = 1; t < n_planes; ++t)
+        sum += w[t] * static_cast<double>(planes[t * n + g]);
       out[q * n + g] = sum;
     }
 }

@@ -38,11 +38,11 @@ void add_scaled(double* y, double a, const double* x, std::size_t n);
 inline constexpr std::size_t kScaledRowsGroup = 4;
 void add_scaled_rows(double* y, std::size_t n, const double* a, const std::int32_t* rows,
                      std::size_t count, const float* x, std::size_t x_stride);
-// out[q * n + g] = sum over t < n_planes of weights[q * n_planes + t] * planes[t * n + g], for
-// q < n_out and g < n: the sum from t = 0 in order, each product and sum rounded on its own (the
-// binned product's dust segments mix a row's terms, held plane by plane, into fewer). out must
-// overlap neither planes nor weights.
-void mix_planes(double* out, std::size_t n, const double* planes, std::size_t n_planes,
+// out[q * n + g] = sum over t < n_planes of weights[q * n_planes + t] * planes[t * n + g] (the
+// float planes widened), for q < n_out and g < n: in double, the sum from t = 0 in order, each
+// product and sum rounded on its own (the binned product's dust segments mix a row's terms, held
+// plane by plane in float, into fewer). out must overlap neither planes nor weights.
+void mix_planes(double* out, std::size_t n, const float* planes, std::size_t n_planes,
                 const double* weights, std::size_t n_out);
 // y[k] += a[k] * x[k], k < n. y must overlap neither a nor x.
 void add_products(double* y, const double* a, const double* x, std::size_t n);

@@ -101,65 +101,64 @@ struct SparseRows {
   std::vector<double> value;
 };
 
-// Makes every group of `rank` columns (a spectrum's or an end's dust terms, HistogramTile) that
-// a row meets whole in that row, a zero entry for each term it lacks (a term whose fixed-point sum
-// was 0): a dust segment mixes a group's terms together (reduced_rows). Rows whose groups are
-// whole, nearly all, are left as they are.
-void complete_term_groups(SparseRows& h, std::size_t n_rows, std::size_t rank) {
-  auto whole = [&](std::size_t r) {
-    for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; e += rank) {
-      const auto c = static_cast<std::size_t>(h.column[e]);
-      if (c % rank != 0 || e + rank > h.offsets[r + 1] ||
-          static_cast<std::size_t>(h.column[e + rank - 1]) != c + rank - 1)
-        return false;
+// H's rows for dust segments: every group of `rank` columns (a spectrum's or an end's dust terms,
+// HistogramTile) that a row meets made whole in that row, a zero entry for each term it lacks (a
+// term whose fixed-point sum was 0), since a segment mixes a group's terms together; and each
+// row's groups held term by term: entry (group g, term t) of a row of G groups at t * G + g from
+// the row's start, its column and value together (SegmentTerms mixes a term's plane in one vector
+// loop). Every other use of H's rows takes its entries in any order (the columns' sets, each
+// entry's place, the light moments). In place where every group is whole (most runs), each row
+// through a copy of its own.
+void whole_groups_by_term(SparseRows& h, std::size_t n_rows, std::size_t rank) {
+  std::vector<std::size_t> offsets(n_rows + 1, 0);
+#pragma omp parallel for schedule(dynamic, 256)
+  for (std::size_t r = 0; r < n_rows; ++r) {
+    std::size_t groups = 0, last = static_cast<std::size_t>(-1);
+    for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e) {
+      const std::size_t group = static_cast<std::size_t>(h.column[e]) / rank;
+      groups += group != last;
+      last = group;
     }
-    return true;
-  };
-  std::size_t r = 0;
-  while (r < n_rows && whole(r)) ++r;
-  if (r == n_rows) return;
-  SparseRows out;
-  out.offsets.assign(n_rows + 1, 0);
-  out.column.reserve(h.column.size() + h.column.size() / 8);
-  out.value.reserve(out.column.capacity());
-  for (r = 0; r < n_rows; ++r) {
-    for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1];) {
-      const std::size_t first = static_cast<std::size_t>(h.column[e]) / rank * rank;
-      for (std::size_t t = 0; t < rank; ++t) {
-        const bool held =
-            e < h.offsets[r + 1] && static_cast<std::size_t>(h.column[e]) == first + t;
-        out.column.push_back(static_cast<std::int32_t>(first + t));
-        out.value.push_back(held ? h.value[e++] : 0.0);
-      }
-    }
-    out.offsets[r + 1] = out.column.size();
+    offsets[r + 1] = groups * rank;
   }
-  h = std::move(out);
-}
-
-// Each row's whole groups of `rank` entries held term by term: entry (group g, term t) of a row
-// of G groups at t * G + g from the row's start, its column and value together (SegmentTerms
-// reduces a term's plane in one vector loop). Every use of H's rows but the segments' takes its
-// entries in any order (the columns' sets, each entry's place, the light moments).
-void term_major_rows(SparseRows& h, std::size_t n_rows, std::size_t rank) {
+  for (std::size_t r = 0; r < n_rows; ++r) offsets[r + 1] += offsets[r];
+  const bool in_place = offsets[n_rows] == h.offsets[n_rows];
+  SparseRows out;
+  if (!in_place) {
+    out.column.resize(offsets[n_rows]);
+    out.value.resize(offsets[n_rows]);
+  }
+  std::int32_t* column_out = in_place ? h.column.data() : out.column.data();
+  double* value_out = in_place ? h.value.data() : out.value.data();
 #pragma omp parallel
   {
-    std::vector<std::int32_t> column;
+    std::vector<std::int32_t> column, first;
     std::vector<double> value;
 #pragma omp for schedule(dynamic, 256)
     for (std::size_t r = 0; r < n_rows; ++r) {
-      const std::size_t e0 = h.offsets[r], n = h.offsets[r + 1] - e0, n_groups = n / rank;
+      const std::size_t e0 = h.offsets[r], n = h.offsets[r + 1] - e0, o0 = offsets[r];
+      const std::size_t n_groups = (offsets[r + 1] - o0) / rank;
       column.assign(h.column.begin() + static_cast<std::ptrdiff_t>(e0),
                     h.column.begin() + static_cast<std::ptrdiff_t>(e0 + n));
       value.assign(h.value.begin() + static_cast<std::ptrdiff_t>(e0),
                    h.value.begin() + static_cast<std::ptrdiff_t>(e0 + n));
-      for (std::size_t g = 0; g < n_groups; ++g)
-        for (std::size_t t = 0; t < rank; ++t) {
-          h.column[e0 + t * n_groups + g] = column[g * rank + t];
-          h.value[e0 + t * n_groups + g] = value[g * rank + t];
-        }
+      std::fill(value_out + o0, value_out + o0 + n_groups * rank, 0.0);
+      first.clear();
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto group_first =
+            static_cast<std::int32_t>(static_cast<std::size_t>(column[i]) / rank * rank);
+        if (first.empty() || first.back() != group_first) first.push_back(group_first);
+        const auto t = static_cast<std::size_t>(column[i] - group_first);
+        value_out[o0 + t * n_groups + first.size() - 1] = value[i];
+      }
+      for (std::size_t t = 0; t < rank; ++t)
+        for (std::size_t g = 0; g < n_groups; ++g)
+          column_out[o0 + t * n_groups + g] = first[g] + static_cast<std::int32_t>(t);
     }
   }
+  if (in_place) return;
+  out.offsets = std::move(offsets);
+  h = std::move(out);
 }
 
 // The Doppler factor (1 + z) exp(u) of a velocity node.
@@ -484,6 +483,9 @@ struct ProductLayout {
   // With dust segments (BinnedProductInput::dust_segments): each chunk is a segment, summed over
   // its reduced terms (reduced_rows), and H's rows hold whole groups of terms.
   bool reduced = false;
+  // Then H's values in float, as h.value holds them (term by term in each row): what every
+  // segment mixes (half the memory read, segment after segment, of the double values).
+  std::vector<float> value_planes;
   std::vector<std::size_t> populated;  // column ids, ascending
   SparseRows h;
   RowBlocks blocks;
@@ -531,8 +533,11 @@ ProductLayout product_layout(const BinnedProductInput& in, HostHistogram&& histo
   const auto rank = static_cast<std::size_t>(in.tile.dust.rank);
   layout.reduced = in.dust_segments && rank > 1;
   if (layout.reduced) {
-    complete_term_groups(h, n_rows, rank);
-    term_major_rows(h, n_rows, rank);
+    whole_groups_by_term(h, n_rows, rank);
+    layout.value_planes.resize(h.value.size());
+#pragma omp parallel for schedule(static)
+    for (std::size_t e = 0; e < h.value.size(); ++e)
+      layout.value_planes[e] = static_cast<float>(h.value[e]);
   }
   UsedColumns populated_set =
       used_columns(n_columns, h.column, [](std::int32_t c) { return static_cast<std::size_t>(c); });
@@ -555,6 +560,7 @@ ProductLayout product_layout(const BinnedProductInput& in, HostHistogram&& histo
   // With dust segments a dense block's rows are reduced group by group: each group's place among
   // the block's groups, at its first term's entry (a division once, not once a segment).
   if (layout.reduced)
+#pragma omp parallel for schedule(dynamic, 1)
     for (std::size_t b = 0; b < blocks.columns.size(); ++b) {
       if (!blocks.dense[b]) continue;
       const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
@@ -612,27 +618,32 @@ void make_chunk_rows(const BinnedProductInput& in, const ProductLayout& layout,
   for (std::size_t k = 0; k < width; ++k) to[k] = static_cast<float>(row[k]);  // float B
 }
 
+// Dust segments the host's product takes at once (binned_product).
+constexpr std::size_t kSegmentsTogether = 4;
+
 // A dust segment's part of the product (ProductLayout::reduced). A row's whole groups of `rank`
-// entries (one spectrum's or end's terms h_t, complete_term_groups), held term by term
-// (term_major_rows: h_t of its G groups at t * G), become the segment's `terms` entries a group
-// c_q = sum_t reduce[q, t] h_t (in double, from H's own values, the terms in order), q by q,
-// at the group's column plus q, whose rows of B the segment makes with chi_q
-// (TermFactors::reduced). Term by term, each c_q is one vector loop over the row's groups.
+// entries (one spectrum's or end's terms h_t), held term by term (whole_groups_by_term: h_t of
+// its G groups at t * G), become the segment's `terms` entries a group c_q = sum_t reduce[q, t]
+// h_t (in double, from H's values in float, the terms in order), q by q, at the group's column
+// plus q, whose rows of B the segment makes with chi_q (TermFactors::reduced).
 struct SegmentTerms {
   const DustSegment& segment;
   std::size_t rank;
   std::size_t terms() const { return static_cast<std::size_t>(segment.terms); }
-  // Row entries [e0, e1), reduced: c_q of group g at out[q * G + g].
-  void reduce(const SparseRows& h, std::size_t e0, std::size_t e1, double* out) const {
-    mix_planes(out, (e1 - e0) / rank, h.value.data() + e0, rank, segment.reduce.data(), terms());
+  // n_groups groups' terms, plane by plane from `planes` (float), reduced: c_q of group g at
+  // out[q * n_groups + g].
+  void reduce(const float* planes, std::size_t n_groups, double* out) const {
+    mix_planes(out, n_groups, planes, rank, segment.reduce.data(), terms());
   }
-  // The same into value and column (resized), each c_q at its group's column plus q.
-  void reduce_entries(const SparseRows& h, std::size_t e0, std::size_t e1,
-                      std::vector<double>& value, std::vector<std::int32_t>& column) const {
+  // Row entries [e0, e1) of H (values from the layout's float planes), reduced into value and
+  // column (resized), each c_q at its group's column plus q.
+  void reduce_entries(const SparseRows& h, const std::vector<float>& planes, std::size_t e0,
+                      std::size_t e1, std::vector<double>& value,
+                      std::vector<std::int32_t>& column) const {
     const std::size_t n_groups = (e1 - e0) / rank;
     value.resize(n_groups * terms());
     column.resize(value.size());
-    reduce(h, e0, e1, value.data());
+    reduce(planes.data() + e0, n_groups, value.data());
     for (std::size_t q = 0; q < terms(); ++q)
       for (std::size_t g = 0; g < n_groups; ++g)
         column[q * n_groups + g] = h.column[e0 + g] + static_cast<std::int32_t>(q);
@@ -716,112 +727,175 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
   std::vector<std::vector<float>> dense_h(n_blocks);
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::size_t b = 0; b < n_blocks; ++b) {
-    // With dust segments each segment makes its own (its reduced terms), below.
-    if (layout.reduced || !block_dense[b] || block_columns[b].empty()) continue;
+    if (!block_dense[b] || block_columns[b].empty()) continue;
     const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
     const std::size_t cols = block_columns[b].size();
     std::vector<float>& hd = dense_h[b];
     hd.assign((r1 - r0) * cols, 0.0f);
+    if (layout.reduced) {
+      // With dust segments, each row's terms plane by plane over the block's groups (term t of
+      // group g at t * (the block's groups) + g), as each segment mixes them, below.
+      const std::size_t block_groups = cols / rank;
+      for (std::size_t r = r0; r < r1; ++r) {
+        const std::size_t e0 = h.offsets[r], n_groups = (h.offsets[r + 1] - e0) / rank;
+        for (std::size_t t = 0; t < rank; ++t)
+          for (std::size_t g = 0; g < n_groups; ++g)
+            hd[(r - r0) * cols + t * block_groups + static_cast<std::size_t>(entry_q[e0 + g])] =
+                layout.value_planes[e0 + t * n_groups + g];
+      }
+      continue;
+    }
     for (std::size_t r = r0; r < r1; ++r)
       for (std::size_t e = h.offsets[r]; e < h.offsets[r + 1]; ++e)
         hd[(r - r0) * cols + static_cast<std::size_t>(entry_q[e])] = static_cast<float>(h.value[e]);
   }
+  // With dust segments a thread takes kSegmentsTogether consecutive segments (chunks) at once, and
+  // mixes each row's terms (or dense block's) once for all of them, one mix_planes over their
+  // terms together: a segment at a time, each mix read H again from memory, a third of a dusty
+  // product's time. The sums, and so the cube's bits, are the same either way.
+  const std::size_t together = layout.reduced ? kSegmentsTogether : 1;
+  const std::size_t n_steps = (n_chunks + together - 1) / together;
 #pragma omp parallel
   {
-    // This thread's chunk of B, a row in double, float product and double sums, reused chunk
-    // after chunk and block after block (each a fresh buffer was a fresh mapping and its page
+    // This thread's chunks of B, a row in double, float product and double sums, reused step
+    // after step and block after block (each a fresh buffer was a fresh mapping and its page
     // faults each time).
-    std::vector<float> basis_buffer, product_buffer;
-    std::vector<double> row;
-    RowMatrix sums;
-    // A segment's reduced H (dense blocks: float, rows x reduced columns; sparse rows: entries),
-    // and the band energies of the rows it makes.
-    std::vector<float> reduced_dense;
+    std::vector<std::vector<float>> basis_buffers(together);
+    std::vector<RowMatrix> sums(together);
+    std::vector<float> product_buffer, reduced_dense;
+    std::vector<double> row, mixed, weights, reduced_energy;
     std::vector<std::int32_t> reduced_columns;
-    std::vector<double> reduced_value, reduced_energy;
+    std::vector<const DustSegment*> segments(together, nullptr);
+    std::vector<std::size_t> term_first(together + 1, 0);  // each segment's first mixed term
 #pragma omp for schedule(dynamic, 1)
-    for (std::size_t chunk = 0; chunk < n_chunks; ++chunk) {
-      const std::size_t k0 = chunk * chunk_bins, k1 = std::min(n_wave, k0 + chunk_bins),
-                        width = k1 - k0;
-      double* partial = layout.partial(chunk);
-      std::optional<SegmentTerms> segment;
-      if (layout.reduced)
-        segment.emplace(SegmentTerms{in.dust_segments->of_bin(static_cast<int>(k0)), rank});
-      const ChunkAxis axis(in, static_cast<int>(k0), static_cast<int>(k1), &layout.populated,
-                           segment ? TermFactors::reduced : TermFactors::projected);
-      basis_buffer.resize(n_pop * width);
-      Eigen::Map<RowMatrixF> basis(basis_buffer.data(), static_cast<Eigen::Index>(n_pop),
-                                   static_cast<Eigen::Index>(width));
-      SpectrumBase base;  // over this chunk's axis
-      if (segment && partial) reduced_energy.assign(n_pop, 0.0);
-      for (std::size_t p = 0; p < n_pop; ++p) {
-        // A segment makes only its reduced terms' rows (the other rows are not read).
-        if (segment && layout.populated[p] % rank >= segment->terms()) continue;
-        make_chunk_rows(in, layout, axis, p, base, row,
-                        basis.row(static_cast<Eigen::Index>(p)).data(),
-                        segment && partial ? reduced_energy.data() : partial);
+    for (std::size_t step = 0; step < n_steps; ++step) {
+      const std::size_t c0 = step * together, c1 = std::min(n_chunks, c0 + together);
+      auto first_bin = [&](std::size_t c) { return c * chunk_bins; };
+      auto width_of = [&](std::size_t c) {
+        return std::min(n_wave, (c + 1) * chunk_bins) - c * chunk_bins;
+      };
+      // 1. Each chunk's rows of B (a segment's: only its reduced terms' rows; the others are not
+      // read), their band energies, and with segments the terms' weights one after another.
+      weights.clear();
+      for (std::size_t c = c0; c < c1; ++c) {
+        const std::size_t k0 = first_bin(c), width = width_of(c);
+        double* partial = layout.partial(c);
+        const DustSegment* segment =
+            layout.reduced ? &in.dust_segments->of_bin(static_cast<int>(k0)) : nullptr;
+        segments[c - c0] = segment;
+        const ChunkAxis axis(in, static_cast<int>(k0), static_cast<int>(k0 + width),
+                             &layout.populated,
+                             segment ? TermFactors::reduced : TermFactors::projected);
+        std::vector<float>& basis = basis_buffers[c - c0];
+        basis.resize(n_pop * width);
+        SpectrumBase base;  // over this chunk's axis
+        if (segment && partial) reduced_energy.assign(n_pop, 0.0);
+        for (std::size_t p = 0; p < n_pop; ++p) {
+          if (segment && layout.populated[p] % rank >= static_cast<std::size_t>(segment->terms))
+            continue;
+          make_chunk_rows(in, layout, axis, p, base, row, basis.data() + p * width,
+                          segment && partial ? reduced_energy.data() : partial);
+        }
+        if (!segment) continue;
+        if (partial)
+          SegmentTerms{*segment, rank}.column_energies(layout.populated, reduced_energy.data(),
+                                                       partial);
+        term_first[c - c0] = weights.size() / rank;
+        weights.insert(weights.end(), segment->reduce.begin(), segment->reduce.end());
       }
-      if (segment && partial)
-        segment->column_energies(layout.populated, reduced_energy.data(), partial);
+      const std::size_t all_terms = weights.size() / rank;
+      term_first[c1 - c0] = all_terms;
+      // 2. Each block's product over the chunks' bins.
       for (std::size_t b = 0; b < n_blocks; ++b) {
         const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
         const std::vector<std::int32_t>& columns = block_columns[b];
         if (columns.empty()) continue;
         const std::size_t rows = r1 - r0, cols = columns.size();
-        Eigen::Map<RowMatrixF, 0, Eigen::OuterStride<>> out(
-            cube_rows + r0 * n_wave + k0, static_cast<Eigen::Index>(rows),
-            static_cast<Eigen::Index>(width),
-            Eigen::OuterStride<>(static_cast<Eigen::Index>(n_wave)));
+        auto out_of = [&](std::size_t c) {
+          return Eigen::Map<RowMatrixF, 0, Eigen::OuterStride<>>(
+              cube_rows + r0 * n_wave + first_bin(c), static_cast<Eigen::Index>(rows),
+              static_cast<Eigen::Index>(width_of(c)),
+              Eigen::OuterStride<>(static_cast<Eigen::Index>(n_wave)));
+        };
         if (block_dense[b]) {
-          // The block's columns' rows of B read where they lie in the chunk.
-          const float* hd = dense_h[b].data();
-          const std::int32_t* hd_columns = columns.data();
-          std::size_t hd_cols = cols;
-          if (segment) {
-            segment->reduce_columns(columns, reduced_columns);
-            hd_cols = reduced_columns.size();
-            const std::size_t block_groups = cols / rank;
-            reduced_dense.assign(rows * hd_cols, 0.0f);
-            for (std::size_t r = r0; r < r1; ++r) {
-              const std::size_t e0 = h.offsets[r], n_groups = (h.offsets[r + 1] - e0) / rank;
-              reduced_value.resize(n_groups * segment->terms());
-              segment->reduce(h, e0, h.offsets[r + 1], reduced_value.data());
-              float* out = reduced_dense.data() + (r - r0) * hd_cols;
-              for (std::size_t g = 0; g < n_groups; ++g) {
-                const auto b = static_cast<std::size_t>(entry_q[e0 + g]);  // its group's
-                for (std::size_t q = 0; q < segment->terms(); ++q)
-                  out[q * block_groups + b] = static_cast<float>(reduced_value[q * n_groups + g]);
-              }
-            }
-            hd = reduced_dense.data();
-            hd_columns = reduced_columns.data();
+          // Each row's planes over the block's groups mixed into the segments' terms (a group
+          // the row lacks mixes to 0), each segment's in the order of its reduced columns.
+          const std::size_t block_groups = cols / rank;
+          if (layout.reduced) {
+            mixed.resize(rows * all_terms * block_groups);
+            for (std::size_t i = 0; i < rows; ++i)
+              mix_planes(mixed.data() + i * all_terms * block_groups, block_groups,
+                         dense_h[b].data() + i * cols, rank, weights.data(), all_terms);
           }
-          product_buffer.resize(rows * width);
-          multiply_rows(hd, rows, hd_cols, basis_buffer.data(), width, hd_columns, width,
-                        product_buffer.data());
-          const Eigen::Map<const RowMatrixF> product(product_buffer.data(),
-                                                     static_cast<Eigen::Index>(rows),
-                                                     static_cast<Eigen::Index>(width));
-          out = (out.cast<double>() + product.cast<double>()).cast<float>();
+          for (std::size_t c = c0; c < c1; ++c) {
+            const std::size_t width = width_of(c);
+            const float* hd = dense_h[b].data();
+            const std::int32_t* hd_columns = columns.data();
+            std::size_t hd_cols = cols;
+            if (layout.reduced) {
+              const SegmentTerms segment{*segments[c - c0], rank};
+              segment.reduce_columns(columns, reduced_columns);
+              hd_cols = reduced_columns.size();
+              reduced_dense.resize(rows * hd_cols);
+              for (std::size_t i = 0; i < rows; ++i) {
+                const double* from =
+                    mixed.data() + (i * all_terms + term_first[c - c0]) * block_groups;
+                for (std::size_t j = 0; j < hd_cols; ++j)
+                  reduced_dense[i * hd_cols + j] = static_cast<float>(from[j]);
+              }
+              hd = reduced_dense.data();
+              hd_columns = reduced_columns.data();
+            }
+            // The block's columns' rows of B read where they lie in the chunk.
+            product_buffer.resize(rows * width);
+            multiply_rows(hd, rows, hd_cols, basis_buffers[c - c0].data(), width, hd_columns, width,
+                          product_buffer.data());
+            const Eigen::Map<const RowMatrixF> product(product_buffer.data(),
+                                                       static_cast<Eigen::Index>(rows),
+                                                       static_cast<Eigen::Index>(width));
+            auto out = out_of(c);
+            out = (out.cast<double>() + product.cast<double>()).cast<float>();
+          }
         } else {
-          sums.setZero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(width));
+          for (std::size_t c = c0; c < c1; ++c)
+            sums[c - c0].setZero(static_cast<Eigen::Index>(rows),
+                                 static_cast<Eigen::Index>(width_of(c)));
           for (std::size_t r = r0; r < r1; ++r) {
             // The row's non-zeros' rows of B, scaled and summed in order (vector_kernels.h: most
-            // of a wide field's product).
-            const std::size_t e0 = h.offsets[r];
-            const double* value = h.value.data() + e0;
-            const std::int32_t* column = h.column.data() + e0;
-            std::size_t count = h.offsets[r + 1] - e0;
-            if (segment) {
-              segment->reduce_entries(h, e0, h.offsets[r + 1], reduced_value, reduced_columns);
-              value = reduced_value.data();
-              column = reduced_columns.data();
-              count = reduced_value.size();
+            // of a wide field's product); with segments, its groups' terms mixed for all the
+            // step's segments at once, each segment's entries q by q (a prefix of the columns).
+            const std::size_t e0 = h.offsets[r], count = h.offsets[r + 1] - e0;
+            const std::size_t n_groups = count / rank;
+            if (layout.reduced) {
+              mixed.resize(all_terms * n_groups);
+              mix_planes(mixed.data(), n_groups, layout.value_planes.data() + e0, rank,
+                         weights.data(), all_terms);
+              std::size_t most_terms = 0;
+              for (std::size_t c = c0; c < c1; ++c)
+                most_terms = std::max(most_terms, term_first[c - c0 + 1] - term_first[c - c0]);
+              reduced_columns.resize(most_terms * n_groups);
+              for (std::size_t q = 0; q < most_terms; ++q)
+                for (std::size_t g = 0; g < n_groups; ++g)
+                  reduced_columns[q * n_groups + g] =
+                      h.column[e0 + g] + static_cast<std::int32_t>(q);
             }
-            add_scaled_rows(sums.row(static_cast<Eigen::Index>(r - r0)).data(), width, value,
-                            column, count, basis_buffer.data(), width);
+            for (std::size_t c = c0; c < c1; ++c) {
+              const std::size_t width = width_of(c);
+              double* y = sums[c - c0].row(static_cast<Eigen::Index>(r - r0)).data();
+              if (layout.reduced)
+                add_scaled_rows(y, width, mixed.data() + term_first[c - c0] * n_groups,
+                                reduced_columns.data(),
+                                (term_first[c - c0 + 1] - term_first[c - c0]) * n_groups,
+                                basis_buffers[c - c0].data(), width);
+              else
+                add_scaled_rows(y, width, h.value.data() + e0, h.column.data() + e0, count,
+                                basis_buffers[c - c0].data(), width);
+            }
           }
-          out = (out.cast<double>() + sums).cast<float>();
+          for (std::size_t c = c0; c < c1; ++c) {
+            auto out = out_of(c);
+            out = (out.cast<double>() + sums[c - c0]).cast<float>();
+          }
         }
       }
     }
@@ -949,7 +1023,8 @@ BinnedProductStats binned_product_on_device(const Device& device, const BinnedPr
           std::vector<std::int32_t> column_of_row;
 #pragma omp for schedule(dynamic, 64)
           for (std::size_t r = 0; r < n_rows; ++r) {
-            segment->reduce_entries(h, h.offsets[r], h.offsets[r + 1], value_of_row, column_of_row);
+            segment->reduce_entries(h, layout.value_planes, h.offsets[r], h.offsets[r + 1],
+                                    value_of_row, column_of_row);
             std::copy(value_of_row.begin(), value_of_row.end(),
                       reduced_value.begin() + static_cast<std::ptrdiff_t>(reduced_offsets[r]));
             std::copy(column_of_row.begin(), column_of_row.end(),

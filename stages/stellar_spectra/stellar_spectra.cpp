@@ -397,9 +397,12 @@ struct RowWindows {
 // Each row's places are walked in the window's layout (SSP node, velocity node, dust term, then
 // the ends' columns), where finding each place's column took three integer divisions: most of a
 // smoothed run's gather.
+// With whole_groups, every entry of a group of dust.rank columns (one spectrum's or end's dust
+// terms) of which any is non-zero: the product's dust segments mix a group's terms together
+// (binned_product.cpp), and a group made whole here is not made whole there from a copy.
 template <class F>
 void for_each_nonzero_entry(const ShardedArray<std::int64_t>& reduced, const HistogramTile& tile,
-                            const RowWindows& windows, F&& f) {
+                            const RowWindows& windows, F&& f, bool whole_groups = false) {
   const DeviceBuffer<std::int64_t>& total = reduced.buffer_of(*reduced.shards().front().device);
   const std::size_t columns = tile.columns(), n_rows = static_cast<std::size_t>(tile.n_spaxels);
   const auto n_a = static_cast<std::size_t>(tile.dust.rank);
@@ -414,20 +417,23 @@ void for_each_nonzero_entry(const ShardedArray<std::int64_t>& reduced, const His
     values.resize(end - begin);
     total.download(values.data(), end - begin, begin);
     std::size_t local = 0;
+    // The group of n_a columns from `column` (its first), at values[local] on.
     auto visit = [&](std::size_t column) {
-      if (values[local] != 0) f(row, column, begin + local, values[local]);
-      ++local;
+      bool any = false;
+      for (std::size_t r = 0; r < n_a; ++r) any |= values[local + r] != 0;
+      for (std::size_t r = 0; r < n_a; ++r, ++local)
+        if (values[local] != 0 || (any && whole_groups))
+          f(row, column + r, begin + local, values[local]);
     };
     if (whole) {
-      for (std::size_t c = 0; c < columns; ++c) visit(c);
+      for (std::size_t c = 0; c < columns; c += n_a) visit(c);
       continue;
     }
     const auto first = static_cast<std::size_t>(windows.window[2 * row]);
     const auto count = static_cast<std::size_t>(windows.window[2 * row + 1]);
     for (std::size_t node = 0; node < static_cast<std::size_t>(tile.n_nodes); ++node)
-      for (std::size_t j = first; j < first + count; ++j)
-        for (std::size_t r = 0; r < n_a; ++r) visit((node * n_velocity + j) * n_a + r);
-    for (std::size_t c = tile.spectrum_columns(); local < end - begin; ++c) visit(c);
+      for (std::size_t j = first; j < first + count; ++j) visit((node * n_velocity + j) * n_a);
+    for (std::size_t c = tile.spectrum_columns(); local < end - begin; c += n_a) visit(c);
   }
 }
 
@@ -681,7 +687,8 @@ class BinnedSpectra final : public PartialResult {
           [&](std::size_t row, std::size_t column, std::size_t, std::int64_t sum) {
             out.index.push_back(row * tile_.columns() + column);
             out.mass_msun.push_back(static_cast<double>(sum) * quantum);
-          });
+          },
+          setup_.dust_segments != nullptr);
       sums_ = {};
       windows_ = {};
       return out;
