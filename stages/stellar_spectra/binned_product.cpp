@@ -762,6 +762,7 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
     // faults each time).
     std::vector<std::vector<float>> basis_buffers(together);
     std::vector<RowMatrix> sums(together);
+    RowMatrix panel_sums;
     std::vector<float> product_buffer, reduced_dense;
     std::vector<double> row, mixed, weights, reduced_energy;
     std::vector<std::int32_t> reduced_columns;
@@ -833,18 +834,35 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
             const std::int32_t* hd_columns = columns.data();
             std::size_t hd_cols = cols;
             if (layout.reduced) {
+              // Term by term: each term's columns a float product of its own (rows x the block's
+              // groups), the terms' products added in double, as a sparse block adds its groups'
+              // float sums. One float sum over all the terms together, each group's large first
+              // term and its signed corrections, drifted: +6.6e-7 of a dusty smoothed run's
+              // light, against -3.8e-7 unreduced (docs/benchmarks.md).
               const SegmentTerms segment{*segments[c - c0], rank};
               segment.reduce_columns(columns, reduced_columns);
-              hd_cols = reduced_columns.size();
-              reduced_dense.resize(rows * hd_cols);
-              for (std::size_t i = 0; i < rows; ++i) {
-                const double* from =
-                    mixed.data() + (i * all_terms + term_first[c - c0]) * block_groups;
-                for (std::size_t j = 0; j < hd_cols; ++j)
-                  reduced_dense[i * hd_cols + j] = static_cast<float>(from[j]);
+              const std::size_t n_terms = segment.terms();
+              reduced_dense.resize(rows * block_groups);
+              panel_sums.setZero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(width));
+              product_buffer.resize(rows * width);
+              for (std::size_t q = 0; q < n_terms; ++q) {
+                for (std::size_t i = 0; i < rows; ++i) {
+                  const double* from =
+                      mixed.data() + (i * all_terms + term_first[c - c0] + q) * block_groups;
+                  for (std::size_t j = 0; j < block_groups; ++j)
+                    reduced_dense[i * block_groups + j] = static_cast<float>(from[j]);
+                }
+                multiply_rows(
+                    reduced_dense.data(), rows, block_groups, basis_buffers[c - c0].data(), width,
+                    reduced_columns.data() + q * block_groups, width, product_buffer.data());
+                panel_sums += Eigen::Map<const RowMatrixF>(product_buffer.data(),
+                                                           static_cast<Eigen::Index>(rows),
+                                                           static_cast<Eigen::Index>(width))
+                                  .cast<double>();
               }
-              hd = reduced_dense.data();
-              hd_columns = reduced_columns.data();
+              auto out = out_of(c);
+              out = (out.cast<double>() + panel_sums).cast<float>();
+              continue;
             }
             // The block's columns' rows of B read where they lie in the chunk.
             product_buffer.resize(rows * width);
@@ -951,12 +969,15 @@ BinnedProductStats binned_product_on_device(const Device& device, const BinnedPr
     DeviceBuffer<std::size_t> reduced_offsets_on(device, reduced_offsets.size());
     DeviceBuffer<std::int32_t> reduced_column_on(device, most_reduced);
     DeviceBuffer<double> reduced_value_on(device, most_reduced);
+    // Their dense blocks sum term by term, as the host's do (a column's term is its index mod
+    // rank: the populated columns are whole groups).
     const BasisProductRows reduced_rows{reduced_offsets_on.data(),
                                         reduced_column_on.data(),
                                         reduced_value_on.data(),
                                         dense_on.data(),
                                         n_rows,
-                                        kRowsPerBlock};
+                                        kRowsPerBlock,
+                                        rank};
     seconds.transfer += lap_seconds(clock);
     // B a span of whole chunks at a time: each chunk's rows made on the host as binned_product
     // makes them (its ChunkAxis, its band partials), every (chunk, column) of the span a work item

@@ -422,7 +422,9 @@ void mark_histogram_entries(const Device& device, const SspView& ssp, const Wave
 //   those terms are skipped here. Skipping them gives the same bits: for a finite B, 0 * B is
 //   +-0; the sum starts at +0 and never becomes -0 (a sum of two values is -0 in round-to-nearest
 //   only when both are -0, and x + (-x) is +0), and s + (+-0) is s for any s that is not -0. The
-//   row's entries are in ascending order of column, the block's columns' order.
+//   row's entries are in ascending order of column, the block's columns' order. A dust segment's
+//   reduced rows (term_panels > 0, their entries term by term): one such float sum for each term's
+//   entries, the terms' sums added in double from +0 in order (the host's product a term at a time).
 // - a sparse block's row (add_scaled_rows): the row's entries in groups of kScaledRowsGroup from
 //   its first, each group's float sum of float(h) * B from +0 in order, the groups' sums added
 //   in double from +0 in order.
@@ -440,7 +442,23 @@ struct MultiplyBasisSpan {
     const std::size_t e0 = rows.offsets[r], e1 = rows.offsets[r + 1];
     if (e0 == e1) return;
     float* out = cube_rows + r * cube_stride + k;
-    if (rows.dense[r / rows.rows_per_block]) {
+    if (rows.dense[r / rows.rows_per_block] && rows.term_panels > 0) {
+      double total = 0.0;
+      float sum = 0.0f;
+      std::size_t panel = static_cast<std::size_t>(rows.column[e0]) % rows.term_panels;
+      for (std::size_t e = e0; e < e1; ++e) {
+        const std::size_t term = static_cast<std::size_t>(rows.column[e]) % rows.term_panels;
+        if (term != panel) {
+          total = add_rn(total, static_cast<double>(sum));
+          sum = 0.0f;
+          panel = term;
+        }
+        sum = add_rn(sum, mul_rn(static_cast<float>(rows.value[e]),
+                                 basis[static_cast<std::size_t>(rows.column[e]) * width + k]));
+      }
+      total = add_rn(total, static_cast<double>(sum));
+      *out = static_cast<float>(add_rn(static_cast<double>(*out), total));
+    } else if (rows.dense[r / rows.rows_per_block]) {
       float sum = 0.0f;
       for (std::size_t e = e0; e < e1; ++e)
         sum = add_rn(sum, mul_rn(static_cast<float>(rows.value[e]),

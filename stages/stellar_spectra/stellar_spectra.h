@@ -216,6 +216,10 @@ struct BasisProductRows {
   const std::uint8_t* dense = nullptr;  // a flag a block of rows
   std::size_t n_rows = 0;
   std::size_t rows_per_block = 1;
+  // A dust segment's reduced rows (binned_product.cpp): a dense block's voxel sums each term's
+  // entries (column % term_panels, q by q in the row) in float on its own and adds the terms' sums
+  // in double. 0: one float sum over the row.
+  std::size_t term_panels = 0;
 };
 
 // The binned product's transpose on a device (binned_product_transpose_on_device,
