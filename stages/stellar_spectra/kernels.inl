@@ -423,8 +423,9 @@ void mark_histogram_entries(const Device& device, const SspView& ssp, const Wave
 //   +-0; the sum starts at +0 and never becomes -0 (a sum of two values is -0 in round-to-nearest
 //   only when both are -0, and x + (-x) is +0), and s + (+-0) is s for any s that is not -0. The
 //   row's entries are in ascending order of column, the block's columns' order. A dust segment's
-//   reduced rows (term_panels > 0, their entries term by term): one such float sum for each term's
-//   entries, the terms' sums added in double from +0 in order (the host's product a term at a time).
+//   reduced rows (term_panels > 0, their entries term by term): one such float sum for each
+//   term's entries, the terms' sums added in double from +0 in order (the host's product a term
+//   at a time).
 // - a sparse block's row (add_scaled_rows): the row's entries in groups of kScaledRowsGroup from
 //   its first, each group's float sum of float(h) * B from +0 in order, the groups' sums added
 //   in double from +0 in order.
