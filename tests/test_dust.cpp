@@ -539,6 +539,48 @@ TEST_CASE(
   CHECK(clear.attenuation(0.0, 5500.0) == Approx(1.0).epsilon(1e-12));
 }
 
+// A dust segment (DustSegment): over a narrow range of k, fewer terms than the expansion's, and
+// the reduced expansion sum_r phi_r(A_V) psi~_r(k) within the segment's tolerance of the whole
+// one at random (A_V, k) between the samples it was judged on, relative to the star's least
+// attenuated light.
+TEST_CASE("dust: a segment of k takes fewer terms and holds the expansion to its tolerance",
+          "[dust][binned]") {
+  const DustCurve curve{DustCurveKind::ccm89, 3.1};
+  for (const double av_max : {1.0, 5.0, 40.0}) {
+    const DustExpansion e = make_dust_expansion(curve, av_max, 3000.0, 11000.0);
+    const DustExpansionView view = e.view(e.phi.data());
+    // A MaNGA-like segment: 64 bins of 1e-4 dex near 6000 A observed (z = 0.03) over +-1000 km/s.
+    const double k_lo = attenuation_ratio(curve, 6000.0 * std::pow(10.0, 64e-4) / 1.03 / 0.9967);
+    const double k_hi = attenuation_ratio(curve, 6000.0 / 1.03 / 1.0034);
+    const DustSegment s = make_dust_segment(e, k_lo, k_hi);
+    INFO("A_V <= " << av_max << ": rank " << e.rank << ", segment terms " << s.terms
+                   << ", its error " << s.max_error);
+    CHECK(s.terms < e.rank);
+    CHECK(s.terms <= 4);
+    CHECK(s.max_error <= kDustSegmentTolerance);
+    std::mt19937_64 rng(17);
+    std::uniform_real_distribution<double> av(0.0, av_max), k(k_lo, k_hi);
+    double worst = 0.0;
+    for (int i = 0; i < 2000; ++i) {
+      const double a_v = av(rng), kk = k(rng);
+      int row = 0;
+      double upper = 0.0;
+      view.locate(a_v, row, upper);
+      double whole = 0.0, reduced = 0.0;
+      for (int r = 0; r < e.rank; ++r) {
+        double projected = 0.0;
+        for (int t = 0; t < e.rank; ++t)
+          projected += s.project[static_cast<std::size_t>(r) * e.rank + t] * e.psi_at(kk, t);
+        whole += view.weight(row, upper, r) * e.psi_at(kk, r);
+        reduced += view.weight(row, upper, r) * projected;
+      }
+      worst = std::max(worst, std::abs(reduced - whole) / std::pow(10.0, -0.4 * a_v * e.k_ref));
+    }
+    INFO("worst " << worst);
+    CHECK(worst <= 2.0 * kDustSegmentTolerance);
+  }
+}
+
 TEST_CASE(
     "dust: behind 15 mag of gas the light-weighted velocity keeps its precision in both "
     "methods",

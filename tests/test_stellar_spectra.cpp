@@ -698,9 +698,9 @@ TEST_CASE("add_scaled_rows: bitwise its float groups added in double, any shape"
 }
 
 // mix_planes (a dust segment's reduced terms) sums each output element in double over the float
-// planes in order from the first product, each product and sum rounded on its own: bitwise that, written out here
-// one element at a time, whether the element is in a whole eight or left over, for 1 to 9 outputs
-// (more than one register group of four) and 1 to 12 planes.
+// planes in order from the first product, each product and sum rounded on its own: bitwise that,
+// written out here one element at a time, whether the element is in a whole eight or left over,
+// for 1 to 9 outputs (more than one register group of four) and 1 to 12 planes.
 TEST_CASE("mix_planes: bitwise the ordered sum over the planes, any shape", "[spectra][binned]") {
   std::mt19937_64 rng(53);
   std::uniform_real_distribution<double> value(-1.0, 1.0);

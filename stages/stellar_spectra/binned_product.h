@@ -40,6 +40,8 @@ inline std::size_t basis_chunk_bytes(std::size_t field_spaxels, std::size_t n_wa
 // blocks' product over the bins (multiply_rows, stages/common/vector_kernels.h: 4 x 16 floats),
 // so that only the last chunk has columns left over for its narrower paths.
 inline constexpr std::size_t kChunkBinAlign = 64;
+// With dust segments each chunk is one segment (binned_product.cpp), a whole register tile too.
+static_assert(kDustSegmentBins % kChunkBinAlign == 0);
 // The bins of a chunk: as many whole kChunkBinAlign as fit memory_bytes of float B were all the
 // tile's n_columns populated (at least one kChunkBinAlign).
 inline std::size_t basis_chunk_bins(std::size_t memory_bytes, std::size_t n_columns) {

@@ -75,11 +75,8 @@ struct DustExpansion {
   double max_abs_phi = 0.0;  // bounds a star's deposit per unit mass
   double max_error = 0.0;    // |T - expansion| / T(A_V, k_ref) at most, on a check grid
 
-  // psi_r at k, and at the curve's k for a rest-frame wavelength (vacuum Angstrom).
+  // psi_r at k.
   double psi_at(double k, int r) const;
-  double factor(double rest_angstrom, int r) const {
-    return psi_at(attenuation_ratio(curve, rest_angstrom), r);
-  }
   // T as the expansion gives it (for tests and the error check).
   double attenuation(double a_v, double rest_angstrom) const;
   DustExpansionView view(const double* phi_on_device) const {
@@ -110,7 +107,7 @@ DustExpansion make_dust_expansion(const DustCurve& curve, double av_max_mag,
 inline constexpr int kDustSegmentBins = 64;
 inline constexpr double kDustSegmentTolerance = 5e-7;
 struct DustSegment {
-  int terms = 0;                // <= rank; rank: the whole expansion, unchanged (identity)
+  int terms = 0;                // <= rank (rank where no fewer hold the tolerance)
   std::vector<double> reduce;   // (terms, rank), row-major
   std::vector<double> mix;      // (terms, rank)
   std::vector<double> project;  // (rank, rank)
