@@ -830,9 +830,7 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
           }
           for (std::size_t c = c0; c < c1; ++c) {
             const std::size_t width = width_of(c);
-            const float* hd = dense_h[b].data();
-            const std::int32_t* hd_columns = columns.data();
-            std::size_t hd_cols = cols;
+            product_buffer.resize(rows * width);
             if (layout.reduced) {
               // Term by term: each term's columns a float product of its own (rows x the block's
               // groups), the terms' products added in double, as a sparse block adds its groups'
@@ -844,7 +842,6 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
               const std::size_t n_terms = segment.terms();
               reduced_dense.resize(rows * block_groups);
               panel_sums.setZero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(width));
-              product_buffer.resize(rows * width);
               for (std::size_t q = 0; q < n_terms; ++q) {
                 for (std::size_t i = 0; i < rows; ++i) {
                   const double* from =
@@ -865,9 +862,8 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
               continue;
             }
             // The block's columns' rows of B read where they lie in the chunk.
-            product_buffer.resize(rows * width);
-            multiply_rows(hd, rows, hd_cols, basis_buffers[c - c0].data(), width, hd_columns, width,
-                          product_buffer.data());
+            multiply_rows(dense_h[b].data(), rows, cols, basis_buffers[c - c0].data(), width,
+                          columns.data(), width, product_buffer.data());
             const Eigen::Map<const RowMatrixF> product(product_buffer.data(),
                                                        static_cast<Eigen::Index>(rows),
                                                        static_cast<Eigen::Index>(width));
