@@ -1,8 +1,10 @@
-// The passes over a whole reduced cube that follow the stages (issue 22): the noise stage and the
-// writing of cube.fits, cube.h5 and the quick-looks' sums, each against the memory-bandwidth
-// floor of the bytes it must move. The floor is measured here, on the cube's own arrays: a
-// memcpy of the data array (read + write), best of --repeats, on one thread and on all of them.
-// A pass's floor is its bytes over that bandwidth (the copy's read + write bytes per second):
+// The passes over a whole reduced cube that follow the stages (issue 22): the PSF and the LSF, the
+// noise stage and the writing of cube.fits, cube.h5 and the quick-looks' sums, each against the
+// memory-bandwidth floor of the bytes it must move. The floor is measured here, on the cube's own
+// arrays: a memcpy of the data array (read + write), best of --repeats, on one thread and on all of
+// them. A pass's floor is its bytes over that bandwidth (the copy's read + write bytes per second):
+//   psf: two in-place passes (x, then y), each reading and writing the data (4 arrays);
+//   lsf: one in-place pass (2 arrays);
 //   noise: read the data, write the data and the variance (3 arrays);
 //   cube.fits / cube.h5: read data and variance, write the file's 2 arrays (4 arrays);
 //   white-light image, integrated spectrum: read the data (1 array).
@@ -27,7 +29,9 @@
 #include "io/cube/cube_io.h"
 #include "io/cube/plane_blocks.h"
 #include "io/cube/quicklook.h"
+#include "stages/common/convolution.h"
 #include "stages/noise/noise.h"
+#include "stages/psf/psf.h"
 
 namespace {
 
@@ -132,6 +136,39 @@ int main(int argc, char** argv) {
               bw / 1e9, threads);
   copy = std::vector<float>();
 
+  // The convolutions, on the cube with 0 for NaN (the stages run before aperture_mask's NaN):
+  // MUSE-WFM's PSF (a Gaussian whose FWHM follows its preset's table, 0.87 to 0.75 arcsec, on
+  // 0.2 arcsec spaxels) and an LSF of MUSE's width (sigma 0.3 to 0.55 pixels, a kernel per source
+  // pixel), each timed on a fresh copy of the cube.
+  std::printf("convolutions (in place):\n");
+  Cube convolved;
+  auto fresh_copy = [&] {
+    if (convolved.data.size() != n) convolved.data = large_vector<float>(n);
+    convolved.shape = clean.shape;
+#pragma omp parallel for schedule(static)
+    for (long long i = 0; i < static_cast<long long>(n); ++i)
+      convolved.data[i] = std::isnan(clean.data[i]) ? 0.0f : clean.data[i];
+  };
+  const PsfParams psf = PsfParams::from_json(JsonParams(
+      nlohmann::json::parse(R"({"fwhm_arcsec": {"wavelength_angstrom": [4600, 5000, 5500, 6000,
+          6500, 7000, 7500, 8000, 8500, 9000, 9400], "fwhm_arcsec": [0.8701, 0.8557, 0.8395,
+          0.825, 0.8119, 0.8, 0.789, 0.7789, 0.7695, 0.7608, 0.7542]}})"),
+      "psf"));
+  std::vector<double> plane_wavelength(static_cast<std::size_t>(n_wave));
+  for (int k = 0; k < n_wave; ++k) plane_wavelength[k] = clean.axes.wavelength_angstrom(k);
+  const double psf_s = best_of(repeats, fresh_copy, [&] {
+    apply_psf(psf, clean.axes.spaxel_arcsec, plane_wavelength, convolved);
+  });
+  line("psf (Gaussian, FWHM by wavelength)", psf_s, 4 * array_bytes, bw);
+  std::vector<Kernel1D> lsf(static_cast<std::size_t>(n_wave));
+  for (int k = 0; k < n_wave; ++k)
+    lsf[k] = gaussian_pixel_kernel(0.3 + 0.25 * k / std::max(n_wave - 1, 1), 1e-6, n_wave - 1);
+  const double lsf_s = best_of(repeats, fresh_copy, [&] {
+    convolve_axis_in_place(convolved.data, clean.shape.n_spaxels(), n_wave, 1, lsf);
+  });
+  line("lsf (a Gaussian per source pixel)", lsf_s, 2 * array_bytes, bw);
+  convolved = Cube();
+
   std::printf("noise (S/N 20 per Angstrom, seed 42):\n");
   Cube noisy;
   NoiseParams params;
@@ -180,7 +217,7 @@ int main(int argc, char** argv) {
   std::filesystem::remove(h5);
   line("cube.h5 (data + variance)", h5_s, 4 * array_bytes, bw);
   const double white = best_of(
-      repeats, [] {}, [&] { white_light_image(noisy); });
+      repeats, [] {}, [&] { spaxel_means(noisy); });
   line("white-light image", white, array_bytes, bw);
   const double spectrum = best_of(
       repeats, [] {}, [&] { integrated_spectrum(noisy); });

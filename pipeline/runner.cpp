@@ -548,8 +548,7 @@ Cube finished_cube(const RunConfig& c, const RunSetup& setup, RunState& state) {
       {"BACKEND", std::string(to_string(mesh.backend())) + " x " + std::to_string(mesh.size())},
       {"SEED", std::to_string(c.seed)}};
   cube.maps = std::move(state.maps);
-  cube.maps["white_light"] = {cube.unit, "mean flux density over the band",
-                              white_light_image(cube)};
+  cube.maps["white_light"] = {cube.unit, "mean flux density over the band", spaxel_means(cube)};
   const auto& white = cube.maps["white_light"].values;
   if (std::none_of(white.begin(), white.end(), [](double v) { return v != 0 && !std::isnan(v); }))
     spdlog::warn(

@@ -367,7 +367,7 @@ TEST_CASE("outputs: compare exits 0 for equal cubes, 1 beyond tolerance, 2 for o
 
 TEST_CASE("outputs: white-light image and integrated spectrum", "[outputs]") {
   const Cube cube = test::example_cube();
-  const auto image = white_light_image(cube);
+  const auto image = spaxel_means(cube);
   const auto spectrum = integrated_spectrum(cube);
   REQUIRE(image.size() == 13 * 9);
   REQUIRE(spectrum.size() == 40);
@@ -389,7 +389,7 @@ TEST_CASE("outputs: white-light image and integrated spectrum", "[outputs]") {
 TEST_CASE("outputs: quick-look PNGs are valid, sized and not uniform", "[outputs]") {
   TempDir dir("png");
   const Cube cube = test::example_cube();
-  const auto image = white_light_image(cube);
+  const auto image = spaxel_means(cube);
   write_map_png(
       dir / "white_light.png", image, 13, 9,
       MapStyle{"white light", Colormap::viridis, false, false, "10**(-20)*erg/(s*cm**2*Angstrom)"});

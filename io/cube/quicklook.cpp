@@ -287,17 +287,6 @@ void write_spectrum_png(const std::string& path, const std::vector<double>& wave
   canvas.write_png(path);
 }
 
-std::vector<double> white_light_image(const Cube& cube) {
-  const auto& s = cube.shape;
-  std::vector<double> image(s.n_spaxels(), 0.0);
-  for (std::size_t sp = 0; sp < s.n_spaxels(); ++sp) {
-    double sum = 0;
-    for (int k = 0; k < s.n_wave; ++k) sum += cube.data[sp * s.n_wave + k];
-    image[sp] = sum / s.n_wave;
-  }
-  return image;
-}
-
 std::vector<double> integrated_spectrum(const Cube& cube) {
   const auto& s = cube.shape;
   const auto n_wave = static_cast<std::size_t>(s.n_wave);

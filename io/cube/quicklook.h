@@ -36,9 +36,6 @@ void write_spectrum_png(const std::string& path, const std::vector<double>& wave
                         const std::vector<double>& flux, const std::string& x_label,
                         const std::string& y_label, const std::string& title);
 
-// The mean over the band of each spaxel's flux density (in the cube's unit): ny * nx, y outer;
-// NaN for a spaxel outside the aperture.
-std::vector<double> white_light_image(const Cube& cube);
 // Sum over the spaxels inside the aperture (the others are NaN), per wavelength pixel: n_wave
 // values.
 std::vector<double> integrated_spectrum(const Cube& cube);

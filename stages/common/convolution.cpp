@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <type_traits>
 
 #include "core/config_error.h"
 #include "data/host_memory.h"
@@ -13,8 +14,14 @@ namespace ifusim {
 void refuse_cropped_cube(const RunState& state, const std::string& what) {
   const Cube& cube = *state.cube;
   const bool cropped = state.spaxels.nx > 0 && cube.shape.nx != state.spaxels.nx;
-  if (cropped ||
-      std::any_of(cube.data.begin(), cube.data.end(), [](float v) { return std::isnan(v); }))
+  // aperture_mask makes a spaxel's whole spectrum NaN: its first voxel tells (a scan of every
+  // voxel took 0.3 s of MUSE-WFM's run, twice).
+  const std::size_t n_wave = static_cast<std::size_t>(std::max(cube.shape.n_wave, 0));
+  bool masked = false;
+  if (n_wave > 0)
+    for (std::size_t i = 0; i < cube.data.size() && !masked; i += n_wave)
+      masked = std::isnan(cube.data[i]);
+  if (cropped || masked)
     throw ConfigError(what +
                       ": the cube was already cropped to the field or masked outside the "
                       "aperture; put aperture_mask after psf and lsf");
@@ -104,13 +111,14 @@ std::size_t lanes_for(int n, std::size_t available) {
 namespace {
 
 // The weights of the convolution along the axis, w(k, j) = K_j(k - j) / K_j.sum, tabulated per
-// target k over the sources j = k - reach .. k + reach: row k, entry j - k + reach (0 where j is
-// off the axis). With `transpose`, the table of the transposed map (the adjoint, reverse mode):
-// row j holds w(k, j) for the targets k = j - reach .. j + reach, so that the same loop that
-// convolves applies the correlation with the same taps, edges (zero padding) included.
+// target k over the sources j = k - reach .. k + reach: row k, entry j - k + reach + kAxisRows - 1
+// (vector_kernels.h's padded taps: kAxisRows - 1 zeros at each end, and zero rows past the axis
+// up to n + kAxisRows - 1; 0 where j is off the axis). With `transpose`, the table of the
+// transposed map (the adjoint, reverse mode): row j holds w(k, j) for the targets
+// k = j - reach .. j + reach, so that the same loop that convolves applies the correlation with
+// the same taps, edges (zero padding) included.
 struct AxisWeights {
   int reach = 0;
-  std::size_t taps = 1;
   std::vector<double> weight;
 };
 
@@ -118,16 +126,17 @@ AxisWeights axis_weights(int n, const std::vector<Kernel1D>& kernels, bool trans
   auto kernel_of = [&](int j) -> const Kernel1D& { return kernels[kernels.size() == 1 ? 0 : j]; };
   AxisWeights t;
   for (const auto& k : kernels) t.reach = std::max(t.reach, k.radius);
-  t.taps = 2 * static_cast<std::size_t>(t.reach) + 1;
-  t.weight.assign(static_cast<std::size_t>(n) * t.taps, 0.0);
+  const std::size_t padded = axis_padded_taps(t.reach);
+  const std::size_t offset = kAxisRows - 1 + static_cast<std::size_t>(t.reach);
+  t.weight.assign((static_cast<std::size_t>(n) + kAxisRows - 1) * padded, 0.0);
   for (int k = 0; k < n; ++k)
     for (int j = std::max(0, k - t.reach); j <= std::min(n - 1, k + t.reach); ++j) {
       // The very product convolve_axis forms per tap.
       const double w = kernel_of(j).at(k - j) * (1.0 / kernel_of(j).sum);
       if (transpose)
-        t.weight[j * t.taps + (k - j + t.reach)] = w;
+        t.weight[j * padded + (k - j + offset)] = w;
       else
-        t.weight[k * t.taps + (j - k + t.reach)] = w;
+        t.weight[k * padded + (j - k + offset)] = w;
     }
   return t;
 }
@@ -162,84 +171,117 @@ LaneWeights lane_weights(const std::vector<Kernel1D>& kernels,
   return t;
 }
 
+// Lanes at a time in a block's sweep along the axis: the rows a band's targets read (its taps'
+// sources and weights, ~25 kB for the PSF) stay in the L1 cache from one group of targets to the
+// next, where a sweep of all of the block's lanes read them from L2 each time (2x slower).
+constexpr std::size_t kBandLanes = 8 * kAxisLanes;
+
 // out[o, k, i] = sum over j of table(k, j) in[o, j, i], in place, for a float cube or a double
 // cotangent: each sum made in double (sources ascending, from 0) and rounded once to T. With
 // `by_lane`, the weights are those of each lane's kernel instead of the table's (a zero weight
-// beyond a narrower kernel's reach adds nothing to its sum).
+// beyond a narrower kernel's reach adds nothing to its sum). Along a contiguous axis (inner 1:
+// spectra, the LSF) each row is convolved as it lies (convolve_contiguous); otherwise a block of
+// lanes (neighbouring inner indices) is gathered and kAxisRows targets are summed at a time
+// (convolve_rows_by_*).
 template <class T>
 void apply_axis_weights(std::vector<T>& data, std::size_t outer, int n, std::size_t inner,
                         const AxisWeights& table, const LaneWeights* by_lane = nullptr) {
   const int reach = by_lane ? by_lane->reach : table.reach;
-  const std::size_t taps = by_lane ? by_lane->taps : table.taps;
-  const std::vector<double>& weight = table.weight;
-  // Blocks of lanes: along inner within one outer row, or, when inner is 1, across outer rows.
-  const bool across_outer = inner == 1;
-  const std::size_t lanes = lanes_for(n, across_outer ? outer : inner);
-  const std::size_t per_row = across_outer ? 1 : (inner + lanes - 1) / lanes;
-  const long long blocks =
-      static_cast<long long>(across_outer ? (outer + lanes - 1) / lanes : outer * per_row);
+  const std::size_t padded = axis_padded_taps(reach);
+  const auto n_size = static_cast<std::size_t>(n);
+  if (inner == 1) {
+    // The weights tap-major for convolve_contiguous, wt[t * stride + k] = w(k, k - reach + t),
+    // over the targets rounded up to its vectors (0 past the axis). Every lane of a by_lane
+    // convolution is inner index 0 here, of kernel kernel_of_plane[0].
+    const std::size_t taps = 2 * static_cast<std::size_t>(reach) + 1;
+    const std::size_t stride =
+        (n_size + kContiguousTargets - 1) / kContiguousTargets * kContiguousTargets;
+    std::vector<double> wt(taps * stride, 0.0);
+    for (std::size_t t = 0; t < taps; ++t)
+      for (std::size_t k = 0; k < n_size; ++k)
+        wt[t * stride + k] =
+            by_lane ? by_lane->weight[static_cast<std::size_t>(by_lane->kernel_of_plane[0]) *
+                                          by_lane->taps +
+                                      t]
+                    : table.weight[k * padded + t + kAxisRows - 1];
+#pragma omp parallel
+    {
+      // The row's sources shifted by reach, zeros beyond its ends (and past the vectors).
+      std::vector<double> source(stride + taps - 1, 0.0), sums(stride);
+#pragma omp for schedule(static)
+      for (long long o = 0; o < static_cast<long long>(outer); ++o) {
+        T* row = data.data() + static_cast<std::size_t>(o) * n_size;
+        if constexpr (std::is_same_v<T, float>)
+          widen(source.data() + reach, row, n_size);
+        else
+          std::copy(row, row + n_size, source.data() + reach);
+        convolve_contiguous(sums.data(), source.data(), stride, taps, wt.data());
+        if constexpr (std::is_same_v<T, float>)
+          narrow(row, sums.data(), n_size);
+        else
+          std::copy(sums.begin(), sums.begin() + n, row);
+      }
+    }
+    return;
+  }
+  const std::size_t width_max = lanes_for(n, inner);
+  // The block's rows (and the weights' and sums'): a whole number of the kernels' vectors, and an
+  // odd number of cache lines, so that the rows a target's taps read fall in different sets of
+  // the L1 cache (256 lanes, 32 lines, put every row in the same two sets: the PSF 1.6x slower).
+  // The lanes past a block's width hold whatever an earlier block left (finite values), summed
+  // and never stored.
+  const std::size_t lanes =
+      (width_max + 2 * kAxisLanes - 1) / (2 * kAxisLanes) * (2 * kAxisLanes) + kAxisLanes;
+  const std::size_t per_row = (inner + width_max - 1) / width_max;
+  const auto blocks = static_cast<long long>(outer * per_row);
 #pragma omp parallel
   {
-    std::vector<double> block(static_cast<std::size_t>(n) * lanes), acc(lanes);
-    // Each lane's weights, tap by tap (by_lane only).
-    std::vector<double> lane_weight(by_lane ? taps * lanes : 0);
+    std::vector<double> block(n_size * lanes, 0.0), sums(kAxisRows * lanes);
+    // Each lane's weights, tap by padded tap (by_lane only; the padding's taps 0).
+    std::vector<double> lane_weight(by_lane ? padded * lanes : 0, 0.0);
 #pragma omp for schedule(static)
     for (long long b = 0; b < blocks; ++b) {
-      // Lane l of this block is the axis at data[first + l * lane_stride + j * axis_stride].
-      std::size_t first, lane_stride, axis_stride, width, i0 = 0;
-      if (across_outer) {
-        first = static_cast<std::size_t>(b) * lanes * n;
-        width = std::min(lanes, outer - static_cast<std::size_t>(b) * lanes);
-        lane_stride = n;
-        axis_stride = 1;
-      } else {
-        const std::size_t o = static_cast<std::size_t>(b) / per_row;
-        i0 = static_cast<std::size_t>(b) % per_row * lanes;
-        first = o * n * inner + i0;
-        width = std::min(lanes, inner - i0);
-        lane_stride = 1;
-        axis_stride = inner;
-      }
-      T* base = data.data() + first;
-      if (across_outer) {
-        for (std::size_t l = 0; l < width; ++l)
-          for (int j = 0; j < n; ++j) block[j * lanes + l] = base[l * lane_stride + j];
-      } else {
-        for (int j = 0; j < n; ++j)
-          std::copy(base + j * axis_stride, base + j * axis_stride + width,
-                    block.data() + j * lanes);
+      // Lane l of this block is the axis at base[l + j * inner], its inner index i0 + l.
+      const std::size_t o = static_cast<std::size_t>(b) / per_row;
+      const std::size_t i0 = static_cast<std::size_t>(b) % per_row * width_max;
+      const std::size_t width = std::min(width_max, inner - i0);
+      T* base = data.data() + o * n_size * inner + i0;
+      for (std::size_t j = 0; j < n_size; ++j) {
+        if constexpr (std::is_same_v<T, float>)
+          widen(block.data() + j * lanes, base + j * inner, width);
+        else
+          std::copy(base + j * inner, base + j * inner + width, block.data() + j * lanes);
       }
       if (by_lane) {
-        // Lane l's inner index is i0 + l (0 for every lane across outer rows).
         const std::size_t period = by_lane->kernel_of_plane.size();
         for (std::size_t l = 0; l < width; ++l) {
           const double* w =
               by_lane->weight.data() +
-              static_cast<std::size_t>(by_lane->kernel_of_plane[(i0 + l) % period]) * taps;
-          for (std::size_t t = 0; t < taps; ++t) lane_weight[t * lanes + l] = w[t];
+              static_cast<std::size_t>(by_lane->kernel_of_plane[(i0 + l) % period]) * by_lane->taps;
+          for (std::size_t t = 0; t < by_lane->taps; ++t)
+            lane_weight[(t + kAxisRows - 1) * lanes + l] = w[t];
         }
       }
-      for (int k = 0; k < n; ++k) {
-        std::fill(acc.begin(), acc.begin() + width, 0.0);
-        const double* w_k = weight.data() + k * taps;
-        for (int j = std::max(0, k - reach); j <= std::min(n - 1, k + reach); ++j) {
-          const double* src = block.data() + static_cast<std::size_t>(j) * lanes;
-          const std::size_t t = static_cast<std::size_t>(j - k + reach);
-          if (by_lane) {
-            add_products(acc.data(), lane_weight.data() + t * lanes, src, width);
-            continue;
+      for (std::size_t l0 = 0; l0 < width; l0 += kBandLanes) {
+        const std::size_t band = std::min(kBandLanes, width - l0);
+        for (int k0 = 0; k0 < n; k0 += kAxisRows) {
+          if (by_lane)
+            convolve_rows_by_lane(sums.data() + l0, block.data() + l0, lanes, band, n, k0, reach,
+                                  lane_weight.data() + l0);
+          else
+            convolve_rows_by_target(sums.data() + l0, block.data() + l0, lanes, band, n, k0, reach,
+                                    table.weight.data());
+          // Each sum in double, rounded once to the cube's float (a no-op for a double
+          // cotangent).
+          for (int k = k0; k < std::min(n, k0 + kAxisRows); ++k) {
+            const double* sum = sums.data() + static_cast<std::size_t>(k - k0) * lanes + l0;
+            T* target = base + static_cast<std::size_t>(k) * inner + l0;
+            if constexpr (std::is_same_v<T, float>)
+              narrow(target, sum, band);
+            else
+              std::copy(sum, sum + band, target);
           }
-          const double w = w_k[t];
-          if (w == 0.0) continue;
-          add_scaled(acc.data(), w, src, width);
         }
-        // Each sum in double, rounded once to the cube's float (a no-op for a double cotangent).
-        if (across_outer)
-          for (std::size_t l = 0; l < width; ++l)
-            base[l * lane_stride + k] = static_cast<T>(acc[l]);
-        else
-          for (std::size_t l = 0; l < width; ++l)
-            base[k * axis_stride + l] = static_cast<T>(acc[l]);
       }
     }
   }

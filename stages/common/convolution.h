@@ -55,10 +55,10 @@ void convolve_axis(const std::vector<double>& in, std::vector<double>& out, std:
 // most ~1 MB instead of a second cube (1.3 GB on MUSE-WFM). Each block is gathered into double
 // and summed there, so each output is bitwise convolve_axis's sum (the same sum in the same
 // order, sources j ascending, starting from 0) of the float input, rounded once to float. The axis
-// is gathered into the buffer a block of "lanes" at a time (neighbouring inner indices, or, when
-// inner is 1, neighbouring outer rows, so that the innermost loop runs over contiguous lanes either
-// way), and the weights w(k, j) = K_j(k - j) / K_j.sum are tabulated once per run, not looked up
-// per tap.
+// is gathered into the buffer a block of "lanes" at a time (neighbouring inner indices), several
+// targets summed at once in vector registers; along a contiguous axis (inner 1) each row is
+// convolved where it lies, its neighbouring targets summed at once. The weights
+// w(k, j) = K_j(k - j) / K_j.sum are tabulated once per run, not looked up per tap.
 void convolve_axis_in_place(std::vector<float>& data, std::size_t outer, int n, std::size_t inner,
                             const std::vector<Kernel1D>& kernels);
 // The same on a double cube (a tangent, forward mode), each sum unrounded.

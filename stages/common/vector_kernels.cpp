@@ -1,5 +1,6 @@
 #include "stages/common/vector_kernels.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -96,10 +97,81 @@ IFUSIM_VECTOR_CLONES void add_scaled_rows(double* __restrict y, std::size_t n,
   }
 }
 
-IFUSIM_VECTOR_CLONES void add_products(double* __restrict y, const double* __restrict a,
-                                       const double* __restrict x, std::size_t n) {
+IFUSIM_VECTOR_CLONES void widen(double* __restrict out, const float* __restrict in, std::size_t n) {
 #pragma omp simd
-  for (std::size_t k = 0; k < n; ++k) y[k] += a[k] * x[k];
+  for (std::size_t k = 0; k < n; ++k) out[k] = in[k];
+}
+
+IFUSIM_VECTOR_CLONES void narrow(float* __restrict out, const double* __restrict in,
+                                 std::size_t n) {
+#pragma omp simd
+  for (std::size_t k = 0; k < n; ++k) out[k] = static_cast<float>(in[k]);
+}
+
+IFUSIM_VECTOR_CLONES void convolve_contiguous(double* __restrict out, const double* __restrict src,
+                                              std::size_t n, std::size_t taps,
+                                              const double* __restrict weights) {
+  for (std::size_t k0 = 0; k0 < n; k0 += kContiguousTargets) {
+    double sum[kContiguousTargets] = {};
+    for (std::size_t t = 0; t < taps; ++t) {
+      const double* w = weights + t * n + k0;
+      const double* s = src + k0 + t;
+#pragma omp simd
+      for (std::size_t l = 0; l < kContiguousTargets; ++l) sum[l] += w[l] * s[l];
+    }
+    for (std::size_t l = 0; l < kContiguousTargets; ++l) out[k0 + l] = sum[l];
+  }
+}
+
+namespace {
+
+// convolve_rows_by_lane and _by_target: kAxisRows sums of kAxisLanes lanes in registers.
+template <bool kByLane>
+[[gnu::always_inline]] inline void convolve_rows(double* __restrict out,
+                                                 const double* __restrict src, std::size_t lanes,
+                                                 std::size_t width, int n, int k0, int reach,
+                                                 const double* __restrict weights) {
+  const std::size_t padded = axis_padded_taps(reach);
+  const int j_first = std::max(0, k0 - reach);
+  const int j_last = std::min(n - 1, k0 + kAxisRows - 1 + reach);
+  for (std::size_t l0 = 0; l0 < width; l0 += kAxisLanes) {
+    double sum[kAxisRows][kAxisLanes] = {};
+    for (int j = j_first; j <= j_last; ++j) {
+      const double* s = src + static_cast<std::size_t>(j) * lanes + l0;
+#pragma GCC unroll 4
+      for (int r = 0; r < kAxisRows; ++r) {
+        const auto u = static_cast<std::size_t>(j - k0 - r + reach + kAxisRows - 1);
+        if constexpr (kByLane) {
+          const double* w = weights + u * lanes + l0;
+#pragma omp simd
+          for (std::size_t l = 0; l < kAxisLanes; ++l) sum[r][l] += w[l] * s[l];
+        } else {
+          const double w = weights[static_cast<std::size_t>(k0 + r) * padded + u];
+#pragma omp simd
+          for (std::size_t l = 0; l < kAxisLanes; ++l) sum[r][l] += w * s[l];
+        }
+      }
+    }
+    for (int r = 0; r < kAxisRows; ++r)
+      for (std::size_t l = 0; l < kAxisLanes; ++l)
+        out[static_cast<std::size_t>(r) * lanes + l0 + l] = sum[r][l];
+  }
+}
+
+}  // namespace
+
+IFUSIM_VECTOR_CLONES void convolve_rows_by_lane(double* __restrict out,
+                                                const double* __restrict src, std::size_t lanes,
+                                                std::size_t width, int n, int k0, int reach,
+                                                const double* __restrict weights) {
+  convolve_rows<true>(out, src, lanes, width, n, k0, reach, weights);
+}
+
+IFUSIM_VECTOR_CLONES void convolve_rows_by_target(double* __restrict out,
+                                                  const double* __restrict src, std::size_t lanes,
+                                                  std::size_t width, int n, int k0, int reach,
+                                                  const double* __restrict weights) {
+  convolve_rows<false>(out, src, lanes, width, n, k0, reach, weights);
 }
 
 // Register tiles of 4 rows x 64 columns (16 accumulators of 16 floats: AVX-512's 32 registers

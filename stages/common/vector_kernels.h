@@ -44,8 +44,44 @@ void add_scaled_rows(double* y, std::size_t n, const double* a, const std::int32
 // plane by plane in float, into fewer). out must overlap neither planes nor weights.
 void mix_planes(double* out, std::size_t n, const float* planes, std::size_t n_planes,
                 const double* weights, std::size_t n_out);
-// y[k] += a[k] * x[k], k < n. y must overlap neither a nor x.
-void add_products(double* y, const double* a, const double* x, std::size_t n);
+// out[k] = in[k] widened to double, or rounded to float, k < n (the convolutions' blocks of a
+// float cube). out must not overlap in.
+void widen(double* out, const float* in, std::size_t n);
+void narrow(float* out, const double* in, std::size_t n);
+
+// Rows of a convolution along the axis of a block (stages/common/convolution.cpp): the block holds
+// n rows of `lanes` values, row j the lanes' sources at pixel j of the axis; lanes is a multiple
+// of kAxisLanes and width <= lanes. For the kAxisRows targets k = k0 + r (r < kAxisRows) and the
+// lanes l < width rounded up to kAxisLanes:
+//   out[r * lanes + l] = sum over j ascending of w(k, u, l) * src[j * lanes + l],
+// j from max(0, k0 - reach) to min(n - 1, k0 + kAxisRows - 1 + reach), u = j - k + reach +
+// kAxisRows - 1: a tap of a table padded with kAxisRows - 1 zero taps at each end (kAxisTaps), so
+// that all kAxisRows targets take the same sources. Each sum starts from +0 and each product and
+// sum is rounded on its own: a zero weight adds a zero, which changes no sum (beyond the sign of
+// a zero), so each target's sum is the one over its own taps alone, in the same order. The targets
+// are summed together in vector registers, each source loaded once for all of them, where a
+// target at a time reloads and restores its sums for every tap (the PSF's 21 taps: 4x quicker).
+inline constexpr int kAxisRows = 4;
+inline constexpr std::size_t kAxisLanes = 8;
+inline constexpr std::size_t axis_padded_taps(int reach) {
+  return 2 * static_cast<std::size_t>(reach) + 1 + 2 * (kAxisRows - 1);
+}
+// A convolution along a contiguous axis (a spectrum), kContiguousTargets targets at a time in
+// vector registers: for k < n (a whole number of kContiguousTargets),
+//   out[k] = sum over t ascending (t < taps) of weights[t * n + k] * src[k + t],
+// src holding the axis's sources shifted by (taps - 1) / 2 (src[k + t] is source j = k + t -
+// reach, zeros beyond the axis's ends; n + taps - 1 values). Each sum starts from +0, each product
+// and sum rounded on its own (as convolve_rows_by_*). out must overlap neither src nor weights.
+inline constexpr std::size_t kContiguousTargets = kAxisRows * kAxisLanes;
+void convolve_contiguous(double* out, const double* src, std::size_t n, std::size_t taps,
+                         const double* weights);
+// The weight of each lane: w(k, u, l) = weights[u * lanes + l] (the same at every target).
+void convolve_rows_by_lane(double* out, const double* src, std::size_t lanes, std::size_t width,
+                           int n, int k0, int reach, const double* weights);
+// The weight of each target: w(k, u, l) = weights[k * axis_padded_taps(reach) + u] (rows up to
+// k0 + kAxisRows - 1, the ones past the axis all zero).
+void convolve_rows_by_target(double* out, const double* src, std::size_t lanes, std::size_t width,
+                             int n, int k0, int reach, const double* weights);
 
 // c = a b in float: a is rows x depth, row-major and dense; b's rows are b + b_rows[q] b_stride
 // (q where b_rows is null), each `width` long; c is rows x width, row-major. Each element of c is

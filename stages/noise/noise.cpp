@@ -60,15 +60,7 @@ void warn_tiny_variances(long long count, const std::string& unit, const std::st
 }
 
 double noise_reference_level(const Cube& cube, double threshold) {
-  const std::size_t n_spaxels = cube.shape.n_spaxels();
-  const std::size_t n_wave = static_cast<std::size_t>(cube.shape.n_wave);
-  std::vector<double> mean(n_spaxels, 0.0);
-#pragma omp parallel for schedule(static)
-  for (long long s = 0; s < static_cast<long long>(n_spaxels); ++s) {
-    double sum = 0.0;
-    for (std::size_t k = 0; k < n_wave; ++k) sum += cube.data[s * n_wave + k];
-    mean[s] = sum / static_cast<double>(n_wave);
-  }
+  const std::vector<double> mean = spaxel_means(cube);
   // Spaxels outside the aperture (NaN, see stages/aperture_mask) take no part.
   double brightest = 0.0;
   for (double m : mean)

@@ -1,6 +1,5 @@
 #include "stages/noise/noise_blocks.h"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -32,8 +31,10 @@ IFUSIM_VECTOR_CLONES long long apply_snr_model(float* __restrict data, float* __
 #pragma omp simd reduction(+ : tiny)
   for (std::size_t l = 0; l < n; ++l) {
     const double signal = data[l];
-    const bool outside = std::isnan(signal);  // no measurement there, no variance
-    const double var = bg[l] + std::max(signal, 0.0) * shot[l];
+    // NaN: no measurement there, no variance. (GCC inlines neither std::isnan nor std::max into a
+    // function with the clones' optimize attribute: calls, and the loop left scalar.)
+    const bool outside = signal != signal;
+    const double var = bg[l] + (signal > 0.0 ? signal : 0.0) * shot[l];
     tiny += var > 0.0 && var < std::numeric_limits<float>::min();
     variance[l] = outside ? data[l] : static_cast<float>(var);
     data[l] = outside ? data[l] : static_cast<float>(signal + std::sqrt(var) * z[l]);

@@ -1,10 +1,10 @@
 #pragma once
 // The S/N noise model's per-voxel work in blocks (noise.cpp): first each voxel's standard normal
 // where the Ziggurat's first word lands inside a layer's rectangle (98.8% of draws; this loop runs
-// in vector registers in its x86-64-v4 clone), then the rest one by one, then the model (still
-// scalar: GCC inlines neither std::isnan nor std::max into a function with the clones' optimize
-// attribute, and leaves the loop's control flow). The values are those of
-// counter_normal_of_state and of the one-voxel-at-a-time model, bitwise.
+// in vector registers in its x86-64-v4 clone), then the rest one by one, then the model (in vector
+// registers too: its file is compiled without errno and FP-exception semantics,
+// stages/CMakeLists.txt). The values are those of counter_normal_of_state and of the
+// one-voxel-at-a-time model, bitwise.
 #include <cstddef>
 #include <cstdint>
 
