@@ -630,20 +630,16 @@ struct SegmentTerms {
   const DustSegment& segment;
   std::size_t rank;
   std::size_t terms() const { return static_cast<std::size_t>(segment.terms); }
-  // n_groups groups' terms, plane by plane from `planes` (float), reduced: c_q of group g at
-  // out[q * n_groups + g].
-  void reduce(const float* planes, std::size_t n_groups, double* out) const {
-    mix_planes(out, n_groups, planes, rank, segment.reduce.data(), terms());
-  }
   // Row entries [e0, e1) of H (values from the layout's float planes), reduced into value and
-  // column (resized), each c_q at its group's column plus q.
+  // column (resized), each c_q at its group's column plus q (c_q of group g at
+  // value[q * n_groups + g]).
   void reduce_entries(const SparseRows& h, const std::vector<float>& planes, std::size_t e0,
                       std::size_t e1, std::vector<double>& value,
                       std::vector<std::int32_t>& column) const {
     const std::size_t n_groups = (e1 - e0) / rank;
     value.resize(n_groups * terms());
     column.resize(value.size());
-    reduce(planes.data() + e0, n_groups, value.data());
+    mix_planes(value.data(), n_groups, planes.data() + e0, rank, segment.reduce.data(), terms());
     for (std::size_t q = 0; q < terms(); ++q)
       for (std::size_t g = 0; g < n_groups; ++g)
         column[q * n_groups + g] = h.column[e0 + g] + static_cast<std::int32_t>(q);
@@ -806,6 +802,9 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
       }
       const std::size_t all_terms = weights.size() / rank;
       term_first[c1 - c0] = all_terms;
+      std::size_t most_terms = 0;  // of the step's segments
+      for (std::size_t c = c0; c < c1; ++c)
+        most_terms = std::max(most_terms, term_first[c - c0 + 1] - term_first[c - c0]);
       // 2. Each block's product over the chunks' bins.
       for (std::size_t b = 0; b < n_blocks; ++b) {
         const std::size_t r0 = b * kRowsPerBlock, r1 = std::min(n_rows, r0 + kRowsPerBlock);
@@ -884,9 +883,6 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
               mixed.resize(all_terms * n_groups);
               mix_planes(mixed.data(), n_groups, layout.value_planes.data() + e0, rank,
                          weights.data(), all_terms);
-              std::size_t most_terms = 0;
-              for (std::size_t c = c0; c < c1; ++c)
-                most_terms = std::max(most_terms, term_first[c - c0 + 1] - term_first[c - c0]);
               reduced_columns.resize(most_terms * n_groups);
               for (std::size_t q = 0; q < most_terms; ++q)
                 for (std::size_t g = 0; g < n_groups; ++g)
