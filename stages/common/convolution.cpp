@@ -173,7 +173,8 @@ LaneWeights lane_weights(const std::vector<Kernel1D>& kernels,
 
 // Lanes at a time in a block's sweep along the axis: the rows a band's targets read (its taps'
 // sources and weights, ~25 kB for the PSF) stay in the L1 cache from one group of targets to the
-// next, where a sweep of all of the block's lanes read them from L2 each time (2x slower).
+// next, where a sweep of all of the block's lanes read them from L2 each time (a PSF pass 0.63 s
+// -> 0.51 s on MUSE-WFM).
 constexpr std::size_t kBandLanes = 8 * kAxisLanes;
 
 // out[o, k, i] = sum over j of table(k, j) in[o, j, i], in place, for a float cube or a double
@@ -227,7 +228,8 @@ void apply_axis_weights(std::vector<T>& data, std::size_t outer, int n, std::siz
   const std::size_t width_max = lanes_for(n, inner);
   // The block's rows (and the weights' and sums'): a whole number of the kernels' vectors, and an
   // odd number of cache lines, so that the rows a target's taps read fall in different sets of
-  // the L1 cache (256 lanes, 32 lines, put every row in the same two sets: the PSF 1.6x slower).
+  // the L1 cache (256 lanes, 32 lines, put every row in the same two sets: bench_cube_passes'
+  // psf 1.29 s against 1.21 s).
   // The lanes past a block's width hold whatever an earlier block left (finite values), summed
   // and never stored.
   const std::size_t lanes =

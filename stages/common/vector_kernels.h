@@ -55,12 +55,13 @@ void narrow(float* out, const double* in, std::size_t n);
 // lanes l < width rounded up to kAxisLanes:
 //   out[r * lanes + l] = sum over j ascending of w(k, u, l) * src[j * lanes + l],
 // j from max(0, k0 - reach) to min(n - 1, k0 + kAxisRows - 1 + reach), u = j - k + reach +
-// kAxisRows - 1: a tap of a table padded with kAxisRows - 1 zero taps at each end (kAxisTaps), so
-// that all kAxisRows targets take the same sources. Each sum starts from +0 and each product and
-// sum is rounded on its own: a zero weight adds a zero, which changes no sum (beyond the sign of
-// a zero), so each target's sum is the one over its own taps alone, in the same order. The targets
-// are summed together in vector registers, each source loaded once for all of them, where a
-// target at a time reloads and restores its sums for every tap (the PSF's 21 taps: 4x quicker).
+// kAxisRows - 1: a tap of a table padded with kAxisRows - 1 zero taps at each end
+// (axis_padded_taps), so that all kAxisRows targets take the same sources. Each sum starts from +0
+// and each product and sum is rounded on its own: a zero weight adds a zero, which changes no sum
+// (beyond the sign of a zero), so each target's sum is the one over its own taps alone, in the
+// same order. The targets are summed together in vector registers, each source loaded once for
+// all of them, where a target at a time reloaded and stored its sums for every tap (MUSE-WFM's
+// PSF, 21 taps: 2.05 s -> 1.29 s; with convolution.cpp's bands and strides 0.80 s).
 inline constexpr int kAxisRows = 4;
 inline constexpr std::size_t kAxisLanes = 8;
 inline constexpr std::size_t axis_padded_taps(int reach) {
