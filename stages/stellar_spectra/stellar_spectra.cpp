@@ -605,6 +605,9 @@ class BinnedSpectra final : public PartialResult {
   // (integers: exact, so the result depends neither on the split nor on the blocks).
   void add_sparse(std::vector<SparseHistogramShard> shards) {
     std::vector<Entry> added;
+    std::size_t total = 0;
+    for (const auto& shard : shards) total += shard.size;
+    added.reserve(total);  // not grown by copies (the disc example: 3.9e6 entries, 63 MB)
     for (auto& shard : shards) {
       std::vector<std::uint64_t> keys(shard.size);
       std::vector<std::int64_t> values(shard.size);
