@@ -644,16 +644,6 @@ struct SegmentTerms {
       for (std::size_t g = 0; g < n_groups; ++g)
         column[q * n_groups + g] = h.column[e0 + g] + static_cast<std::int32_t>(q);
   }
-  // A dense block's columns (ascending, whole groups) over the segment's terms, q by q: group
-  // b's term q at q * (its groups) + b.
-  void reduce_columns(const std::vector<std::int32_t>& columns,
-                      std::vector<std::int32_t>& out) const {
-    const std::size_t n_groups = columns.size() / rank;
-    out.resize(n_groups * terms());
-    for (std::size_t q = 0; q < terms(); ++q)
-      for (std::size_t b = 0; b < n_groups; ++b)
-        out[q * n_groups + b] = columns[b * rank] + static_cast<std::int32_t>(q);
-  }
   // The band energies of the chunk's populated columns, from those of the rows it made (the
   // reduced terms'): column (group, t) weighs sum_q reduce[q, t] energy(group, q), what its
   // entries' light is in the reduced product.
@@ -762,7 +752,6 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
     std::vector<float> product_buffer, reduced_dense;
     std::vector<double> row, mixed, weights, reduced_energy;
     std::vector<std::int32_t> reduced_columns;
-    std::vector<const DustSegment*> segments(together, nullptr);
     std::vector<std::size_t> term_first(together + 1, 0);  // each segment's first mixed term
 #pragma omp for schedule(dynamic, 1)
     for (std::size_t step = 0; step < n_steps; ++step) {
@@ -779,7 +768,6 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
         double* partial = layout.partial(c);
         const DustSegment* segment =
             layout.reduced ? &in.dust_segments->of_bin(static_cast<int>(k0)) : nullptr;
-        segments[c - c0] = segment;
         const ChunkAxis axis(in, static_cast<int>(k0), static_cast<int>(k0 + width),
                              &layout.populated,
                              segment ? TermFactors::reduced : TermFactors::projected);
@@ -826,6 +814,13 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
             for (std::size_t i = 0; i < rows; ++i)
               mix_planes(mixed.data() + i * all_terms * block_groups, block_groups,
                          dense_h[b].data() + i * cols, rank, weights.data(), all_terms);
+            // The block's columns (ascending, whole groups) over the step's terms, q by q: group
+            // g's term q at q * block_groups + g, for every segment of the step.
+            reduced_columns.resize(most_terms * block_groups);
+            for (std::size_t q = 0; q < most_terms; ++q)
+              for (std::size_t g = 0; g < block_groups; ++g)
+                reduced_columns[q * block_groups + g] =
+                    columns[g * rank] + static_cast<std::int32_t>(q);
           }
           for (std::size_t c = c0; c < c1; ++c) {
             const std::size_t width = width_of(c);
@@ -836,9 +831,7 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
               // float sums. One float sum over all the terms together, each group's large first
               // term and its signed corrections, drifted: +6.6e-7 of a dusty smoothed run's
               // light, against -3.8e-7 unreduced (docs/benchmarks.md).
-              const SegmentTerms segment{*segments[c - c0], rank};
-              segment.reduce_columns(columns, reduced_columns);
-              const std::size_t n_terms = segment.terms();
+              const std::size_t n_terms = term_first[c - c0 + 1] - term_first[c - c0];
               reduced_dense.resize(rows * block_groups);
               panel_sums.setZero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(width));
               for (std::size_t q = 0; q < n_terms; ++q) {
