@@ -752,6 +752,7 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
     std::vector<float> product_buffer, reduced_dense;
     std::vector<double> row, mixed, weights, reduced_energy;
     std::vector<std::int32_t> reduced_columns;
+    std::vector<std::size_t> mixed_first;  // each row's first mixed term in a sparse block
     std::vector<std::size_t> term_first(together + 1, 0);  // each segment's first mixed term
 #pragma omp for schedule(dynamic, 1)
     for (std::size_t step = 0; step < n_steps; ++step) {
@@ -863,36 +864,49 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
             out = (out.cast<double>() + product.cast<double>()).cast<float>();
           }
         } else {
-          for (std::size_t c = c0; c < c1; ++c)
-            sums[c - c0].setZero(static_cast<Eigen::Index>(rows),
-                                 static_cast<Eigen::Index>(width_of(c)));
-          for (std::size_t r = r0; r < r1; ++r) {
-            // The row's non-zeros' rows of B, scaled and summed in order (vector_kernels.h: most
-            // of a wide field's product); with segments, its groups' terms mixed for all the
-            // step's segments at once, each segment's entries q by q (a prefix of the columns).
-            const std::size_t e0 = h.offsets[r], count = h.offsets[r + 1] - e0;
-            const std::size_t n_groups = count / rank;
-            if (layout.reduced) {
-              mixed.resize(all_terms * n_groups);
-              mix_planes(mixed.data(), n_groups, layout.value_planes.data() + e0, rank,
-                         weights.data(), all_terms);
-              reduced_columns.resize(most_terms * n_groups);
+          // The rows' groups mixed for all the step's segments first, then each segment's sums
+          // over every row of the block: one segment's rows of B (those the block's columns use)
+          // stay in the L2 cache from row to row, where a row's sums over all the step's
+          // segments cycled the step's four chunks of B through it for every row.
+          if (layout.reduced) {
+            mixed_first.assign(1, 0);
+            for (std::size_t r = r0; r < r1; ++r) {
+              const std::size_t e0 = h.offsets[r], n_groups = (h.offsets[r + 1] - e0) / rank;
+              mixed_first.push_back(mixed_first.back() + all_terms * n_groups);
+            }
+            mixed.resize(mixed_first.back());
+            reduced_columns.resize(mixed_first.back() / all_terms * most_terms);
+            for (std::size_t r = r0; r < r1; ++r) {
+              const std::size_t e0 = h.offsets[r], n_groups = (h.offsets[r + 1] - e0) / rank;
+              mix_planes(mixed.data() + mixed_first[r - r0], n_groups,
+                         layout.value_planes.data() + e0, rank, weights.data(), all_terms);
+              std::int32_t* columns_of_row =
+                  reduced_columns.data() + mixed_first[r - r0] / all_terms * most_terms;
               for (std::size_t q = 0; q < most_terms; ++q)
                 for (std::size_t g = 0; g < n_groups; ++g)
-                  reduced_columns[q * n_groups + g] =
+                  columns_of_row[q * n_groups + g] =
                       h.column[e0 + g] + static_cast<std::int32_t>(q);
             }
-            for (std::size_t c = c0; c < c1; ++c) {
-              const std::size_t width = width_of(c);
+          }
+          for (std::size_t c = c0; c < c1; ++c) {
+            const std::size_t width = width_of(c);
+            sums[c - c0].setZero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(width));
+            for (std::size_t r = r0; r < r1; ++r) {
+              // The row's non-zeros' rows of B, scaled and summed in order (vector_kernels.h:
+              // most of a wide field's product); with segments, the segment's mixed terms q by q
+              // (a prefix of the row's columns).
               double* y = sums[c - c0].row(static_cast<Eigen::Index>(r - r0)).data();
-              if (layout.reduced)
-                add_scaled_rows(y, width, mixed.data() + term_first[c - c0] * n_groups,
-                                reduced_columns.data(),
-                                (term_first[c - c0 + 1] - term_first[c - c0]) * n_groups,
-                                basis_buffers[c - c0].data(), width);
-              else
+              const std::size_t e0 = h.offsets[r], count = h.offsets[r + 1] - e0;
+              if (layout.reduced) {
+                const std::size_t n_groups = count / rank, first = mixed_first[r - r0];
+                const std::size_t n_terms = term_first[c - c0 + 1] - term_first[c - c0];
+                add_scaled_rows(y, width, mixed.data() + first + term_first[c - c0] * n_groups,
+                                reduced_columns.data() + first / all_terms * most_terms,
+                                n_terms * n_groups, basis_buffers[c - c0].data(), width);
+              } else {
                 add_scaled_rows(y, width, h.value.data() + e0, h.column.data() + e0, count,
                                 basis_buffers[c - c0].data(), width);
+              }
             }
           }
           for (std::size_t c = c0; c < c1; ++c) {
