@@ -131,17 +131,32 @@ std::vector<float> KnnLengths::of(const std::vector<float>& query_positions_kpc)
   const auto count = static_cast<std::ptrdiff_t>(out.size());
   // Each query's answer is its own: the order changes the time, not the lengths.
   const std::vector<std::uint32_t> order = spatial_order(query_positions_kpc);
+  const KdTree& tree = *impl_->tree;
 #pragma omp parallel
   {
-    std::vector<std::uint32_t> index(want);
+    std::vector<std::uint32_t> index(want), previous;
     std::vector<double> distance_sq(want);
 #pragma omp for schedule(dynamic, 4096)
     for (std::ptrdiff_t j = 0; j < count; ++j) {
       const std::size_t i = order[static_cast<std::size_t>(j)];
       const float* query = query_positions_kpc.data() + 3 * i;
-      const std::size_t found =
-          impl_->tree->knnSearch(query, want, index.data(), distance_sq.data());
+      nanoflann::KNNResultSet<double, std::uint32_t> result(want);
+      result.init(index.data(), distance_sq.data());
+      // The search starts from a bound instead of from infinity: the farthest of the previous
+      // query's `want` nearest points (its neighbour in Morton order, so nearby) from this one,
+      // just above it. There are `want` points within it, so the answer is within it too; only
+      // the tree's branches that lie farther are skipped sooner. The distances are the tree's own
+      // function's, so every point at the bound is still taken: the same lengths, bit for bit.
+      if (previous.size() == want) {
+        double bound = 0.0;
+        for (const std::uint32_t p : previous)
+          bound = std::max(bound, tree.distance.evalMetric(query, p, 3));
+        distance_sq[want - 1] = std::nextafter(bound, std::numeric_limits<double>::infinity());
+      }
+      tree.findNeighbors(result, query, nanoflann::SearchParams());
+      const std::size_t found = result.size();
       out[i] = found == 0 ? 0.0f : static_cast<float>(std::sqrt(distance_sq[found - 1]));
+      previous.assign(index.begin(), index.begin() + static_cast<std::ptrdiff_t>(found));
     }
   }
   return out;
