@@ -698,9 +698,10 @@ TEST_CASE("add_scaled_rows: bitwise its float groups added in double, any shape"
 }
 
 // mix_planes (a dust segment's reduced terms) sums each output element in double over the float
-// planes in order from the first product, each product and sum rounded on its own: bitwise that,
-// written out here one element at a time, whether the element is in a whole eight or left over,
-// for 1 to 9 outputs (more than one register group of four) and 1 to 12 planes.
+// planes in order from the first product, each product and sum rounded on its own (and
+// mix_planes_rounded rounds that sum to float once): bitwise that, written out here one element at
+// a time, whether the element is in a whole eight or left over, for 1 to 9 outputs (more than one
+// register group of four) and 1 to 12 planes.
 TEST_CASE("mix_planes: bitwise the ordered sum over the planes, any shape", "[spectra][binned]") {
   std::mt19937_64 rng(53);
   std::uniform_real_distribution<double> value(-1.0, 1.0);
@@ -712,13 +713,22 @@ TEST_CASE("mix_planes: bitwise the ordered sum over the planes, any shape", "[sp
     for (float& v : planes) v = static_cast<float>(1e3 * value(rng));
     for (double& v : weights) v = value(rng);
     mix_planes(out.data(), n, planes.data(), n_planes, weights.data(), n_out);
-    for (std::size_t q = 0; q < n_out; ++q)
+    // The rounded variant, its outputs a stride apart (3 elements of room between them, which
+    // it must leave as they are).
+    const std::size_t stride = n + 3;
+    std::vector<float> rounded(n_out * stride, -7.0f);
+    mix_planes_rounded(rounded.data(), stride, n, planes.data(), n_planes, weights.data(), n_out);
+    for (std::size_t q = 0; q < n_out; ++q) {
       for (std::size_t g = 0; g < n; ++g) {
         double expected = weights[q * n_planes] * static_cast<double>(planes[g]);
         for (std::size_t t = 1; t < n_planes; ++t)
           expected += weights[q * n_planes + t] * static_cast<double>(planes[t * n + g]);
         REQUIRE(std::memcmp(&out[q * n + g], &expected, sizeof(double)) == 0);
+        const auto expected_float = static_cast<float>(expected);
+        REQUIRE(std::memcmp(&rounded[q * stride + g], &expected_float, sizeof(float)) == 0);
       }
+      for (std::size_t g = n; g < stride; ++g) REQUIRE(rounded[q * stride + g] == -7.0f);
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace ifusim {
 
@@ -14,10 +15,15 @@ IFUSIM_VECTOR_CLONES void add_scaled(double* __restrict y, double a, const doubl
 
 // Eight elements at a time (an AVX-512 register; two or four narrower ones in the other clones),
 // up to four outputs' sums held in registers while each plane's eight are read once (and widened),
-// then the elements left one at a time, in the same order.
-IFUSIM_VECTOR_CLONES void mix_planes(double* __restrict out, std::size_t n,
-                                     const float* __restrict planes, std::size_t n_planes,
-                                     const double* __restrict weights, std::size_t n_out) {
+// then the elements left one at a time, in the same order. Out: double, or float (each sum
+// rounded once); output q at out + q * out_stride.
+namespace {
+template <class Out>
+[[gnu::always_inline]] inline void mix_planes_into(Out* __restrict out, std::size_t out_stride,
+                                                   std::size_t n, const float* __restrict planes,
+                                                   std::size_t n_planes,
+                                                   const double* __restrict weights,
+                                                   std::size_t n_out) {
   typedef double Doubles __attribute__((vector_size(64)));
   typedef float Floats8 __attribute__((vector_size(32)));
   constexpr std::size_t kLanes = 8, kOutputs = 4;
@@ -36,8 +42,14 @@ IFUSIM_VECTOR_CLONES void mix_planes(double* __restrict out, std::size_t n,
         for (std::size_t q = 0; q < outputs; ++q)
           sum[q] += weights[(q0 + q) * n_planes + t] * plane;
       }
-      for (std::size_t q = 0; q < outputs; ++q)
-        std::memcpy(out + (q0 + q) * n + g, &sum[q], sizeof sum[q]);
+      for (std::size_t q = 0; q < outputs; ++q) {
+        if constexpr (std::is_same_v<Out, float>) {
+          const Floats8 rounded = __builtin_convertvector(sum[q], Floats8);
+          std::memcpy(out + (q0 + q) * out_stride + g, &rounded, sizeof rounded);
+        } else {
+          std::memcpy(out + (q0 + q) * out_stride + g, &sum[q], sizeof sum[q]);
+        }
+      }
     }
   for (; g < n; ++g)
     for (std::size_t q = 0; q < n_out; ++q) {
@@ -45,8 +57,22 @@ IFUSIM_VECTOR_CLONES void mix_planes(double* __restrict out, std::size_t n,
       double sum = w[0] * static_cast<double>(planes[g]);
       for (std::size_t t = 1; t < n_planes; ++t)
         sum += w[t] * static_cast<double>(planes[t * n + g]);
-      out[q * n + g] = sum;
+      out[q * out_stride + g] = static_cast<Out>(sum);
     }
+}
+}  // namespace
+
+IFUSIM_VECTOR_CLONES void mix_planes(double* __restrict out, std::size_t n,
+                                     const float* __restrict planes, std::size_t n_planes,
+                                     const double* __restrict weights, std::size_t n_out) {
+  mix_planes_into(out, n, n, planes, n_planes, weights, n_out);
+}
+
+IFUSIM_VECTOR_CLONES void mix_planes_rounded(float* __restrict out, std::size_t out_stride,
+                                             std::size_t n, const float* __restrict planes,
+                                             std::size_t n_planes, const double* __restrict weights,
+                                             std::size_t n_out) {
+  mix_planes_into(out, out_stride, n, planes, n_planes, weights, n_out);
 }
 
 // Tiles of 64 elements of y: a group's float sums in four AVX-512 registers, y's in eight, then

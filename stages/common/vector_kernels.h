@@ -44,6 +44,10 @@ void add_scaled_rows(double* y, std::size_t n, const double* a, const std::int32
 // plane by plane in float, into fewer). out must overlap neither planes nor weights.
 void mix_planes(double* out, std::size_t n, const float* planes, std::size_t n_planes,
                 const double* weights, std::size_t n_out);
+// The same sums, each rounded to float once, output q at out + q * out_stride (a dense block's
+// rows mixed straight into the float planes its product reads). out must overlap neither.
+void mix_planes_rounded(float* out, std::size_t out_stride, std::size_t n, const float* planes,
+                        std::size_t n_planes, const double* weights, std::size_t n_out);
 // out[k] = in[k] widened to double, or rounded to float, k < n (the convolutions' blocks of a
 // float cube). out must not overlap in.
 void widen(double* out, const float* in, std::size_t n);

@@ -749,7 +749,7 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
     std::vector<std::vector<float>> basis_buffers(together);
     std::vector<RowMatrix> sums(together);
     RowMatrix panel_sums;
-    std::vector<float> product_buffer, reduced_dense;
+    std::vector<float> product_buffer, mixed_dense;
     std::vector<double> row, mixed, weights, reduced_energy;
     std::vector<std::int32_t> reduced_columns;
     std::vector<std::size_t> mixed_first;  // each row's first mixed term in a sparse block
@@ -808,13 +808,15 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
         };
         if (block_dense[b]) {
           // Each row's planes over the block's groups mixed into the segments' terms (a group
-          // the row lacks mixes to 0), each segment's in the order of its reduced columns.
+          // the row lacks mixes to 0), rounded to float, term by term: the step's term q's
+          // (rows x the block's groups) at q * rows * block_groups, the float a product reads.
           const std::size_t block_groups = cols / rank;
           if (layout.reduced) {
-            mixed.resize(rows * all_terms * block_groups);
+            mixed_dense.resize(all_terms * rows * block_groups);
             for (std::size_t i = 0; i < rows; ++i)
-              mix_planes(mixed.data() + i * all_terms * block_groups, block_groups,
-                         dense_h[b].data() + i * cols, rank, weights.data(), all_terms);
+              mix_planes_rounded(mixed_dense.data() + i * block_groups, rows * block_groups,
+                                 block_groups, dense_h[b].data() + i * cols, rank, weights.data(),
+                                 all_terms);
             // The block's columns (ascending, whole groups) over the step's terms, q by q: group
             // g's term q at q * block_groups + g, for every segment of the step.
             reduced_columns.resize(most_terms * block_groups);
@@ -833,18 +835,12 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
               // term and its signed corrections, drifted: +6.6e-7 of a dusty smoothed run's
               // light, against -3.8e-7 unreduced (docs/benchmarks.md).
               const std::size_t n_terms = term_first[c - c0 + 1] - term_first[c - c0];
-              reduced_dense.resize(rows * block_groups);
               panel_sums.setZero(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(width));
               for (std::size_t q = 0; q < n_terms; ++q) {
-                for (std::size_t i = 0; i < rows; ++i) {
-                  const double* from =
-                      mixed.data() + (i * all_terms + term_first[c - c0] + q) * block_groups;
-                  for (std::size_t j = 0; j < block_groups; ++j)
-                    reduced_dense[i * block_groups + j] = static_cast<float>(from[j]);
-                }
-                multiply_rows(
-                    reduced_dense.data(), rows, block_groups, basis_buffers[c - c0].data(), width,
-                    reduced_columns.data() + q * block_groups, width, product_buffer.data());
+                multiply_rows(mixed_dense.data() + (term_first[c - c0] + q) * rows * block_groups,
+                              rows, block_groups, basis_buffers[c - c0].data(), width,
+                              reduced_columns.data() + q * block_groups, width,
+                              product_buffer.data());
                 panel_sums += Eigen::Map<const RowMatrixF>(product_buffer.data(),
                                                            static_cast<Eigen::Index>(rows),
                                                            static_cast<Eigen::Index>(width))
