@@ -123,18 +123,10 @@ IFUSIM_HD void walk_kernel_spaxels(const SpaxelGrid& grid, double x_kpc, double 
     const double u = (end - centre) * per_kpc;
     return exp(-u * u);
   };
-  for (int iy = iy0; iy <= iy1; ++iy) {
-    const double edge_lo = iy * d - half, edge_hi = (iy + 1) * d - half;
-    const double lo = y_lo > edge_lo ? y_lo : edge_lo, hi = y_hi < edge_hi ? y_hi : edge_hi;
-    const double wy = (erf((hi - y_kpc) * per_kpc) - erf((lo - y_kpc) * per_kpc)) * inv_norm;
-    if (!(wy > 0.0)) continue;
-    [[maybe_unused]] double dwy = 0.0;
-    if constexpr (kSlopes)
-      dwy = ((edge_lo > y_lo ? edge_term(lo, y_kpc) : 0.0) -
-             (edge_hi < y_hi ? edge_term(hi, y_kpc) : 0.0)) *
-            slope_scale;
-    // Each spaxel's right edge is the next one's left edge: one erf per spaxel, and the row's
-    // weights telescope to exactly its clipped extent.
+  // One row's x weights (and slopes), g(ix, wx, dwx) for ix0..ix1 in order. Each spaxel's right
+  // edge is the next one's left edge: one erf per spaxel, and the row's weights telescope to
+  // exactly its clipped extent.
+  auto x_weights = [&](auto&& g) {
     const double first = ix0 * d - half;
     const double left = x_lo > first ? x_lo : first;
     double e_left = erf((left - x_kpc) * per_kpc);
@@ -146,15 +138,47 @@ IFUSIM_HD void walk_kernel_spaxels(const SpaxelGrid& grid, double x_kpc, double 
       const double e_right = erf((end - x_kpc) * per_kpc);
       const double wx = (e_right - e_left) * inv_norm;
       e_left = e_right;
+      double dwx = 0.0;
       if constexpr (kSlopes) {
         const double g_right = right < x_hi ? edge_term(end, x_kpc) : 0.0;
-        const double dwx = (g_left - g_right) * slope_scale;
+        dwx = (g_left - g_right) * slope_scale;
         g_left = g_right;
-        if (wx > 0.0) f(static_cast<std::int32_t>(iy * n + ix), wx * wy, dwx * wy, wx * dwy);
-      } else {
-        if (wx > 0.0) f(static_cast<std::int32_t>(iy * n + ix), wx * wy);
       }
+      g(ix, wx, dwx);
     }
+  };
+  // The x weights are the same in every row: made once where the square spans at most
+  // kCachedColumns columns (nearly every star's), else again for each row (the same values).
+  constexpr int kCachedColumns = 32;
+  double cached_wx[kCachedColumns], cached_dwx[kSlopes ? kCachedColumns : 1];
+  const bool cached = ix1 - ix0 < kCachedColumns;
+  if (cached)
+    x_weights([&](int ix, double wx, double dwx) {
+      cached_wx[ix - ix0] = wx;
+      if constexpr (kSlopes) cached_dwx[ix - ix0] = dwx;
+    });
+  for (int iy = iy0; iy <= iy1; ++iy) {
+    const double edge_lo = iy * d - half, edge_hi = (iy + 1) * d - half;
+    const double lo = y_lo > edge_lo ? y_lo : edge_lo, hi = y_hi < edge_hi ? y_hi : edge_hi;
+    const double wy = (erf((hi - y_kpc) * per_kpc) - erf((lo - y_kpc) * per_kpc)) * inv_norm;
+    if (!(wy > 0.0)) continue;
+    [[maybe_unused]] double dwy = 0.0;
+    if constexpr (kSlopes)
+      dwy = ((edge_lo > y_lo ? edge_term(lo, y_kpc) : 0.0) -
+             (edge_hi < y_hi ? edge_term(hi, y_kpc) : 0.0)) *
+            slope_scale;
+    auto visit = [&](int ix, double wx, [[maybe_unused]] double dwx) {
+      if (!(wx > 0.0)) return;
+      if constexpr (kSlopes)
+        f(static_cast<std::int32_t>(iy * n + ix), wx * wy, dwx * wy, wx * dwy);
+      else
+        f(static_cast<std::int32_t>(iy * n + ix), wx * wy);
+    };
+    if (cached)
+      for (int ix = ix0; ix <= ix1; ++ix)
+        visit(ix, cached_wx[ix - ix0], kSlopes ? cached_dwx[kSlopes ? ix - ix0 : 0] : 0.0);
+    else
+      x_weights(visit);
   }
 }
 
