@@ -150,12 +150,12 @@ IFUSIM_HD void walk_kernel_spaxels(const SpaxelGrid& grid, double x_kpc, double 
   // The x weights are the same in every row: made once where the square spans at most
   // kCachedColumns columns (nearly every star's), else again for each row (the same values).
   constexpr int kCachedColumns = 32;
-  double cached_wx[kCachedColumns], cached_dwx[kSlopes ? kCachedColumns : 1];
+  double cached_wx[kCachedColumns], cached_dwx[kCachedColumns];
   const bool cached = ix1 - ix0 < kCachedColumns;
   if (cached)
     x_weights([&](int ix, double wx, double dwx) {
       cached_wx[ix - ix0] = wx;
-      if constexpr (kSlopes) cached_dwx[ix - ix0] = dwx;
+      cached_dwx[ix - ix0] = dwx;  // 0 without slopes
     });
   for (int iy = iy0; iy <= iy1; ++iy) {
     const double edge_lo = iy * d - half, edge_hi = (iy + 1) * d - half;
@@ -175,8 +175,7 @@ IFUSIM_HD void walk_kernel_spaxels(const SpaxelGrid& grid, double x_kpc, double 
         f(static_cast<std::int32_t>(iy * n + ix), wx * wy);
     };
     if (cached)
-      for (int ix = ix0; ix <= ix1; ++ix)
-        visit(ix, cached_wx[ix - ix0], kSlopes ? cached_dwx[kSlopes ? ix - ix0 : 0] : 0.0);
+      for (int ix = ix0; ix <= ix1; ++ix) visit(ix, cached_wx[ix - ix0], cached_dwx[ix - ix0]);
     else
       x_weights(visit);
   }
