@@ -621,6 +621,17 @@ void make_chunk_rows(const BinnedProductInput& in, const ProductLayout& layout,
 // Dust segments the host's product takes at once (binned_product).
 constexpr std::size_t kSegmentsTogether = 4;
 
+// The columns of n_groups whole groups over their first `terms` terms, term by term: group g's
+// term q, at its first term's column first_column(g) plus q, goes to out[q * n_groups + g] (the
+// order of a segment's reduced entries, SegmentTerms).
+template <class FirstColumn>
+void group_term_columns(std::size_t n_groups, std::size_t terms, FirstColumn&& first_column,
+                        std::int32_t* out) {
+  for (std::size_t q = 0; q < terms; ++q)
+    for (std::size_t g = 0; g < n_groups; ++g)
+      out[q * n_groups + g] = first_column(g) + static_cast<std::int32_t>(q);
+}
+
 // A dust segment's part of the product (ProductLayout::reduced). A row's whole groups of `rank`
 // entries (one spectrum's or end's terms h_t), held term by term (whole_groups_by_term: h_t of
 // its G groups at t * G), become the segment's `terms` entries a group c_q = sum_t reduce[q, t]
@@ -640,9 +651,8 @@ struct SegmentTerms {
     value.resize(n_groups * terms());
     column.resize(value.size());
     mix_planes(value.data(), n_groups, planes.data() + e0, rank, segment.reduce.data(), terms());
-    for (std::size_t q = 0; q < terms(); ++q)
-      for (std::size_t g = 0; g < n_groups; ++g)
-        column[q * n_groups + g] = h.column[e0 + g] + static_cast<std::int32_t>(q);
+    group_term_columns(
+        n_groups, terms(), [&](std::size_t g) { return h.column[e0 + g]; }, column.data());
   }
   // The band energies of the chunk's populated columns, from those of the rows it made (the
   // reduced terms'): column (group, t) weighs sum_q reduce[q, t] energy(group, q), what its
@@ -817,13 +827,12 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
               mix_planes_rounded(mixed_dense.data() + i * block_groups, rows * block_groups,
                                  block_groups, dense_h[b].data() + i * cols, rank, weights.data(),
                                  all_terms);
-            // The block's columns (ascending, whole groups) over the step's terms, q by q: group
-            // g's term q at q * block_groups + g, for every segment of the step.
+            // The block's columns (ascending, whole groups) over the step's terms, for every
+            // segment of the step.
             reduced_columns.resize(most_terms * block_groups);
-            for (std::size_t q = 0; q < most_terms; ++q)
-              for (std::size_t g = 0; g < block_groups; ++g)
-                reduced_columns[q * block_groups + g] =
-                    columns[g * rank] + static_cast<std::int32_t>(q);
+            group_term_columns(
+                block_groups, most_terms, [&](std::size_t g) { return columns[g * rank]; },
+                reduced_columns.data());
           }
           for (std::size_t c = c0; c < c1; ++c) {
             const std::size_t width = width_of(c);
@@ -876,12 +885,9 @@ BinnedProductStats binned_product(const BinnedProductInput& in, HostHistogram hi
               const std::size_t e0 = h.offsets[r], n_groups = (h.offsets[r + 1] - e0) / rank;
               mix_planes(mixed.data() + mixed_first[r - r0], n_groups,
                          layout.value_planes.data() + e0, rank, weights.data(), all_terms);
-              std::int32_t* columns_of_row =
-                  reduced_columns.data() + mixed_first[r - r0] / all_terms * most_terms;
-              for (std::size_t q = 0; q < most_terms; ++q)
-                for (std::size_t g = 0; g < n_groups; ++g)
-                  columns_of_row[q * n_groups + g] =
-                      h.column[e0 + g] + static_cast<std::int32_t>(q);
+              group_term_columns(
+                  n_groups, most_terms, [&](std::size_t g) { return h.column[e0 + g]; },
+                  reduced_columns.data() + mixed_first[r - r0] / all_terms * most_terms);
             }
           }
           for (std::size_t c = c0; c < c1; ++c) {
